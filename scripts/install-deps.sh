@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages gpudx needs to build and test, only when one is missing.
+# Everything comes from the distribution's archive through apt-get; nothing else is downloaded.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev libkmod-dev
+  libgtest-dev libgmock-dev libbenchmark-dev pci.ids
+)
+if [[ "${1:-}" == "--with-integration" ]]; then
+  packages+=(slurmctld slurmd munge prometheus-node-exporter prometheus)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+echo "gpudx: installing missing build dependencies: ${missing[*]}" >&2
+sudo=""
+[[ $(id -u) -ne 0 ]] && sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,94 @@
+#include "app/common.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "collect/collectors.hpp"
+#include "core/error.hpp"
+
+namespace gpudx::app {
+
+
+void add_node_options(CLI::App& cmd, NodeOptions& o) {
+    cmd.add_option("--root", o.root, "Read the node under DIR instead of / (a capture made by `gpudx gather`)")
+        ->type_name("DIR");
+    cmd.add_option("--kernel-log", o.kernel_log,
+                   "Read this saved kernel log (dmesg, dmesg -T, journalctl -k, syslog or raw kmsg) instead of /dev/kmsg")
+        ->type_name("FILE");
+    cmd.add_option("--since", o.since, "Kernel-log window start: seconds since boot, or a wall time as the log writes it")
+        ->type_name("TIME");
+    cmd.add_option("--deadline", o.deadline_s, "Seconds each driver layer (NVML, CUDA) may take before it is a finding")
+        ->capture_default_str()
+        ->check(CLI::Range(0.05, 600.0));
+    cmd.add_flag("--no-driver", o.no_driver, "Do not load NVML or the CUDA driver (host layers only)");
+    cmd.add_flag("--all-devices", o.all_devices,
+                 "Also evaluate CUDA with CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER unset");
+    cmd.add_option("--driver-lib-dir", o.driver_lib_dir,
+                   "Load libnvidia-ml.so.1 and libcuda.so.1 from DIR (stand-ins, or a specific driver)")
+        ->type_name("DIR");
+}
+
+CollectOptions make_collect_options(const NodeOptions& o, const Root& root) {
+    CollectOptions c;
+    if (!o.kernel_log.empty()) c.kernel_log_file = o.kernel_log;
+    c.since = o.since;
+    c.environment = load_environment(root);
+    c.driver_deadline = std::chrono::milliseconds(static_cast<long>(o.deadline_s * 1000));
+    c.probe_driver = !o.no_driver;
+    c.all_devices = o.all_devices;
+    if (!o.driver_lib_dir.empty()) c.driver_library_dir = o.driver_lib_dir;
+    return c;
+}
+
+Snapshot collect_node(const NodeOptions& o) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(o.root, ec)) throw UsageError{"--root " + o.root + ": not a directory"};
+    if (!o.kernel_log.empty() && !std::filesystem::is_regular_file(o.kernel_log, ec))
+        throw UsageError{"--kernel-log " + o.kernel_log + ": no such file"};
+    Root root(o.root);
+    auto opts = make_collect_options(o, root);
+    return take_snapshot(root, opts);
+}
+
+void write_output(const std::string& path, const std::string& text) {
+    if (path.empty() || path == "-") {
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        std::fflush(stdout);
+        return;
+    }
+    std::filesystem::path target(path);
+    auto dir = target.parent_path().empty() ? std::filesystem::path(".") : target.parent_path();
+    std::string tmp = (dir / ("." + target.filename().string() + ".tmpXXXXXX")).string();
+    int fd = ::mkstemp(tmp.data());
+    if (fd < 0) throw UsageError{"cannot write " + path + ": " + std::strerror(errno)};
+    size_t off = 0;
+    while (off < text.size()) {
+        ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            int err = errno;
+            ::close(fd);
+            ::unlink(tmp.c_str());
+            throw UsageError{"cannot write " + path + ": " + std::strerror(err)};
+        }
+        off += static_cast<size_t>(n);
+    }
+    ::fchmod(fd, 0644);
+    ::fsync(fd);
+    ::close(fd);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        int err = errno;
+        ::unlink(tmp.c_str());
+        throw UsageError{"cannot write " + path + ": " + std::strerror(err)};
+    }
+}
+
+bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }
+
+}  // namespace gpudx::app

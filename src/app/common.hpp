@@ -1,0 +1,35 @@
+#pragma once
+// Options and helpers shared by the commands that read a node.
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "collect/context.hpp"
+#include "core/root.hpp"
+#include "model/snapshot.hpp"
+
+namespace gpudx::app {
+
+struct NodeOptions {
+    std::string root = "/";
+    std::string kernel_log;
+    std::string since;
+    double deadline_s = 5.0;
+    bool no_driver = false;
+    bool all_devices = false;
+    std::string driver_lib_dir;
+};
+
+// --root, --kernel-log, --since, --deadline, --no-driver, --all-devices, --driver-lib-dir
+void add_node_options(CLI::App& cmd, NodeOptions& o);
+CollectOptions make_collect_options(const NodeOptions& o, const Root& root);
+// Collects the node named by the options (or loads --from FILE when given).
+Snapshot collect_node(const NodeOptions& o);
+
+// Writes text to FILE atomically (temporary file in the same directory, then rename), or to stdout when empty.
+void write_output(const std::string& path, const std::string& text);
+bool stdout_is_terminal();
+
+}  // namespace gpudx::app

@@ -1,0 +1,36 @@
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checks/finding.hpp"
+#include "model/snapshot.hpp"
+
+namespace gpudx {
+
+struct XidPolicy;  // checks/xid_policy.hpp
+
+struct DiagnoseOptions {
+    std::optional<unsigned> expect_gpus;  // --expect-gpus N
+    std::string since;                    // kernel-log window; empty: current boot
+    const XidPolicy* xid_policy = nullptr;  // null: the built-in default
+};
+
+struct CheckContext {
+    const Snapshot& snapshot;
+    const DiagnoseOptions& options;
+
+    // GPU reference for a PCI address, with the UUID from whichever source knows it (procfs, NVML, CUDA).
+    GpuRef gpu(std::string_view pci) const;
+};
+
+using CheckFamily = void (*)(const CheckContext&, std::vector<Finding>&);
+
+// Every rule family, one per file in checks/ (checks/registry.cpp lists them).
+struct CheckFamilyEntry {
+    const char* name;
+    CheckFamily run;
+};
+const std::vector<CheckFamilyEntry>& check_families();
+
+}  // namespace gpudx

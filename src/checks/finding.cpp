@@ -1,0 +1,54 @@
+#include "checks/finding.hpp"
+
+#include "checks/check_context.hpp"
+#include "core/pci_address.hpp"
+
+namespace gpudx {
+
+const char* to_string(Layer l) {
+    switch (l) {
+        case Layer::pcie: return "pcie";
+        case Layer::module: return "module";
+        case Layer::kernel_log: return "kernel_log";
+        case Layer::libraries: return "libraries";
+        case Layer::devices: return "devices";
+        case Layer::driver: return "driver";
+        case Layer::container: return "container";
+        case Layer::allocation: return "allocation";
+    }
+    return "?";
+}
+
+const char* to_string(Severity s) {
+    switch (s) {
+        case Severity::info: return "info";
+        case Severity::warning: return "warning";
+        case Severity::error: return "error";
+    }
+    return "?";
+}
+
+std::optional<Layer> parse_layer(std::string_view s) {
+    for (auto l : kAllLayers)
+        if (s == to_string(l)) return l;
+    return std::nullopt;
+}
+
+std::string describe(const GpuRef& g) {
+    if (g.uuid.empty()) return "GPU at " + (g.pci.empty() ? std::string("unknown address") : g.pci) + " (UUID unknown)";
+    if (g.pci.empty()) return g.uuid + " (PCI address unknown)";
+    return g.uuid + " (" + g.pci + ")";
+}
+
+GpuRef CheckContext::gpu(std::string_view pci) const {
+    GpuRef ref{{}, normalize_pci(pci)};
+    for (auto& g : snapshot.module.nvidia_gpus)
+        if (g.address == ref.pci && !g.uuid.empty()) return {g.uuid, ref.pci};
+    for (auto& d : snapshot.nvml.devices)
+        if (d.pci == ref.pci && !d.uuid.empty()) return {d.uuid, ref.pci};
+    for (auto& d : snapshot.cuda.caller.devices)
+        if (d.pci == ref.pci && !d.uuid.empty()) return {d.uuid, ref.pci};
+    return ref;
+}
+
+}  // namespace gpudx

@@ -1,0 +1,27 @@
+#pragma once
+// One collector per source of evidence. Each fills its layer and returns how it went;
+// parse_* functions beside each reader are pure (text in, struct out) and unit-tested with literal text.
+#include "collect/context.hpp"
+#include "model/snapshot.hpp"
+
+namespace gpudx {
+
+CollectorStatus collect_host(const CollectContext&, HostInfo&);
+CollectorStatus collect_pcie(const CollectContext&, PcieLayer&);
+CollectorStatus collect_module(const CollectContext&, ModuleLayer&);
+CollectorStatus collect_kernel_log(const CollectContext&, KernelLog&);
+CollectorStatus collect_libraries(const CollectContext&, LibrariesLayer&);
+CollectorStatus collect_devices(const CollectContext&, DevicesLayer&);
+CollectorStatus collect_environment(const CollectContext&, EnvironmentLayer&);
+// NVML and CUDA, each under options.driver_deadline; statuses named "nvml" and "cuda".
+std::vector<CollectorStatus> collect_driver(const CollectContext&, NvmlLayer&, CudaLayer&);
+
+// Every layer; never throws; one collector's failure never loses the others.
+Snapshot take_snapshot(const Root& root, const CollectOptions& options);
+
+// Helpers for collectors.
+CollectorStatus status_ok(std::string name);
+CollectorStatus status_no_data(std::string name, std::string why, std::string path = {});
+CollectorStatus status_error(std::string name, const Error& e);
+
+}  // namespace gpudx

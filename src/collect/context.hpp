@@ -1,0 +1,35 @@
+#pragma once
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "core/root.hpp"
+
+namespace gpudx {
+
+struct CollectOptions {
+    // A saved kernel log to read instead of /dev/kmsg (or a capture's _commands/dmesg.txt).
+    std::optional<std::string> kernel_log_file;
+    // Keep kernel-log lines at or after this many seconds since boot, or this wall time; empty: current boot.
+    std::string since;
+    // The environment of the job being diagnosed: the process environment on a live root, the capture's
+    // _commands/environment.txt on a replayed one (see load_environment).
+    std::map<std::string, std::string> environment;
+    // Deadline for each driver layer (NVML, CUDA).
+    std::chrono::milliseconds driver_deadline{5000};
+    bool probe_driver = true;   // false: skip NVML and CUDA (host layers only)
+    bool all_devices = false;   // also evaluate CUDA with CUDA_VISIBLE_DEVICES/CUDA_DEVICE_ORDER unset
+    // Directory holding the stand-in or real driver libraries to load instead of the loader's choice.
+    std::optional<std::string> driver_library_dir;
+};
+
+struct CollectContext {
+    const Root& root;
+    const CollectOptions& options;
+};
+
+// Environment variables as the job sees them: the live process environment, or the capture's record.
+std::map<std::string, std::string> load_environment(const Root& root);
+
+}  // namespace gpudx

@@ -1,0 +1,98 @@
+#include <chrono>
+#include <ctime>
+#include <exception>
+#include <future>
+
+#include <fmt/format.h>
+
+#include "collect/collectors.hpp"
+
+namespace gpudx {
+
+CollectorStatus status_ok(std::string name) { return {std::move(name), CollectorState::ok, {}, {}, 0, {}}; }
+
+CollectorStatus status_no_data(std::string name, std::string why, std::string path) {
+    return {std::move(name), CollectorState::no_data, std::move(why), std::move(path), 0, {}};
+}
+
+CollectorStatus status_error(std::string name, const Error& e) {
+    return {std::move(name), CollectorState::error, e.message, e.path, 0, {}};
+}
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Times a collector and turns anything it throws into an error status rather than a lost run.
+template <class Fn>
+CollectorStatus run_collector(const char* name, Fn&& fn) {
+    auto t0 = std::chrono::steady_clock::now();
+    CollectorStatus st;
+    try {
+        st = fn();
+    } catch (const std::exception& e) {
+        st = status_error(name, Error{std::string("collector failed: ") + e.what(), {}, 0});
+    } catch (...) {
+        st = status_error(name, Error{"collector failed", {}, 0});
+    }
+    st.name = name;
+    st.duration_ms = ms_since(t0);
+    return st;
+}
+
+std::string utc_now_iso() {
+    auto now = std::chrono::system_clock::now();
+    std::time_t t = std::chrono::system_clock::to_time_t(now);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+}  // namespace
+
+Snapshot take_snapshot(const Root& root, const CollectOptions& options) {
+    Snapshot s;
+    s.gpudx_version = GPUDX_VERSION;
+    s.collected_at = utc_now_iso();
+    s.root = root.base().string();
+    CollectContext ctx{root, options};
+
+    // cuInit alone costs ~430 ms on an H200 node: the driver layers run beside the host collectors.
+    std::future<std::vector<CollectorStatus>> driver;
+    if (options.probe_driver) {
+        driver = std::async(std::launch::async, [&] {
+            auto t0 = std::chrono::steady_clock::now();
+            std::vector<CollectorStatus> out;
+            try {
+                out = collect_driver(ctx, s.nvml, s.cuda);
+            } catch (const std::exception& e) {
+                out = {status_error("nvml", Error{e.what(), {}, 0}), status_error("cuda", Error{e.what(), {}, 0})};
+            }
+            for (auto& st : out)
+                if (st.duration_ms == 0) st.duration_ms = ms_since(t0);
+            return out;
+        });
+    }
+
+    s.collectors.push_back(run_collector("host", [&] { return collect_host(ctx, s.host); }));
+    s.collectors.push_back(run_collector("pcie", [&] { return collect_pcie(ctx, s.pcie); }));
+    s.collectors.push_back(run_collector("module", [&] { return collect_module(ctx, s.module); }));
+    s.collectors.push_back(run_collector("kernel_log", [&] { return collect_kernel_log(ctx, s.kernel_log); }));
+    s.collectors.push_back(run_collector("libraries", [&] { return collect_libraries(ctx, s.libraries); }));
+    s.collectors.push_back(run_collector("devices", [&] { return collect_devices(ctx, s.devices); }));
+    s.collectors.push_back(run_collector("environment", [&] { return collect_environment(ctx, s.environment); }));
+
+    if (driver.valid())
+        for (auto& st : driver.get()) s.collectors.push_back(std::move(st));
+    else {
+        s.collectors.push_back(status_no_data("nvml", "driver layers not probed (--no-driver)"));
+        s.collectors.push_back(status_no_data("cuda", "driver layers not probed (--no-driver)"));
+    }
+    return s;
+}
+
+}  // namespace gpudx

@@ -1,0 +1,67 @@
+#pragma once
+// Every file, directory and link gpudx reads goes through a Root, so a captured node
+// (`gpudx gather`, tests/fixtures/*) replays exactly like the live machine.
+//
+// Capture format understood here (docs/capture-format.md):
+//  - a symbolic link may be recorded as a plain file holding the link's target text
+//    (sysfs `driver`, `/sys/bus/pci/devices/*`), and is followed like a link;
+//  - a device node `/dev/NAME` is recorded as `/dev/NAME.devnode` holding its mode
+//    (`0o20666`), optionally followed by `MAJOR:MINOR`.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace gpudx {
+
+enum class FileType { regular, directory, symlink, char_device, block_device, fifo, socket, other };
+
+struct FileInfo {
+    FileType type = FileType::other;
+    uint32_t mode = 0;  // permission bits and type bits, as st_mode
+    std::optional<uint32_t> major, minor;  // device nodes only
+    std::optional<uint32_t> uid, gid;      // unknown in captures
+    bool recorded_devnode = false;         // came from a NAME.devnode file
+};
+
+class Root {
+public:
+    static constexpr size_t kDefaultMaxBytes = 4 * 1024 * 1024;
+
+    explicit Root(std::filesystem::path base = "/");
+    virtual ~Root() = default;
+
+    const std::filesystem::path& base() const { return base_; }
+    // True when reading the machine gpudx runs on (base "/"): access checks and /proc/self are meaningful.
+    bool is_live() const { return live_; }
+
+    // Whole file, at most max_bytes (a larger file is an error naming the path, never a partial read).
+    virtual Result<std::string> read_file(std::string_view path, size_t max_bytes = kDefaultMaxBytes) const;
+    // Entry names, sorted, without "." and "..". `.devnode` records are listed under their device name.
+    virtual Result<std::vector<std::string>> list_dir(std::string_view path) const;
+    // Target text of a link (a real one, or one recorded as a file in a capture).
+    virtual Result<std::string> read_link(std::string_view path) const;
+    // Type, mode and device numbers; follows links. Knows `.devnode` records.
+    virtual Result<FileInfo> stat(std::string_view path) const;
+    bool exists(std::string_view path) const { return stat(path).has_value(); }
+
+    // The path on this machine where an in-root path lives after following links inside the root,
+    // for libraries that want a real path (libkmod). Never escapes the root.
+    Result<std::filesystem::path> host_path(std::string_view path) const;
+    // The in-root absolute path after resolving every link (like realpath, inside the root).
+    Result<std::string> canonical(std::string_view path) const;
+
+private:
+    Result<std::string> resolve(std::string_view path, bool follow_last, bool follow_recorded_last) const;
+    std::filesystem::path base_;
+    bool live_;
+};
+
+// Last path component of a link target ("../../../bus/pci/drivers/nvidia" -> "nvidia").
+std::string link_basename(std::string_view target);
+
+}  // namespace gpudx

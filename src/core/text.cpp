@@ -1,0 +1,134 @@
+#include "core/text.hpp"
+
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+
+namespace gpudx {
+
+std::string_view trim(std::string_view s) {
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+    return s;
+}
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+    std::vector<std::string_view> out;
+    size_t start = 0;
+    for (;;) {
+        size_t pos = s.find(sep, start);
+        if (pos == std::string_view::npos) {
+            out.push_back(s.substr(start));
+            return out;
+        }
+        out.push_back(s.substr(start, pos - start));
+        start = pos + 1;
+    }
+}
+
+std::vector<std::string_view> split_ws(std::string_view s) {
+    std::vector<std::string_view> out;
+    size_t i = 0;
+    while (i < s.size()) {
+        while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+        size_t start = i;
+        while (i < s.size() && !std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+        if (i > start) out.push_back(s.substr(start, i - start));
+    }
+    return out;
+}
+
+std::vector<std::string_view> split_lines(std::string_view s) {
+    auto lines = split(s, '\n');
+    if (!lines.empty() && lines.back().empty()) lines.pop_back();
+    for (auto& l : lines)
+        if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+    return lines;
+}
+
+std::string to_lower(std::string_view s) {
+    std::string out(s);
+    for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+std::optional<uint64_t> parse_uint(std::string_view s, int base) {
+    s = trim(s);
+    if (base == 0) {
+        if (s.starts_with("0x") || s.starts_with("0X")) {
+            s.remove_prefix(2);
+            base = 16;
+        } else {
+            base = 10;
+        }
+    } else if (base == 16 && (s.starts_with("0x") || s.starts_with("0X"))) {
+        s.remove_prefix(2);
+    }
+    if (s.empty()) return std::nullopt;
+    uint64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v, base);
+    if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+    return v;
+}
+
+std::optional<int64_t> parse_int(std::string_view s, int base) {
+    s = trim(s);
+    if (s.empty()) return std::nullopt;
+    int64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v, base);
+    if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+    return v;
+}
+
+std::optional<double> parse_double(std::string_view s) {
+    s = trim(s);
+    if (s.empty()) return std::nullopt;
+    double v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+    return v;
+}
+
+std::vector<std::pair<std::string, std::string>> parse_key_values(std::string_view text, char sep) {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (auto line : split_lines(text)) {
+        auto pos = line.find(sep);
+        if (pos == std::string_view::npos) continue;
+        auto key = trim(line.substr(0, pos));
+        if (key.empty()) continue;
+        out.emplace_back(std::string(key), std::string(trim(line.substr(pos + 1))));
+    }
+    return out;
+}
+
+std::string sanitize_utf8(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    size_t i = 0;
+    while (i < s.size()) {
+        auto c = static_cast<unsigned char>(s[i]);
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+        bool ok = len > 0 && i + len <= s.size();
+        for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) >> 6) == 0x2;
+        if (ok && len == 2 && c < 0xc2) ok = false;  // overlong
+        if (ok) {
+            out.append(s.substr(i, len));
+            i += len;
+        } else {
+            out += "\xEF\xBF\xBD";
+            ++i;
+        }
+    }
+    return out;
+}
+
+std::string strip_control(std::string_view s) {
+    std::string out(s);
+    for (auto& c : out) {
+        auto u = static_cast<unsigned char>(c);
+        if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f) c = '?';
+    }
+    return out;
+}
+
+}  // namespace gpudx

@@ -1,0 +1,31 @@
+#pragma once
+// Small pure helpers for parsing kernel and driver text. No I/O here.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace gpudx {
+
+std::string_view trim(std::string_view s);
+std::vector<std::string_view> split(std::string_view s, char sep);
+std::vector<std::string_view> split_ws(std::string_view s);  // runs of blanks, empty fields dropped
+std::vector<std::string_view> split_lines(std::string_view s);  // without the trailing empty line
+std::string to_lower(std::string_view s);
+
+// Unsigned integer in the given base; base 0 accepts a 0x prefix for hex. Whole string must parse.
+std::optional<uint64_t> parse_uint(std::string_view s, int base = 10);
+std::optional<int64_t> parse_int(std::string_view s, int base = 10);
+std::optional<double> parse_double(std::string_view s);
+
+// "Key:  value" lines (procfs information files): key and value trimmed; lines without ':' skipped.
+std::vector<std::pair<std::string, std::string>> parse_key_values(std::string_view text, char sep = ':');
+
+// Invalid UTF-8 sequences replaced with U+FFFD so the text can go into JSON.
+std::string sanitize_utf8(std::string_view s);
+// Control characters (terminal escapes) replaced by '?'; for text printed to a terminal.
+std::string strip_control(std::string_view s);
+
+}  // namespace gpudx

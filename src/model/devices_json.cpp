@@ -1,0 +1,9 @@
+#include "model/json_support.hpp"
+#include "model/layer_json.hpp"
+
+namespace gpudx {
+GPUDX_JSON(DeviceNode, path, type, major, minor, mode, caller_can_open)
+GPUDX_JSON(DeviceHolder, pid, name, uid, cgroup, container_id, devices)
+GPUDX_JSON(DevicesLayer, nodes, holders)
+GPUDX_DEFINE_LAYER_JSON(DevicesLayer)
+}  // namespace gpudx

@@ -1,0 +1,31 @@
+#pragma once
+// Each layer's JSON lives beside it (model/<layer>_json.cpp); the snapshot joins them.
+#include <nlohmann/json_fwd.hpp>
+
+#include "model/snapshot.hpp"
+
+namespace gpudx {
+
+#define GPUDX_DECLARE_LAYER_JSON(Type)                       \
+    void layer_to_json(nlohmann::json& j, const Type& v);    \
+    void layer_from_json(const nlohmann::json& j, Type& v);
+
+GPUDX_DECLARE_LAYER_JSON(HostInfo)
+GPUDX_DECLARE_LAYER_JSON(PcieLayer)
+GPUDX_DECLARE_LAYER_JSON(ModuleLayer)
+GPUDX_DECLARE_LAYER_JSON(KernelLog)
+GPUDX_DECLARE_LAYER_JSON(LibrariesLayer)
+GPUDX_DECLARE_LAYER_JSON(DevicesLayer)
+GPUDX_DECLARE_LAYER_JSON(EnvironmentLayer)
+GPUDX_DECLARE_LAYER_JSON(NvmlLayer)
+GPUDX_DECLARE_LAYER_JSON(CudaLayer)
+GPUDX_DECLARE_LAYER_JSON(CollectorStatus)
+
+#undef GPUDX_DECLARE_LAYER_JSON
+
+}  // namespace gpudx
+
+// Defines layer_to_json / layer_from_json for a type whose nlohmann serializer is visible in this file.
+#define GPUDX_DEFINE_LAYER_JSON(Type)                                             \
+    void layer_to_json(nlohmann::json& j, const Type& v) { j = v; }               \
+    void layer_from_json(const nlohmann::json& j, Type& v) { v = j.get<Type>(); }

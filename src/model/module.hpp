@@ -1,0 +1,56 @@
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpudx {
+
+struct LoadedModule {
+    std::string name;
+    uint64_t size = 0;
+    std::string state;   // Live, Loading, Unloading
+    std::string taint;   // "(O)", "(POE)" ...
+    std::string version; // /sys/module/<name>/version when present
+};
+
+// The module file the running kernel would load, from the module directory (libkmod).
+struct ModuleFile {
+    std::string name;
+    std::string path;
+    std::string version;
+    std::string vermagic;
+    std::string srcversion;
+    std::string signer;
+};
+
+// /proc/driver/nvidia/gpus/<addr>/information: every field kept, the important ones parsed.
+struct NvidiaProcGpu {
+    std::string address;  // normalised from the directory name or Bus Location
+    std::string model;
+    std::string uuid;
+    std::string vbios;
+    std::string bus_type;
+    std::optional<uint32_t> minor;
+    std::string firmware;
+    std::optional<bool> excluded;
+    std::map<std::string, std::string> fields;
+};
+
+struct DkmsEntry {
+    std::string module, version, kernel, arch, state;  // state: built, installed, failed ...
+};
+
+struct ModuleLayer {
+    std::string kernel_release;
+    std::vector<LoadedModule> loaded;  // GPU-related modules from /proc/modules
+    std::string nvidia_proc_version;   // first line of /proc/driver/nvidia/version
+    std::optional<std::string> nvidia_driver_version;  // parsed from it, e.g. 580.159.04
+    std::vector<NvidiaProcGpu> nvidia_gpus;
+    std::vector<ModuleFile> files;  // nvidia, nvidia_uvm, amdgpu ... for the running kernel
+    std::vector<DkmsEntry> dkms;
+    std::optional<std::string> amdgpu_version;
+    std::map<std::string, std::string> amdgpu_firmware;
+};
+
+}  // namespace gpudx

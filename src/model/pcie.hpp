@@ -1,0 +1,40 @@
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpudx {
+
+struct PcieLink {
+    std::optional<double> speed_gts;  // "32.0 GT/s PCIe" -> 32.0
+    std::optional<uint32_t> width;
+    std::string speed_text;           // as the kernel wrote it
+};
+
+struct PciDevice {
+    std::string address;  // normalised dddd:bb:dd.f
+    std::optional<uint32_t> vendor_id, device_id, subsystem_vendor_id, subsystem_device_id;
+    std::optional<uint32_t> class_code;  // 24 bits, e.g. 0x030200
+    std::optional<uint32_t> revision;
+    std::string vendor_name, device_name;  // from pci.ids when installed
+    std::string driver;                    // bound driver, empty when none
+    std::optional<int32_t> numa_node;
+    PcieLink link_current, link_max;
+    std::map<std::string, uint64_t> aer_fatal, aer_nonfatal, aer_correctable;  // counter name -> value
+    std::optional<uint32_t> iommu_group;
+    std::string slot;   // physical slot name from /sys/bus/pci/slots/*/address
+    std::string parent; // upstream bridge address, empty at a root port
+    bool config_unreadable = false;  // vendor read 0xffff: the device fell off the bus
+    bool is_gpu = false;             // display class of NVIDIA or AMD
+    bool is_nvswitch = false;        // NVIDIA bridge class 0x0680
+};
+
+struct PcieLayer {
+    std::vector<PciDevice> devices;  // every device, sorted by address
+    std::vector<std::string> gpus;   // addresses of GPUs
+    std::vector<std::string> nvswitches;
+};
+
+}  // namespace gpudx

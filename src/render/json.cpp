@@ -1,0 +1,47 @@
+#include <nlohmann/json.hpp>
+
+#include "render/report.hpp"
+
+namespace gpudx {
+
+nlohmann::json finding_to_json(const Finding& f) {
+    nlohmann::json j;
+    j["id"] = f.id;
+    j["layer"] = to_string(f.layer);
+    j["severity"] = to_string(f.severity);
+    auto& subjects = j["subjects"] = nlohmann::json::array();
+    for (auto& g : f.subjects) subjects.push_back({{"uuid", g.uuid}, {"pci", g.pci}});
+    j["message"] = f.message;
+    auto& ev = j["evidence"] = nlohmann::json::array();
+    for (auto& e : f.evidence) ev.push_back({{"source", e.source}, {"value", e.value}});
+    j["next_step"] = f.next_step;
+    return j;
+}
+
+nlohmann::json diagnosis_to_json(const Snapshot& s, const Diagnosis& d) {
+    nlohmann::json j;
+    j["schema_version"] = 1;
+    j["host"] = s.host.hostname;
+    j["collected_at"] = s.collected_at;
+    j["root"] = s.root;
+    j["verdict"] = d.verdict;
+    j["exit_code"] = d.exit_code;
+    j["boundary"] = d.boundary ? nlohmann::json(to_string(*d.boundary)) : nlohmann::json(nullptr);
+    auto& layers = j["layers"] = nlohmann::json::array();
+    for (auto& l : d.layers)
+        layers.push_back({{"layer", to_string(l.layer)},
+                          {"state", to_string(l.state)},
+                          {"reason", l.reason},
+                          {"trusted", l.trusted},
+                          {"errors", l.errors},
+                          {"warnings", l.warnings}});
+    auto& findings = j["findings"] = nlohmann::json::array();
+    for (auto& f : d.findings) findings.push_back(finding_to_json(f));
+    auto& cols = j["collectors"] = nlohmann::json::array();
+    for (auto& c : s.collectors)
+        cols.push_back({{"name", c.name}, {"state", to_string(c.state)}, {"message", c.message}, {"path", c.path},
+                        {"duration_ms", c.duration_ms}});
+    return j;
+}
+
+}  // namespace gpudx

@@ -1,0 +1,22 @@
+#pragma once
+// Renderers over one report model: the snapshot and its diagnosis.
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "checks/diagnose.hpp"
+#include "model/snapshot.hpp"
+
+namespace gpudx {
+
+struct RenderOptions {
+    bool color = false;    // ANSI colour; only when writing to a terminal
+    bool verbose = false;  // text: also info findings and collector timings
+};
+
+nlohmann::json finding_to_json(const Finding& f);
+nlohmann::json diagnosis_to_json(const Snapshot& s, const Diagnosis& d);
+std::string render_diagnosis_text(const Snapshot& s, const Diagnosis& d, const RenderOptions& o);
+std::string render_snapshot_text(const Snapshot& s);
+
+}  // namespace gpudx

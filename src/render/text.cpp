@@ -1,0 +1,104 @@
+#include <fmt/format.h>
+
+#include "core/text.hpp"
+#include "render/report.hpp"
+
+namespace gpudx {
+namespace {
+
+struct Palette {
+    bool on;
+    std::string red() const { return on ? "\033[31m" : ""; }
+    std::string yellow() const { return on ? "\033[33m" : ""; }
+    std::string green() const { return on ? "\033[32m" : ""; }
+    std::string dim() const { return on ? "\033[2m" : ""; }
+    std::string bold() const { return on ? "\033[1m" : ""; }
+    std::string reset() const { return on ? "\033[0m" : ""; }
+};
+
+std::string state_word(LayerState s, const Palette& p) {
+    switch (s) {
+        case LayerState::ok: return p.green() + "ok" + p.reset();
+        case LayerState::warning: return p.yellow() + "warning" + p.reset();
+        case LayerState::failed: return p.red() + "FAILED" + p.reset();
+        case LayerState::not_evaluated: return p.dim() + "not evaluated" + p.reset();
+    }
+    return "?";
+}
+
+}  // namespace
+
+std::string render_diagnosis_text(const Snapshot& s, const Diagnosis& d, const RenderOptions& o) {
+    Palette p{o.color};
+    std::string out;
+    out += fmt::format("{}gpudx diagnose{} — {}{}\n", p.bold(), p.reset(),
+                       s.host.hostname.empty() ? "unknown host" : strip_control(s.host.hostname),
+                       s.root == "/" || s.root.empty() ? "" : fmt::format(" (replayed from {})", s.root));
+    out += "\nLayers, bottom up:\n";
+    for (auto& l : d.layers) {
+        std::string mark = d.boundary && l.layer == *d.boundary ? "  <- failure boundary" : "";
+        std::string trust = !l.trusted ? p.dim() + " (not trusted: below it is broken)" + p.reset() : "";
+        out += fmt::format("  {:<11} {}{}{}\n", to_string(l.layer), state_word(l.state, p), trust, mark);
+        if (l.state == LayerState::not_evaluated && !l.reason.empty())
+            out += fmt::format("              {}{}{}\n", p.dim(), strip_control(l.reason), p.reset());
+    }
+    out += "\n";
+    if (d.boundary) {
+        out += fmt::format("{}Failure boundary: {}{}. Fix this layer first; the layers above it are not trusted.\n\n",
+                           p.red(), to_string(*d.boundary), p.reset());
+    }
+    unsigned shown = 0;
+    for (auto& f : d.findings) {
+        if (f.severity == Severity::info && !o.verbose) continue;
+        ++shown;
+        auto sev = f.severity == Severity::error     ? p.red() + "ERROR" + p.reset()
+                   : f.severity == Severity::warning ? p.yellow() + "WARN " + p.reset()
+                                                     : "info ";
+        out += fmt::format("{} [{}] {}\n", sev, f.id, strip_control(f.message));
+        for (auto& g : f.subjects) out += fmt::format("      gpu: {}\n", describe(g));
+        for (auto& e : f.evidence)
+            out += fmt::format("      {}evidence: {} = {}{}\n", p.dim(), strip_control(e.source), strip_control(e.value), p.reset());
+        if (!f.next_step.empty()) out += fmt::format("      next: {}\n", strip_control(f.next_step));
+        out += "\n";
+    }
+    if (shown == 0) out += "No problems found.\n\n";
+    if (o.verbose) {
+        out += "Collectors:\n";
+        for (auto& c : s.collectors)
+            out += fmt::format("  {:<12} {:<9} {:>8.2f} ms  {}\n", c.name, to_string(c.state), c.duration_ms,
+                               strip_control(c.message));
+        out += "\n";
+    }
+    out += fmt::format("Verdict: {}{}{} (exit {})\n", p.bold(), d.verdict, p.reset(), d.exit_code);
+    return out;
+}
+
+std::string render_snapshot_text(const Snapshot& s) {
+    std::string out;
+    out += fmt::format("host {}  kernel {}  collected {}\n", strip_control(s.host.hostname), s.host.kernel_release,
+                       s.collected_at);
+    out += fmt::format("PCIe: {} devices, {} GPUs, {} NVSwitch bridges\n", s.pcie.devices.size(), s.pcie.gpus.size(),
+                       s.pcie.nvswitches.size());
+    for (auto& d : s.pcie.devices) {
+        if (!d.is_gpu && !d.is_nvswitch) continue;
+        out += fmt::format("  {} {} driver={} link={}x{}/{}x{} numa={} slot={}\n", d.address,
+                           d.device_name.empty() ? "GPU" : d.device_name, d.driver.empty() ? "none" : d.driver,
+                           d.link_current.speed_text, d.link_current.width.value_or(0), d.link_max.speed_text,
+                           d.link_max.width.value_or(0), d.numa_node.value_or(-1), d.slot.empty() ? "-" : d.slot);
+    }
+    out += fmt::format("Module: {}\n", s.module.nvidia_driver_version.value_or("nvidia not loaded"));
+    for (auto& g : s.module.nvidia_gpus) out += fmt::format("  {} {} minor={}\n", g.address, g.uuid, g.minor ? std::to_string(*g.minor) : "?");
+    out += fmt::format("Kernel log: {} ({} kept lines, {} Xid events)\n", s.kernel_log.source, s.kernel_log.lines.size(),
+                       s.kernel_log.xids.size());
+    out += "Libraries:\n";
+    for (auto& l : s.libraries.libraries)
+        out += fmt::format("  {:<24} {}\n", l.soname, l.chosen ? l.chosen->real_path : std::string("not found"));
+    out += fmt::format("Device nodes: {}, processes holding them: {}\n", s.devices.nodes.size(), s.devices.holders.size());
+    out += fmt::format("Container: {}\n", s.environment.container.in_container ? s.environment.container.runtime : "none");
+    out += "Collectors:\n";
+    for (auto& c : s.collectors)
+        out += fmt::format("  {:<12} {:<9} {:>8.2f} ms  {}\n", c.name, to_string(c.state), c.duration_ms, strip_control(c.message));
+    return out;
+}
+
+}  // namespace gpudx
