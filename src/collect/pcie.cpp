@@ -1,7 +1,231 @@
+#include "collect/pcie.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
 #include "collect/collectors.hpp"
+#include "collect/pci_ids.hpp"
+#include "core/pci_address.hpp"
+#include "core/text.hpp"
 
 namespace gpudx {
 
-CollectorStatus collect_pcie(const CollectContext&, PcieLayer&) { return status_no_data("pcie", "not implemented yet"); }
+std::optional<double> parse_link_speed(std::string_view text) {
+    auto fields = split_ws(trim(text));
+    if (fields.size() < 2 || fields[1] != "GT/s") return std::nullopt;
+    auto v = parse_double(fields[0]);
+    if (!v || *v <= 0) return std::nullopt;
+    return v;
+}
+
+std::map<std::string, uint64_t> parse_aer_counters(std::string_view text) {
+    std::map<std::string, uint64_t> out;
+    for (auto line : split_lines(text)) {
+        auto fields = split_ws(line);
+        if (fields.size() != 2) continue;
+        auto n = parse_uint(fields[1]);
+        if (!n) continue;
+        out[std::string(fields[0])] = *n;
+    }
+    return out;
+}
+
+std::optional<uint32_t> parse_sysfs_hex(std::string_view text) {
+    auto t = trim(text);
+    if (!t.starts_with("0x") && !t.starts_with("0X")) return std::nullopt;
+    auto v = parse_uint(t.substr(2), 16);
+    if (!v || *v > 0xffffffffu) return std::nullopt;
+    return static_cast<uint32_t>(*v);
+}
+
+bool is_gpu_class(uint32_t vendor, uint32_t class_code) {
+    if (vendor != kVendorNvidia && vendor != kVendorAmd) return false;
+    uint32_t base_sub = class_code >> 8;
+    return base_sub == 0x0300 || base_sub == 0x0302 || base_sub == 0x0380;
+}
+
+bool is_nvswitch_class(uint32_t vendor, uint32_t class_code) {
+    return vendor == kVendorNvidia && (class_code >> 8) == 0x0680;
+}
+
+std::string parent_from_sysfs_path(std::string_view canonical_path) {
+    auto parts = split(canonical_path, '/');
+    // The last component is the device itself; the one before is its bridge when it is a PCI address.
+    std::vector<std::string_view> nonempty;
+    for (auto p : parts)
+        if (!p.empty()) nonempty.push_back(p);
+    if (nonempty.size() < 2) return {};
+    auto up = PciAddress::parse(nonempty[nonempty.size() - 2]);
+    // "pci0000:00" (a host bridge directory) does not parse: the device sits on a root bus.
+    if (!up || nonempty[nonempty.size() - 2].starts_with("pci")) return {};
+    return up->str();
+}
+
+namespace {
+
+constexpr std::string_view kDevicesDir = "/sys/bus/pci/devices";
+
+struct DeviceReader {
+    const Root& root;
+    std::vector<ReadProblem>& problems;
+
+    // An attribute's text; absent is normal for most (no link on a legacy device, no AER without the
+    // capability), so only an unreadable file, or a required one that is absent, is a problem.
+    std::optional<std::string> attr(const std::string& path, bool required = false) const {
+        auto r = root.read_file(path, 64 * 1024);
+        if (r) return std::move(*r);
+        if (r.error().sys_errno != ENOENT || required) problems.push_back({path, r.error().message});
+        return std::nullopt;
+    }
+
+    std::optional<uint32_t> hex_attr(const std::string& path, bool required = false) const {
+        auto text = attr(path, required);
+        if (!text) return std::nullopt;
+        auto v = parse_sysfs_hex(*text);
+        if (!v) problems.push_back({path, fmt::format("not a hex value: '{}'", sanitize_utf8(trim(*text).substr(0, 40)))});
+        return v;
+    }
+
+    std::optional<std::string> link_target(const std::string& path) const {
+        auto r = root.read_link(path);
+        if (r) return link_basename(*r);
+        if (r.error().sys_errno != ENOENT) problems.push_back({path, r.error().message});
+        return std::nullopt;
+    }
+
+    // The sysfs vendor attribute is cached at enumeration; only a read of config space shows a device
+    // that stopped answering (all ones). Two bytes through pread, not the whole 4 KiB file: on a VM every
+    // config dword read is a trap.
+    std::optional<uint16_t> config_vendor(const std::string& path) const {
+        auto host = root.host_path(path);
+        if (!host) return std::nullopt;
+        int fd = ::open(host->c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0) {
+            if (errno != ENOENT && errno != EACCES) problems.push_back({path, std::string("cannot open: ") + std::strerror(errno)});
+            return std::nullopt;
+        }
+        unsigned char b[2];
+        ssize_t n = ::pread(fd, b, 2, 0);
+        ::close(fd);
+        if (n != 2) return std::nullopt;
+        return static_cast<uint16_t>(b[0] | (b[1] << 8));
+    }
+};
+
+// /sys/bus/pci/slots/NAME/address holds "dddd:bb:dd" (no function): every function of that device sits in the slot.
+std::map<std::string, std::string> read_slots(const Root& root, std::vector<ReadProblem>& problems) {
+    std::map<std::string, std::string> by_device;
+    auto names = root.list_dir("/sys/bus/pci/slots");
+    if (!names) return by_device;
+    for (auto& name : *names) {
+        std::string path = "/sys/bus/pci/slots/" + name + "/address";
+        auto text = root.read_file(path, 4096);
+        if (!text) {
+            if (text.error().sys_errno != ENOENT) problems.push_back({path, text.error().message});
+            continue;
+        }
+        auto addr = PciAddress::parse(std::string(trim(*text)) + ".0");
+        if (addr) by_device[addr->str().substr(0, 10)] = name;
+    }
+    return by_device;
+}
+
+}  // namespace
+
+CollectorStatus collect_pcie(const CollectContext& ctx, PcieLayer& layer) {
+    const Root& root = ctx.root;
+    auto names = root.list_dir(kDevicesDir);
+    if (!names) {
+        if (names.error().sys_errno == ENOENT)
+            return status_no_data("pcie", "no PCI bus in this root (sysfs not mounted, or a container without /sys)",
+                                  std::string(kDevicesDir));
+        return status_error("pcie", names.error());
+    }
+    CollectorStatus st = status_ok("pcie");
+    DeviceReader rd{root, st.problems};
+    auto slots = read_slots(root, st.problems);
+
+    for (auto& name : *names) {
+        auto addr = PciAddress::parse(name);
+        if (!addr) {
+            st.problems.push_back({std::string(kDevicesDir) + "/" + name, "entry is not a PCI address"});
+            continue;
+        }
+        PciDevice d;
+        d.address = addr->str();
+        const std::string base = std::string(kDevicesDir) + "/" + name + "/";
+        d.vendor_id = rd.hex_attr(base + "vendor", true);
+        d.device_id = rd.hex_attr(base + "device", true);
+        d.class_code = rd.hex_attr(base + "class", true);
+        d.subsystem_vendor_id = rd.hex_attr(base + "subsystem_vendor");
+        d.subsystem_device_id = rd.hex_attr(base + "subsystem_device");
+        d.revision = rd.hex_attr(base + "revision");
+        if (auto drv = rd.link_target(base + "driver")) d.driver = *drv;
+        if (auto numa = rd.attr(base + "numa_node")) {
+            if (auto n = parse_int(trim(*numa)); n && *n >= -1 && *n < (1 << 20)) d.numa_node = static_cast<int32_t>(*n);
+        }
+        if (auto t = rd.attr(base + "current_link_speed")) {
+            d.link_current.speed_text = std::string(trim(*t));
+            d.link_current.speed_gts = parse_link_speed(*t);
+        }
+        if (auto t = rd.attr(base + "max_link_speed")) {
+            d.link_max.speed_text = std::string(trim(*t));
+            d.link_max.speed_gts = parse_link_speed(*t);
+        }
+        // A width of 0 means the link is down or not trained: keep it, it is the evidence.
+        if (auto t = rd.attr(base + "current_link_width"))
+            if (auto w = parse_uint(trim(*t)); w && *w <= 64) d.link_current.width = static_cast<uint32_t>(*w);
+        if (auto t = rd.attr(base + "max_link_width"))
+            if (auto w = parse_uint(trim(*t)); w && *w <= 64) d.link_max.width = static_cast<uint32_t>(*w);
+        if (auto t = rd.attr(base + "aer_dev_fatal")) d.aer_fatal = parse_aer_counters(*t);
+        if (auto t = rd.attr(base + "aer_dev_nonfatal")) d.aer_nonfatal = parse_aer_counters(*t);
+        if (auto t = rd.attr(base + "aer_dev_correctable")) d.aer_correctable = parse_aer_counters(*t);
+        if (auto g = rd.link_target(base + "iommu_group"))
+            if (auto n = parse_uint(*g); n && *n <= 0xffffffffu) d.iommu_group = static_cast<uint32_t>(*n);
+        if (auto it = slots.find(d.address.substr(0, 10)); it != slots.end()) d.slot = it->second;
+        if (auto canon = root.canonical(std::string(kDevicesDir) + "/" + name)) d.parent = parent_from_sysfs_path(*canon);
+
+        uint32_t vendor = d.vendor_id.value_or(0), cls = d.class_code.value_or(0);
+        d.is_gpu = is_gpu_class(vendor, cls);
+        d.is_nvswitch = is_nvswitch_class(vendor, cls);
+        if (vendor == 0xffff) d.config_unreadable = true;
+        // Config space is read only for the devices rules care about, to keep the collector cheap.
+        if (d.is_gpu || d.is_nvswitch) {
+            if (auto cv = rd.config_vendor(base + "config"); cv && *cv == 0xffff) d.config_unreadable = true;
+        }
+        layer.devices.push_back(std::move(d));
+    }
+    std::sort(layer.devices.begin(), layer.devices.end(),
+              [](const PciDevice& a, const PciDevice& b) { return a.address < b.address; });
+
+    std::vector<std::pair<uint16_t, uint16_t>> wanted;
+    for (auto& d : layer.devices) {
+        if (d.is_gpu) layer.gpus.push_back(d.address);
+        if (d.is_nvswitch) layer.nvswitches.push_back(d.address);
+        if (d.vendor_id && d.device_id && *d.vendor_id <= 0xffff && *d.device_id <= 0xffff)
+            wanted.emplace_back(static_cast<uint16_t>(*d.vendor_id), static_cast<uint16_t>(*d.device_id));
+    }
+    std::sort(wanted.begin(), wanted.end());
+    wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+    auto ids = lookup_pci_ids(root, wanted);
+    for (auto& d : layer.devices) {
+        if (!d.vendor_id || !d.device_id) continue;
+        auto v = static_cast<uint16_t>(*d.vendor_id), dev = static_cast<uint16_t>(*d.device_id);
+        if (auto it = ids.vendors.find(v); it != ids.vendors.end()) d.vendor_name = it->second;
+        if (auto it = ids.devices.find({v, dev}); it != ids.devices.end()) d.device_name = it->second;
+    }
+    if (layer.devices.empty()) {
+        st.state = CollectorState::no_data;
+        st.message = "no PCI devices listed";
+        st.path = std::string(kDevicesDir);
+    }
+    return st;
+}
 
 }  // namespace gpudx

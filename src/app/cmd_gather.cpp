@@ -1,0 +1,57 @@
+#include <fmt/format.h>
+
+#include "app/command.hpp"
+#include "app/common.hpp"
+#include "checks/diagnose.hpp"
+#include "ops/gather.hpp"
+
+namespace gpudx::app {
+namespace {
+
+struct GatherCmdOptions {
+    std::string output;
+    bool directory = false;
+    bool no_commands = false;
+    NodeOptions node;
+};
+
+int run_gather(const GatherCmdOptions& o) {
+    GatherOptions g;
+    g.output = o.output;
+    g.as_directory = o.directory || !(o.output.ends_with(".tar.gz") || o.output.ends_with(".tgz"));
+    g.run_commands = !o.no_commands;
+    Root live("/");
+    g.collect = make_collect_options(o.node, live);
+    auto r = gather(g);
+    if (!r) throw UsageError{r.error().path.empty() ? r.error().message : r.error().path + ": " + r.error().message};
+    fmt::print(stderr, "gpudx: captured {} files, {} links, {} device nodes, {} command outputs into {}\n", r->files,
+               r->links, r->device_nodes, r->commands.size(), o.output);
+    for (auto& p : r->problems) fmt::print(stderr, "gpudx: not captured: {}\n", p);
+    fmt::print(stderr, "gpudx: replay with: gpudx diagnose --root {}\n",
+               g.as_directory ? o.output : "<the unpacked directory>");
+    return kExitHealthy;
+}
+
+CommandRegistrar reg{{"gather", "Capture what gpudx reads on this node as a tree that --root replays", 60,
+                      [](CLI::App& cmd) -> std::function<int()> {
+                          auto o = std::make_shared<GatherCmdOptions>();
+                          cmd.add_option("output", o->output, "OUT.tar.gz (a compressed capture) or a new directory")
+                              ->required()
+                              ->type_name("OUT");
+                          cmd.add_flag("--dir", o->directory, "Write an unpacked directory even without a .tar.gz name");
+                          cmd.add_flag("--no-commands", o->no_commands,
+                                       "Do not run nvidia-smi, ldconfig or uname for _commands/");
+                          cmd.add_option("--deadline", o->node.deadline_s, "Seconds each driver layer may take")
+                              ->capture_default_str();
+                          cmd.add_flag("--no-driver", o->node.no_driver, "Do not load NVML or the CUDA driver");
+                          cmd.footer(
+                              "Captures every file, link and device node the collectors read (sysfs, procfs, /etc, "
+                              "/dev),\nthe kernel log, the GPU-related environment variables, and command outputs, "
+                              "in the format\ndescribed in docs/capture-format.md.\n\n"
+                              "Examples:\n  gpudx gather node17.tar.gz\n  gpudx gather --dir /tmp/node17 && gpudx "
+                              "diagnose --root /tmp/node17");
+                          return [o] { return run_gather(*o); };
+                      }}};
+
+}  // namespace
+}  // namespace gpudx::app

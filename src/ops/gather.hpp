@@ -1,0 +1,29 @@
+#pragma once
+// `gpudx gather`: capture what the collectors read on this node as a tree that `--root` replays
+// (docs/capture-format.md).
+#include <string>
+
+#include "collect/context.hpp"
+#include "core/error.hpp"
+
+namespace gpudx {
+
+struct GatherOptions {
+    std::string output;       // OUT.tar.gz, or a directory when as_directory
+    bool as_directory = false;
+    CollectOptions collect;   // how the snapshot that drives the capture is taken
+    bool run_commands = true; // nvidia-smi -q -x, ldconfig -p, uname -a when present
+};
+
+struct GatherSummary {
+    size_t files = 0, links = 0, directories = 0, device_nodes = 0;
+    std::vector<std::string> commands;  // command outputs saved under _commands/
+    std::vector<std::string> problems;
+};
+
+// The environment variables worth recording: the GPU-, scheduler- and loader-related ones.
+bool is_recorded_variable(std::string_view name);
+
+Result<GatherSummary> gather(const GatherOptions& options);
+
+}  // namespace gpudx

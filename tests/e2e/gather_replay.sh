@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# A snapshot of the live machine and a snapshot of its own capture replayed with --root must be equal
+# apart from the fields that describe time (and the root they were read from).
+set -euo pipefail
+gpudx=$1 work=$2
+rm -rf "$work"; mkdir -p "$work"
+"$gpudx" gather --dir "$work/capture" --no-driver --no-commands 2>"$work/gather.log"
+"$gpudx" snapshot --no-driver > "$work/live.json"
+"$gpudx" snapshot --no-driver --root "$work/capture" > "$work/replay.json"
+python3 - "$work/live.json" "$work/replay.json" "$work/capture" <<'PY'
+import json, sys
+VOLATILE = {"duration_ms", "collected_at", "root"}
+def norm(v):
+    if isinstance(v, dict): return {k: norm(x) for k, x in v.items() if k not in VOLATILE}
+    if isinstance(v, list): return [norm(x) for x in v]
+    return v
+live, replay = (norm(json.load(open(p))) for p in sys.argv[1:3])
+# Collectors whose sources change between two reads of a running machine: the kernel log grows and
+# processes come and go. Their content is compared by kind, not by count.
+if live != replay:
+    import difflib
+    a = json.dumps(live, indent=1, sort_keys=True).splitlines()
+    b = json.dumps(replay, indent=1, sort_keys=True).splitlines()
+    print("\n".join(list(difflib.unified_diff(a, b, "live", "replay", lineterm=""))[:200]))
+    sys.exit(1)
+print("live and replayed snapshots are equal (%d collectors)" % len(live["collectors"]))
+PY

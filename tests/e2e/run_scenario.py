@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Builds one scenario from the h200x2 capture, runs gpudx on it and checks the results.
+
+Checks, in order: diagnose's finding ids and failure boundary against the scenario's `expect` file,
+then the snapshot and diagnose JSON against tests/golden/<scenario>.{snapshot,diagnose}.json.
+With GPUDX_UPDATE_GOLDEN=1 the golden files are rewritten instead of compared."""
+import argparse, json, os, shlex, shutil, stat, subprocess, sys
+
+VOLATILE_KEYS = {"duration_ms", "collected_at"}
+
+
+def normalise(value, root):
+    if isinstance(value, dict):
+        return {k: normalise(v, root) for k, v in value.items() if k not in VOLATILE_KEYS}
+    if isinstance(value, list):
+        return [normalise(v, root) for v in value]
+    if isinstance(value, str):
+        return value.replace(root, "<root>")
+    return value
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=45)
+    return p.returncode, p.stdout, p.stderr
+
+
+def compare_golden(path, actual, label, problems):
+    text = json.dumps(actual, indent=2, sort_keys=True) + "\n"
+    if os.environ.get("GPUDX_UPDATE_GOLDEN") == "1":
+        with open(path, "w") as f:
+            f.write(text)
+        return
+    if not os.path.exists(path):
+        problems.append(f"{label}: no golden file {path} (run ctest with GPUDX_UPDATE_GOLDEN=1 to create it)")
+        return
+    with open(path) as f:
+        expected = f.read()
+    if expected != text:
+        import difflib
+        diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True), "golden", "actual", n=2))
+        problems.append(f"{label}: differs from {path}:\n{diff[:6000]}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for a in ("gpudx", "scenario", "fixture", "golden", "work", "standins"):
+        ap.add_argument("--" + a, required=True)
+    o = ap.parse_args()
+    name = os.path.basename(o.scenario.rstrip("/"))
+    tree = os.path.join(o.work, name)
+    if os.path.exists(tree):
+        for dirpath, dirnames, _ in os.walk(tree):
+            for d in dirnames:
+                os.chmod(os.path.join(dirpath, d), 0o755)
+        shutil.rmtree(tree)
+    shutil.copytree(o.fixture, tree, symlinks=True)
+    for dirpath, dirnames, filenames in os.walk(tree):
+        for n in dirnames + filenames:
+            p = os.path.join(dirpath, n)
+            if not os.path.islink(p):
+                os.chmod(p, os.stat(p).st_mode | stat.S_IWUSR | (stat.S_IXUSR if n in dirnames else 0))
+    setup = subprocess.run(["bash", os.path.join(o.scenario, "setup.sh")], cwd=tree, capture_output=True, text=True)
+    if setup.returncode != 0:
+        print(f"setup.sh failed ({setup.returncode}):\n{setup.stdout}{setup.stderr}")
+        return 1
+
+    args = []
+    args_file = os.path.join(o.scenario, "args")
+    if os.path.exists(args_file):
+        args = shlex.split(open(args_file).read().replace("@STANDINS@", o.standins).replace("@ROOT@", tree))
+    if "--driver-lib-dir" not in args:
+        args.append("--no-driver")
+    # Options that only diagnose takes stay out of the snapshot's command line.
+    diagnose_only = {"--expect-gpus", "--baseline", "--xid-policy"}
+    snap_args, i = [], 0
+    while i < len(args):
+        if args[i] in diagnose_only:
+            i += 2
+            continue
+        snap_args.append(args[i])
+        i += 1
+
+    problems = []
+    rc, out, err = run([o.gpudx, "snapshot", "--root", tree] + snap_args)
+    if rc != 0:
+        problems.append(f"snapshot exited {rc}: {err}")
+    try:
+        snapshot = json.loads(out)
+    except ValueError as e:
+        print(f"snapshot is not valid JSON: {e}\n{out[:2000]}\n{err}")
+        return 1
+    rc, out, err = run([o.gpudx, "diagnose", "--root", tree, "--format", "json"] + args)
+    try:
+        report = json.loads(out)
+    except ValueError as e:
+        print(f"diagnose is not valid JSON: {e}\n{out[:2000]}\n{err}")
+        return 1
+    if report.get("exit_code") != rc:
+        problems.append(f"diagnose exit code {rc} differs from the report's exit_code {report.get('exit_code')}")
+
+    ids = {f["id"] for f in report["findings"]}
+    boundary = report.get("boundary") or "none"
+    expect_file = os.path.join(o.scenario, "expect")
+    if os.path.exists(expect_file):
+        for line in open(expect_file):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            if line.startswith("boundary:"):
+                want = line.split(":", 1)[1].strip()
+                if want != boundary:
+                    problems.append(f"boundary is {boundary}, expected {want}")
+            elif line.startswith("!"):
+                if line[1:] in ids:
+                    problems.append(f"finding {line[1:]} reported but must not be")
+            elif line.startswith("exit:"):
+                if str(rc) != line.split(":", 1)[1].strip():
+                    problems.append(f"exit code {rc}, expected {line.split(':', 1)[1].strip()}")
+            elif line not in ids:
+                problems.append(f"expected finding {line} not reported (got: {sorted(ids)})")
+    else:
+        problems.append(f"no expect file in {o.scenario}")
+
+    compare_golden(os.path.join(o.golden, name + ".snapshot.json"), normalise(snapshot, tree), "snapshot", problems)
+    compare_golden(os.path.join(o.golden, name + ".diagnose.json"), normalise(report, tree), "diagnose", problems)
+    for p in problems:
+        print("FAIL:", p)
+    print(f"scenario {name}: boundary={boundary} findings={sorted(ids)} exit={rc}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
