@@ -3,6 +3,8 @@
 #include "app/command.hpp"
 #include "app/common.hpp"
 #include "checks/diagnose.hpp"
+#include "checks/xid_policy.hpp"
+#include "render/formats.hpp"
 #include "render/report.hpp"
 
 namespace gpudx::app {
@@ -15,6 +17,7 @@ struct DiagnoseCmdOptions {
     std::string output;
     bool verbose = false;
     std::optional<unsigned> expect_gpus;
+    std::string xid_policy;
 };
 
 int run_diagnose(const DiagnoseCmdOptions& o) {
@@ -29,10 +32,30 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
     DiagnoseOptions dopts;
     dopts.expect_gpus = o.expect_gpus;
     dopts.since = o.node.since;
+    XidPolicy xid_policy;
+    if (!o.xid_policy.empty()) {
+        auto p = load_xid_policy_file(o.xid_policy);
+        if (!p) throw UsageError{p.error().message};
+        xid_policy = std::move(*p);
+        dopts.xid_policy = &xid_policy;
+    }
     Diagnosis d = diagnose(s, dopts);
     std::string text;
+    int exit_code = d.exit_code;
     if (o.format == "json") {
         text = diagnosis_to_json(s, d).dump(2) + "\n";
+    } else if (o.format == "prom") {
+        text = render_prometheus(s, d);
+    } else if (o.format == "slurm") {
+        text = slurm_reason(d) + "\n";
+    } else if (o.format == "npd") {
+        auto r = node_problem_detector(d);
+        text = r.message + "\n";
+        exit_code = r.exit_code;
+    } else if (o.format == "nagios") {
+        auto r = nagios(s, d);
+        text = r.message + "\n";
+        exit_code = r.exit_code;
     } else {
         RenderOptions r;
         r.color = o.output.empty() && stdout_is_terminal();
@@ -40,7 +63,7 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
         text = render_diagnosis_text(s, d, r);
     }
     write_output(o.output, text);
-    return d.exit_code;
+    return exit_code;
 }
 
 CommandRegistrar reg{
@@ -50,14 +73,22 @@ CommandRegistrar reg{
          add_node_options(cmd, o->node);
          cmd.add_option("--from", o->from, "Diagnose a saved snapshot (gpudx snapshot -o FILE) instead of collecting")
              ->type_name("FILE");
-         cmd.add_option("--format", o->format, "text (default), json")->check(CLI::IsMember({"text", "json"}));
+         cmd.add_option("--format", o->format,
+                        "text (default), json, prom (node_exporter textfile), slurm (one drain reason line), "
+                        "npd (node-problem-detector plugin: exit 0/1/2), nagios (exit 0/1/2/3)")
+             ->check(CLI::IsMember({"text", "json", "prom", "slurm", "npd", "nagios"}));
          cmd.add_option("-o,--output", o->output, "Write to FILE (atomically) instead of stdout")->type_name("FILE");
          cmd.add_option("--expect-gpus", o->expect_gpus, "Number of GPUs this node should have on PCIe");
+         cmd.add_option("--xid-policy", o->xid_policy,
+                        "Xid severities from this TOML file (format of data/xid-policy.toml; see `gpudx xid --list`)")
+             ->type_name("FILE");
          cmd.add_flag("-v,--verbose", o->verbose, "Also show info findings and collector timings");
          cmd.footer(
              "Layers, bottom up: pcie, module, kernel_log, libraries, devices, driver, container, allocation.\n"
              "The failure boundary is the lowest layer with an error; fix it first.\n\n"
-             "Exit codes: 0 healthy, 1 error findings, 2 warnings only, 3 could not evaluate, 64 usage error.\n\n"
+             "Exit codes: 0 healthy, 1 error findings, 2 warnings only, 3 could not evaluate, 64 usage error.\n"
+             "With --format npd: 0 OK, 1 problem, 2 unknown. With --format nagios: 0 OK, 1 warning, 2 critical, "
+             "3 unknown.\n\n"
              "Examples:\n  gpudx diagnose\n  gpudx diagnose --root tests/fixtures/h200x2 --expect-gpus 2\n"
              "  gpudx diagnose --from node.json --format json");
          return [o] { return run_diagnose(*o); };

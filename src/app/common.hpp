@@ -19,6 +19,7 @@ struct NodeOptions {
     double deadline_s = 5.0;
     bool no_driver = false;
     bool all_devices = false;
+    bool no_cuda = false;
     std::string driver_lib_dir;
 };
 

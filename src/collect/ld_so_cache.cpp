@@ -1,5 +1,6 @@
 #include "collect/ld_so_cache.hpp"
 
+#include <cctype>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -134,6 +135,44 @@ Result<LdCache> parse_ld_so_cache(std::string_view b) {
     out.format = std::string(kOldMagic);
     read_entries(b, kOldHeaderSize, nlibs, kOldEntrySize, static_cast<size_t>(old_end), false, out);
     return out;
+}
+
+LdSoConf parse_ld_so_conf(std::string_view text) {
+    LdSoConf conf;
+    for (auto line : split_lines(text)) {
+        if (auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+        line = trim(line);
+        if (line.empty()) continue;
+        if (line.starts_with("include") && line.size() > 7 && (line[7] == ' ' || line[7] == '\t')) {
+            for (auto p : split_ws(line.substr(7))) conf.includes.emplace_back(p);
+            continue;
+        }
+        if (line.starts_with("hwcap") && line.size() > 5 && (line[5] == ' ' || line[5] == '\t')) continue;
+        // Old ldconfig accepted "DIR=TYPE" and several directories on a line.
+        for (auto d : split_ws(line)) {
+            for (auto part : split(d, ':')) {
+                for (auto p : split(part, ',')) {
+                    if (auto eq = p.find('='); eq != std::string_view::npos) p = p.substr(0, eq);
+                    while (p.size() > 1 && p.back() == '/') p.remove_suffix(1);
+                    if (!p.empty()) conf.dirs.emplace_back(p);
+                }
+            }
+        }
+    }
+    return conf;
+}
+
+std::string library_version_from_name(std::string_view file_name, std::string_view soname, bool keep_soname_version) {
+    auto so = soname.find(".so");
+    if (so == std::string_view::npos) return {};
+    auto stem = soname.substr(0, so + 3);  // "libcuda.so"
+    if (!file_name.starts_with(stem) || file_name.size() <= stem.size() + 1 || file_name[stem.size()] != '.')
+        return {};
+    auto version = file_name.substr(stem.size() + 1);
+    for (char c : version)
+        if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.')) return {};
+    if (file_name == soname && !keep_soname_version) return {};
+    return std::string(version);
 }
 
 Result<LdCache> parse_ldconfig_p(std::string_view text) {

@@ -43,6 +43,18 @@ Result<LdCache> parse_ld_so_cache(std::string_view bytes);
 // Parses `ldconfig -p` output: "\tNAME (libc6,x86-64[, hwcap: 0x...][, OS ABI: ...]) => PATH".
 Result<LdCache> parse_ldconfig_p(std::string_view text);
 
+// /etc/ld.so.conf: directories in order, and `include` patterns (relative ones are relative to the file's folder).
+struct LdSoConf {
+    std::vector<std::string> dirs;
+    std::vector<std::string> includes;
+};
+LdSoConf parse_ld_so_conf(std::string_view text);
+
+// Version carried by a library's resolved file name: ("libcuda.so.580.159.04", "libcuda.so.1") -> "580.159.04",
+// ("libcudart.so.12.4.127", "libcudart.so.12") -> "12.4.127". A name that is only the soname gives "" unless
+// keep_soname_version (libcudart.so.13 -> "13": for the runtime the soname carries the major version).
+std::string library_version_from_name(std::string_view file_name, std::string_view soname, bool keep_soname_version);
+
 // True for entries a 64-bit x86 process can load (libc6 type, x86-64 required flag).
 bool ld_cache_entry_is_x86_64(int32_t flags);
 // "libc6,x86-64" as `ldconfig -p` spells the flags.

@@ -1,9 +1,171 @@
+// The driver layers under a deadline: NVML and CUDA each probed in a forked child (docs/driver-layers.md).
+#include "driver/probe.hpp"
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "collect/collectors.hpp"
+#include "driver/child_probe.hpp"
+#include "model/layer_json.hpp"
 
 namespace gpudx {
 
-std::vector<CollectorStatus> collect_driver(const CollectContext&, NvmlLayer&, CudaLayer&) {
-    return {status_no_data("nvml", "not implemented yet"), status_no_data("cuda", "not implemented yet")};
+namespace {
+
+std::optional<std::string> env_value(const CollectOptions& o, const char* name) {
+    auto it = o.environment.find(name);
+    if (it == o.environment.end()) return std::nullopt;
+    return it->second;
+}
+
+// Stand-in libraries replaying a capture find its recorded answers through this variable; the real
+// libraries ignore it. Set only in the child, and only when reading a capture.
+void point_standins_at_capture(const Root& root) {
+    if (!root.is_live() && !std::getenv("GPUDX_STANDIN_ROOT"))
+        ::setenv("GPUDX_STANDIN_ROOT", root.base().c_str(), 1);
+}
+
+template <class Layer>
+void take_result(const ProbeOutcome& out, Layer& layer) {
+    if (!out.result) return;
+    try {
+        layer_from_json(*out.result, layer);
+    } catch (const std::exception&) {
+        // A malformed line from a crashing child: keep what the layer had.
+    }
+}
+
+CollectorStatus status_of(const char* name, const ProbeOutcome& out, std::chrono::milliseconds deadline,
+                          std::string& timed_out_call) {
+    CollectorStatus st;
+    st.name = name;
+    st.duration_ms = out.duration_ms;
+    switch (out.end) {
+        case ProbeEnd::timed_out:
+            st.state = CollectorState::timed_out;
+            timed_out_call = out.last_call.empty() ? "(before the first call)" : out.last_call;
+            st.message = fmt::format("no answer within {} ms; the call that did not return: {}", deadline.count(),
+                                     timed_out_call);
+            st.path = timed_out_call;
+            break;
+        case ProbeEnd::died:
+            st.state = CollectorState::error;
+            st.message = fmt::format("{} during {}", out.message, out.last_call.empty() ? "startup" : out.last_call);
+            st.path = out.last_call;
+            break;
+        case ProbeEnd::not_started:
+            st.state = CollectorState::error;
+            st.message = "could not start the probe process: " + out.message;
+            break;
+        case ProbeEnd::finished:
+            st.state = CollectorState::ok;
+            break;
+    }
+    return st;
+}
+
+}  // namespace
+
+nlohmann::json record_driver_answers(const NvmlLayer& nvml, const CudaLayer& cuda) {
+    nlohmann::json j;
+    j["format"] = "gpudx-driver-answers/1";
+    layer_to_json(j["nvml"], nvml);
+    // The stand-in libcuda applies CUDA_VISIBLE_DEVICES itself, so it needs the unfiltered list.
+    const CudaView& view = cuda.all ? *cuda.all : cuda.caller;
+    nlohmann::json c;
+    c["library_path"] = cuda.library_path;
+    c["driver_version"] = cuda.driver_version ? nlohmann::json(*cuda.driver_version) : nlohmann::json(nullptr);
+    nlohmann::json v;
+    layer_to_json(v, cuda);
+    c["init_result"] = v[cuda.all ? "all" : "caller"]["init_result"];
+    c["devices"] = v[cuda.all ? "all" : "caller"]["devices"];
+    if (!cuda.all && view.cuda_visible_devices != "<unset>")
+        c["recorded_under_cuda_visible_devices"] = view.cuda_visible_devices;
+    j["cuda"] = std::move(c);
+    return j;
+}
+
+std::vector<CollectorStatus> collect_driver(const CollectContext& ctx, NvmlLayer& nvml, CudaLayer& cuda) {
+    const auto& o = ctx.options;
+    const Root& root = ctx.root;
+    std::vector<ProbeSpec> specs;
+
+    NvmlQueryOptions nopts{o.driver_library_dir};
+    specs.push_back({"nvml", [nopts, &root](ProbeChannel& ch) {
+                         point_standins_at_capture(root);
+                         query_nvml(nopts, ch);
+                     },
+                     o.driver_deadline});
+    if (o.probe_cuda) {
+        CudaQueryOptions caller{o.driver_library_dir, env_value(o, "CUDA_VISIBLE_DEVICES"),
+                                env_value(o, "CUDA_DEVICE_ORDER")};
+        specs.push_back({"cuda", [caller, &root](ProbeChannel& ch) {
+                             point_standins_at_capture(root);
+                             query_cuda(caller, ch);
+                         },
+                         o.driver_deadline});
+        if (o.all_devices) {
+            CudaQueryOptions all{o.driver_library_dir, std::nullopt, std::nullopt};
+            specs.push_back({"cuda(all)", [all, &root](ProbeChannel& ch) {
+                                 point_standins_at_capture(root);
+                                 query_cuda(all, ch);
+                             },
+                             o.driver_deadline});
+        }
+    }
+
+    auto outcomes = run_probes(specs);
+    std::vector<CollectorStatus> statuses;
+
+    take_result(outcomes[0], nvml);
+    auto nst = status_of("nvml", outcomes[0], o.driver_deadline, nvml.timed_out_call);
+    if (nst.state == CollectorState::ok) {
+        if (!nvml.load_error.empty()) {
+            nst.state = CollectorState::no_data;
+            nst.message = "libnvidia-ml.so.1 not loaded: " + nvml.load_error;
+        } else if (nvml.init_result && *nvml.init_result != 0) {
+            nst.state = CollectorState::error;
+            nst.message = "nvmlInit_v2 failed: " + nvml.init_error;
+            nst.path = nvml.library_path;
+        } else if (!nvml.init_error.empty()) {
+            nst.state = CollectorState::error;
+            nst.message = nvml.init_error;
+            nst.path = nvml.library_path;
+        }
+    }
+    statuses.push_back(std::move(nst));
+
+    if (!o.probe_cuda) {
+        statuses.push_back(status_no_data("cuda", "CUDA driver not probed (--no-cuda)"));
+        return statuses;
+    }
+    take_result(outcomes[1], cuda);
+    auto cst = status_of("cuda", outcomes[1], o.driver_deadline, cuda.timed_out_call);
+    if (cst.state == CollectorState::ok) {
+        if (!cuda.load_error.empty()) {
+            cst.state = CollectorState::no_data;
+            cst.message = "libcuda.so.1 not loaded: " + cuda.load_error;
+        } else if (cuda.caller.init_result && *cuda.caller.init_result != 0) {
+            cst.state = CollectorState::error;
+            cst.message = fmt::format("cuInit failed: {} ({}): {}", cuda.caller.init_name, *cuda.caller.init_result,
+                                      cuda.caller.init_meaning);
+            cst.path = cuda.library_path;
+        }
+    }
+    if (outcomes.size() > 2) {
+        CudaLayer all_layer;
+        take_result(outcomes[2], all_layer);
+        if (outcomes[2].result) cuda.all = all_layer.caller;
+        std::string hung;
+        auto ast = status_of("cuda", outcomes[2], o.driver_deadline, hung);
+        if (!hung.empty() && cuda.timed_out_call.empty()) cuda.timed_out_call = "(all devices) " + hung;
+        if (ast.state != CollectorState::ok)
+            cst.problems.push_back({ast.path, "--all-devices evaluation: " + ast.message});
+    }
+    statuses.push_back(std::move(cst));
+    return statuses;
 }
 
 }  // namespace gpudx

@@ -44,6 +44,7 @@ struct NvmlDevice {
 
 struct NvmlLayer {
     std::string library_path;  // the file actually loaded
+    std::string load_error;    // why libnvidia-ml.so.1 could not be loaded (dlerror), when it could not
     std::optional<int> init_result;
     std::string init_error;
     std::string driver_version;
@@ -63,6 +64,7 @@ struct CudaDevice {
     std::string name;
     std::optional<int> cc_major, cc_minor;
     std::optional<unsigned long long> total_memory;
+    std::optional<int> multiprocessor_count;
 };
 
 struct CudaView {
@@ -76,10 +78,11 @@ struct CudaView {
 
 struct CudaLayer {
     std::string library_path;
+    std::string load_error;  // why libcuda.so.1 could not be loaded (dlerror), when it could not
     std::optional<int> driver_version;
     CudaView caller;                  // under the caller's environment
     std::optional<CudaView> all;      // with CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER unset (--all-devices)
-    std::string timed_out_call;
+    std::string timed_out_call;  // "(all devices) " prefixed when the --all-devices probe hung
 };
 
 }  // namespace gpudx

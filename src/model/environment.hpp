@@ -18,10 +18,10 @@ struct HostInfo {
 
 struct ContainerInfo {
     bool in_container = false;
-    std::string runtime;  // docker, podman, kubernetes, containerd, lxc, ""
+    std::string runtime;  // docker, podman, kubernetes, containerd, crio, lxc, ""
     std::string container_id;
     std::string cgroup;
-    std::vector<std::string> evidence;  // what told us
+    std::vector<std::string> evidence;  // what told us, "FILE: value" or "VARIABLE=value"
 };
 
 struct EnvironmentLayer {

@@ -7,14 +7,16 @@ namespace gpudx {
 
 // One copy of a library found on the loader's search path.
 struct LibraryCopy {
-    std::string path;
-    std::string real_path;  // after links
-    std::string version;    // from the resolved file name, e.g. 580.159.04
-    std::string found_by;   // LD_LIBRARY_PATH, ld.so.cache, default dir, other
+    std::string path;       // where the loader would open it, e.g. /usr/local/nvidia/lib64/libcuda.so.1
+    std::string real_path;  // after links, inside the root
+    std::string version;    // from the resolved file name, e.g. 580.159.04; empty when unknown
+    // How it was found first: LD_LIBRARY_PATH, ld.so.cache, default dir, ld.so.conf dir, cuda dir, compat dir, other
+    std::string found_by;
+    bool present = true;    // false: named by the cache but the file is not under the root (a capture without it)
 };
 
 struct ResolvedLibrary {
-    std::string soname;  // libcuda.so.1
+    std::string soname;  // libcuda.so.1, libcudart.so.12 ...
     std::optional<LibraryCopy> chosen;  // what the dynamic loader would load, nullopt when nothing
     std::string reason;                 // why that one wins
     std::vector<LibraryCopy> copies;    // every copy found, the chosen one included
@@ -22,7 +24,11 @@ struct ResolvedLibrary {
 
 struct LibrariesLayer {
     std::vector<std::string> ld_library_path;
-    std::string ld_so_cache_format;  // "glibc-ld.so-1.7.0", "ld.so-1.7.0" or "" when unreadable
+    // "glibc-ld.so.cache1.1", "ld.so-1.7.0", "ld.so-1.7.0+glibc-ld.so.cache1.1", "ldconfig -p" (from a capture's
+    // _commands/ldconfig-p.txt), or "" when no cache could be read
+    std::string ld_so_cache_format;
+    std::string ld_so_cache_source;           // the file the cache was read from
+    std::vector<std::string> ld_so_conf_dirs;  // from /etc/ld.so.conf and its includes, in order
     std::vector<ResolvedLibrary> libraries;
     std::optional<std::string> cuda_symlink_target;  // /usr/local/cuda ->
 };

@@ -1,4 +1,5 @@
 #pragma once
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -22,6 +23,8 @@ struct ModuleFile {
     std::string vermagic;
     std::string srcversion;
     std::string signer;
+    std::string found_by;  // modules.dep.bin, modules.dep, or search (not in the index: modprobe cannot find it)
+    std::string error;     // why its modinfo could not be read; empty when it was
 };
 
 // /proc/driver/nvidia/gpus/<addr>/information: every field kept, the important ones parsed.
@@ -38,7 +41,8 @@ struct NvidiaProcGpu {
 };
 
 struct DkmsEntry {
-    std::string module, version, kernel, arch, state;  // state: built, installed, failed ...
+    std::string module, version, kernel, arch, state;  // state: built, installed, failed
+    std::string log;  // make.log of that build, when one is kept
 };
 
 struct ModuleLayer {
@@ -47,6 +51,9 @@ struct ModuleLayer {
     std::string nvidia_proc_version;   // first line of /proc/driver/nvidia/version
     std::optional<std::string> nvidia_driver_version;  // parsed from it, e.g. 580.159.04
     std::vector<NvidiaProcGpu> nvidia_gpus;
+    bool nvidia_gpus_listed = false;  // /proc/driver/nvidia/gpus could be listed (absence there then means something)
+    std::string module_dir;           // /lib/modules/<release>, in the root
+    std::string files_unavailable;    // why module files were not examined; empty when they were
     std::vector<ModuleFile> files;  // nvidia, nvidia_uvm, amdgpu ... for the running kernel
     std::vector<DkmsEntry> dkms;
     std::optional<std::string> amdgpu_version;

@@ -1,0 +1,104 @@
+// gpudx ids: one row per physical GPU keyed by PCI address, then every disagreement between the sources.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "app/command.hpp"
+#include "app/common.hpp"
+#include "checks/check_context.hpp"
+#include "checks/diagnose.hpp"
+#include "identity/join.hpp"
+#include "render/report.hpp"
+
+namespace gpudx::app {
+namespace {
+
+struct IdsOptions {
+    NodeOptions node;
+    std::string from;
+    std::string format = "text";
+    std::string output;
+};
+
+// The findings that are about who is who: identity.* and the driver's missing-GPU counts.
+bool is_identity_finding(const Finding& f) {
+    return f.id.rfind("identity.", 0) == 0 || f.id == "driver.nvml_missing_gpu" || f.id == "driver.cuda_missing_gpu";
+}
+
+std::vector<Finding> identity_findings(const Snapshot& s) {
+    DiagnoseOptions dopts;
+    CheckContext ctx{s, dopts};
+    std::vector<Finding> all, out;
+    for (auto& fam : check_families())
+        if (std::string_view(fam.name) == "identity" || std::string_view(fam.name) == "driver") fam.run(ctx, all);
+    for (auto& f : all)
+        if (is_identity_finding(f)) out.push_back(std::move(f));
+    return out;
+}
+
+int run_ids(const IdsOptions& o) {
+    Snapshot s;
+    if (!o.from.empty()) {
+        auto loaded = load_snapshot_file(o.from);
+        if (!loaded) throw UsageError{o.from + ": " + loaded.error().message};
+        s = std::move(*loaded);
+    } else {
+        s = collect_node(o.node);
+    }
+    IdentityTable table = join_identity(s);
+    auto findings = identity_findings(s);
+    bool disagreement = false;
+    for (auto& f : findings)
+        if (f.severity != Severity::info) disagreement = true;
+
+    std::string text;
+    if (o.format == "json") {
+        auto j = identity_to_json(table);
+        j["findings"] = nlohmann::json::array();
+        for (auto& f : findings) j["findings"].push_back(finding_to_json(f));
+        j["consistent"] = !disagreement;
+        for (auto name : {"nvml", "cuda"})
+            if (auto* c = s.collector(name))
+                j["driver_status"][name] = {{"state", to_string(c->state)}, {"message", c->message}};
+        text = j.dump(2) + "\n";
+    } else if (o.format == "csv") {
+        text = render_identity_csv(table);
+    } else {
+        text = render_identity_text(table);
+        for (auto name : {"nvml", "cuda"})
+            if (auto* c = s.collector(name); c && c->state != CollectorState::ok)
+                text += fmt::format("{}: {}{}\n", name, to_string(c->state), c->message.empty() ? "" : ": " + c->message);
+        if (findings.empty()) {
+            text += "consistent: every source names the same GPU at each address\n";
+        } else {
+            text += "\n";
+            for (auto& f : findings) {
+                text += fmt::format("{} {}: {}\n", to_string(f.severity), f.id, f.message);
+                for (auto& e : f.evidence) text += fmt::format("    {} = {}\n", e.source, e.value);
+                if (!f.next_step.empty()) text += fmt::format("  next: {}\n", f.next_step);
+            }
+        }
+    }
+    write_output(o.output, text);
+    return disagreement ? kExitErrors : kExitHealthy;
+}
+
+CommandRegistrar reg{
+    {"ids", "One row per GPU by PCI address: slot, minor, /dev node, UUID, NVML index, CUDA ordinal (exit 0/1)", 30,
+     [](CLI::App& cmd) -> std::function<int()> {
+         auto o = std::make_shared<IdsOptions>();
+         add_node_options(cmd, o->node);
+         cmd.add_option("--from", o->from, "Read a saved snapshot (gpudx snapshot -o FILE) instead of collecting")
+             ->type_name("FILE");
+         cmd.add_option("--format", o->format, "text (default), json, csv")
+             ->check(CLI::IsMember({"text", "json", "csv"}));
+         cmd.add_option("-o,--output", o->output, "Write to FILE (atomically) instead of stdout")->type_name("FILE");
+         cmd.footer("Only the PCI address and the UUID are stable; indices differ between nvidia-smi, /dev, CUDA "
+                    "and schedulers.\nThe CUDA column is the ordinal under this environment's CUDA_VISIBLE_DEVICES "
+                    "and CUDA_DEVICE_ORDER.\n\nExit codes: 0 every source agrees, 1 a disagreement (listed after "
+                    "the table), 64 usage error.\n\nExamples:\n  gpudx ids\n  gpudx ids --format csv\n"
+                    "  gpudx ids --root CAPTURE --driver-lib-dir build/tests/standins/lib");
+         return [o] { return run_ids(*o); };
+     }}};
+
+}  // namespace
+}  // namespace gpudx::app

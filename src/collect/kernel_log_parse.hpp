@@ -1,0 +1,100 @@
+#pragma once
+// Pure kernel-log parsing: the line formats (raw kmsg, dmesg, dmesg -T, journalctl -k short and
+// short-iso, syslog kern.log), the topics gpudx keeps, Xid lines, and a scanner fast enough for a
+// multi-gigabyte log (docs/kernel-log.md). No I/O here: the collector reads and feeds the bytes.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.hpp"
+#include "model/kernel_log.hpp"
+
+namespace gpudx {
+
+const char* to_string(KernelLogFormat f);
+
+// The prefix of one line split off according to a format.
+struct ParsedLogLine {
+    bool recognised = false;    // the line has this format's prefix
+    bool from_kernel = true;    // false: a journal/syslog line written by another program
+    bool continuation = false;  // kmsg dictionary line (" SUBSYSTEM=pci"): metadata, not a message
+    std::optional<double> monotonic_s;
+    std::string_view wall_time;
+    std::string_view message;
+};
+
+ParsedLogLine parse_log_line(std::string_view line, KernelLogFormat format);
+// The format whose prefix this one line has, or unknown.
+KernelLogFormat detect_line_format(std::string_view line);
+// The format most of the first lines of a log have, or unknown (the caller says which are accepted).
+KernelLogFormat detect_log_format(std::string_view head);
+// For error messages: "raw kmsg records (6,1234,5678901,-;msg), dmesg ([  12.345678] msg), ...".
+std::string accepted_log_formats();
+
+// The topic gpudx keeps a message for (xid, nvrm, amdgpu, kfd, aer, iommu, signature, lockdown, pcie),
+// or empty when the message is about none of them.
+std::string_view classify_topic(std::string_view message);
+
+// "NVRM: Xid (PCI:0000:00:06): 79, pid=1234, name=python3, GPU has fallen off the bus." and the older
+// forms (no PCI: prefix, no pid/name, pid='<unknown>', "GPU-I:05" for a MIG instance).
+std::optional<XidEvent> parse_xid(std::string_view message);
+
+// What a kept message counts as (a tally kind) beyond its topic, with the device or module it names.
+struct LogEventKind {
+    std::string kind;    // fallen_off_bus, aer_corrected, aer_nonfatal, aer_fatal, iommu_fault, module_refused, module_unsigned
+    std::string device;  // normalised PCI address, empty when the line names none
+    std::string module;
+};
+std::vector<LogEventKind> classify_events(std::string_view message);
+
+// The first PCI address written in a message ("nvidia 0000:21:00.0: ...", "GPU 0000:3b:00.0", "device=c1:00.0").
+std::optional<std::string> find_pci_address(std::string_view message);
+
+// --since: seconds since boot ("3600", "12.5"), or a wall time as logs write it ("2026-11-30T06:28:08+0000",
+// "2026-11-30 06:28:08", "Mon Nov 30 06:28:08 2026", "Nov 30 06:28:08").
+struct SinceSpec {
+    std::optional<double> monotonic_s;
+    std::optional<int64_t> wall_s;  // nominal seconds (see parse_wall_time)
+    int year = 0;                   // the year it names, or this year for the short form; lines without one take it
+};
+Result<SinceSpec> parse_since(std::string_view text);
+// Seconds on a nominal UTC scale for the wall-time forms above; an offset is applied when written.
+// A form without a year (journal short) takes default_year.
+std::optional<int64_t> parse_wall_time(std::string_view text, int default_year);
+
+struct KernelLogScanOptions {
+    std::string since;  // empty: the current (last) boot only
+    size_t max_line_bytes = 64 * 1024;
+    size_t max_kept_lines = 10000;  // the most recent are kept; tallies count everything
+    size_t max_kept_xids = 10000;
+};
+
+// Streams a log through a prefilter that finds candidate lines in the whole buffer (SIMD where the CPU has
+// it) and parses only those. Feed bytes in any chunking; finish() returns the layer.
+class KernelLogScanner {
+public:
+    explicit KernelLogScanner(KernelLogScanOptions options = {});
+    ~KernelLogScanner();
+    KernelLogScanner(const KernelLogScanner&) = delete;
+    KernelLogScanner& operator=(const KernelLogScanner&) = delete;
+
+    // Fixes the format (kmsg for /dev/kmsg) instead of detecting it from the first lines.
+    void set_format(KernelLogFormat format);
+    void feed(std::string_view bytes);
+    // Error when the format is not one gpudx reads (names the accepted ones). `source` names the input.
+    Result<KernelLog> finish(std::string source);
+    // Notes for the collector status (an unusable --since, oversized lines).
+    const std::vector<std::string>& notes() const;
+
+private:
+    struct State;
+    std::unique_ptr<State> state_;
+};
+
+Result<KernelLog> scan_kernel_log(std::string_view text, const KernelLogScanOptions& options = {},
+                                  std::string source = "<text>");
+
+}  // namespace gpudx

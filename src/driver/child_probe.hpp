@@ -1,0 +1,55 @@
+#pragma once
+// Driver calls can hang forever (a wedged GPU, a driver waiting on a lock held by a dead process).
+// Each driver probe therefore runs in a forked child that reports over a pipe, line by line:
+//   "P <call>"   about to make this call (so a hang names it)
+//   "R <json>"   the results so far (a later R replaces an earlier one)
+//   "E"          finished
+// The parent reads with poll() until the deadline, then SIGKILLs the child and never waits on it
+// longer than it can afford: a child stuck in the kernel is left to a detached reaper thread.
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace gpudx {
+
+// The child's end of the pipe.
+class ProbeChannel {
+public:
+    explicit ProbeChannel(int fd) : fd_(fd) {}
+    void progress(std::string_view call);
+    void result(const nlohmann::json& j);
+    void done();
+
+private:
+    void write_line(std::string_view tag, std::string_view text);
+    int fd_;
+};
+
+struct ProbeSpec {
+    std::string name;  // for messages: "nvml", "cuda", "cuda(all)"
+    std::function<void(ProbeChannel&)> body;  // runs in the child
+    std::chrono::milliseconds deadline{5000};
+};
+
+enum class ProbeEnd { finished, timed_out, died, not_started };
+
+struct ProbeOutcome {
+    ProbeEnd end = ProbeEnd::not_started;
+    std::optional<nlohmann::json> result;  // the last R line
+    std::string last_call;                 // the last P line
+    std::string message;                   // for died / not_started: why
+    double duration_ms = 0;
+};
+
+// Starts every probe at once (they run concurrently), returns when each has finished or hit its deadline.
+std::vector<ProbeOutcome> run_probes(const std::vector<ProbeSpec>& specs);
+
+// Pure: splits complete lines off `buffer` and applies them to `out`; returns true when "E" was seen.
+bool consume_probe_lines(std::string& buffer, ProbeOutcome& out);
+
+}  // namespace gpudx

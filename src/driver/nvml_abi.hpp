@@ -1,0 +1,154 @@
+#pragma once
+// gpudx's own declarations of the few NVML types, constants and entry points it uses (nvml.h is never
+// included; libnvidia-ml.so.1 is dlopen'ed). Layouts follow nvml.h of driver branches 535-580, x86-64.
+#include <cstddef>
+
+namespace gpudx {
+
+using nvmlReturn_t = int;
+using nvmlDevice_t = struct nvmlDevice_st*;
+using nvmlEnableState_t = int;  // 0 disabled, 1 enabled
+
+inline constexpr nvmlReturn_t NVML_SUCCESS = 0;
+inline constexpr nvmlReturn_t NVML_ERROR_UNINITIALIZED = 1;
+inline constexpr nvmlReturn_t NVML_ERROR_INVALID_ARGUMENT = 2;
+inline constexpr nvmlReturn_t NVML_ERROR_NOT_SUPPORTED = 3;
+inline constexpr nvmlReturn_t NVML_ERROR_NO_PERMISSION = 4;
+inline constexpr nvmlReturn_t NVML_ERROR_NOT_FOUND = 6;
+inline constexpr nvmlReturn_t NVML_ERROR_INSUFFICIENT_SIZE = 7;
+inline constexpr nvmlReturn_t NVML_ERROR_DRIVER_NOT_LOADED = 9;
+inline constexpr nvmlReturn_t NVML_ERROR_TIMEOUT = 10;
+inline constexpr nvmlReturn_t NVML_ERROR_LIBRARY_NOT_FOUND = 12;
+inline constexpr nvmlReturn_t NVML_ERROR_FUNCTION_NOT_FOUND = 13;
+inline constexpr nvmlReturn_t NVML_ERROR_GPU_IS_LOST = 15;
+inline constexpr nvmlReturn_t NVML_ERROR_RESET_REQUIRED = 16;
+inline constexpr nvmlReturn_t NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18;
+inline constexpr nvmlReturn_t NVML_ERROR_UNKNOWN = 999;
+
+// Buffer sizes from nvml.h (the _V2 sizes where there are two).
+inline constexpr unsigned NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96;
+inline constexpr unsigned NVML_DEVICE_NAME_V2_BUFFER_SIZE = 96;
+inline constexpr unsigned NVML_DEVICE_SERIAL_BUFFER_SIZE = 30;
+inline constexpr unsigned NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE = 80;
+inline constexpr unsigned NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE = 80;
+inline constexpr unsigned NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE = 32;
+inline constexpr unsigned NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE = 16;
+inline constexpr unsigned NVML_NVLINK_MAX_LINKS = 18;
+
+// nvmlDeviceGetTotalEccErrors arguments.
+inline constexpr int NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1;
+inline constexpr int NVML_VOLATILE_ECC = 0;
+inline constexpr int NVML_AGGREGATE_ECC = 1;
+
+// nvmlPciInfo_t as filled by nvmlDeviceGetPciInfo_v2/_v3 (the plain v1 call has another layout).
+struct nvmlPciInfo_t {
+    char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
+    unsigned int domain;
+    unsigned int bus;
+    unsigned int device;
+    unsigned int pciDeviceId;
+    unsigned int pciSubSystemId;
+    char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+};
+static_assert(sizeof(nvmlPciInfo_t) == 68);
+
+// nvmlProcessInfo_t of nvmlDeviceGetComputeRunningProcesses_v2/_v3.
+struct nvmlProcessInfo_t {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+};
+static_assert(sizeof(nvmlProcessInfo_t) == 24);
+
+// Fabric registration state (NVSwitch / NVLink-domain systems).
+inline constexpr unsigned NVML_GPU_FABRIC_STATE_NOT_SUPPORTED = 0;
+inline constexpr unsigned NVML_GPU_FABRIC_STATE_NOT_STARTED = 1;
+inline constexpr unsigned NVML_GPU_FABRIC_STATE_IN_PROGRESS = 2;
+inline constexpr unsigned NVML_GPU_FABRIC_STATE_COMPLETED = 3;
+
+struct nvmlGpuFabricInfo_t {  // nvmlDeviceGetGpuFabricInfo (535+)
+    unsigned char clusterUuid[16];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    unsigned char state;
+};
+struct nvmlGpuFabricInfo_v2_t {  // nvmlDeviceGetGpuFabricInfoV with version nvmlGpuFabricInfo_v2 (550+)
+    unsigned int version;
+    unsigned char clusterUuid[16];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    unsigned char state;
+    unsigned int healthMask;
+};
+static_assert(sizeof(nvmlGpuFabricInfo_v2_t) == 36);
+inline constexpr unsigned nvmlGpuFabricInfo_v2 = sizeof(nvmlGpuFabricInfo_v2_t) | (2u << 24);
+
+namespace nvml {
+using Init = nvmlReturn_t (*)();  // nvmlInit_v2
+using Shutdown = nvmlReturn_t (*)();
+using ErrorString = const char* (*)(nvmlReturn_t);
+using SystemGetString = nvmlReturn_t (*)(char* buf, unsigned int len);  // driver / NVML version
+using SystemGetCudaDriverVersion = nvmlReturn_t (*)(int* version);
+using SystemGetProcessName = nvmlReturn_t (*)(unsigned int pid, char* name, unsigned int len);
+using DeviceGetCount = nvmlReturn_t (*)(unsigned int* count);
+using DeviceGetHandleByIndex = nvmlReturn_t (*)(unsigned int index, nvmlDevice_t* device);
+using DeviceGetHandleByPciBusId = nvmlReturn_t (*)(const char* busId, nvmlDevice_t* device);
+using DeviceGetHandleByUUID = nvmlReturn_t (*)(const char* uuid, nvmlDevice_t* device);
+using DeviceGetString = nvmlReturn_t (*)(nvmlDevice_t device, char* buf, unsigned int len);  // UUID, name, serial
+using DeviceGetPciInfo = nvmlReturn_t (*)(nvmlDevice_t device, nvmlPciInfo_t* pci);
+using DeviceGetUInt = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int* value);  // minor, max MIG count
+using DeviceGetEnableState = nvmlReturn_t (*)(nvmlDevice_t device, nvmlEnableState_t* state);
+using DeviceGetEnableStatePair = nvmlReturn_t (*)(nvmlDevice_t device, nvmlEnableState_t* current,
+                                                  nvmlEnableState_t* pending);  // ECC mode
+using DeviceGetMigMode = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int* current, unsigned int* pending);
+using DeviceGetMigDeviceHandleByIndex = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int index, nvmlDevice_t* mig);
+using DeviceGetTotalEccErrors = nvmlReturn_t (*)(nvmlDevice_t device, int errorType, int counterType,
+                                                 unsigned long long* count);
+using DeviceGetRemappedRows = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int* corrRows, unsigned int* uncRows,
+                                               unsigned int* isPending, unsigned int* failureOccurred);
+using DeviceGetGpuFabricInfo = nvmlReturn_t (*)(nvmlDevice_t device, nvmlGpuFabricInfo_t* info);
+using DeviceGetGpuFabricInfoV = nvmlReturn_t (*)(nvmlDevice_t device, nvmlGpuFabricInfo_v2_t* info);
+using DeviceGetNvLinkState = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int link, nvmlEnableState_t* active);
+using DeviceGetComputeRunningProcesses = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int* count,
+                                                          nvmlProcessInfo_t* infos);  // _v3 / _v2
+}  // namespace nvml
+
+// NVML return codes by name, for messages that must not depend on the library being loadable.
+inline const char* nvml_return_name(nvmlReturn_t r) {
+    switch (r) {
+        case 0: return "NVML_SUCCESS";
+        case 1: return "NVML_ERROR_UNINITIALIZED";
+        case 2: return "NVML_ERROR_INVALID_ARGUMENT";
+        case 3: return "NVML_ERROR_NOT_SUPPORTED";
+        case 4: return "NVML_ERROR_NO_PERMISSION";
+        case 5: return "NVML_ERROR_ALREADY_INITIALIZED";
+        case 6: return "NVML_ERROR_NOT_FOUND";
+        case 7: return "NVML_ERROR_INSUFFICIENT_SIZE";
+        case 8: return "NVML_ERROR_INSUFFICIENT_POWER";
+        case 9: return "NVML_ERROR_DRIVER_NOT_LOADED";
+        case 10: return "NVML_ERROR_TIMEOUT";
+        case 11: return "NVML_ERROR_IRQ_ISSUE";
+        case 12: return "NVML_ERROR_LIBRARY_NOT_FOUND";
+        case 13: return "NVML_ERROR_FUNCTION_NOT_FOUND";
+        case 14: return "NVML_ERROR_CORRUPTED_INFOROM";
+        case 15: return "NVML_ERROR_GPU_IS_LOST";
+        case 16: return "NVML_ERROR_RESET_REQUIRED";
+        case 17: return "NVML_ERROR_OPERATING_SYSTEM";
+        case 18: return "NVML_ERROR_LIB_RM_VERSION_MISMATCH";
+        case 19: return "NVML_ERROR_IN_USE";
+        case 20: return "NVML_ERROR_MEMORY";
+        case 21: return "NVML_ERROR_NO_DATA";
+        case 22: return "NVML_ERROR_VGPU_ECC_NOT_SUPPORTED";
+        case 23: return "NVML_ERROR_INSUFFICIENT_RESOURCES";
+        case 25: return "NVML_ERROR_ARGUMENT_VERSION_MISMATCH";
+        case 26: return "NVML_ERROR_DEPRECATED";
+        case 27: return "NVML_ERROR_NOT_READY";
+        case 28: return "NVML_ERROR_GPU_NOT_FOUND";
+        case 29: return "NVML_ERROR_INVALID_STATE";
+        case 999: return "NVML_ERROR_UNKNOWN";
+        default: return "NVML_ERROR_(unlisted)";
+    }
+}
+
+}  // namespace gpudx

@@ -1,0 +1,67 @@
+#pragma once
+// One row per physical GPU, keyed by its PCI address, joining every source that names it: sysfs
+// (address, slot, NUMA node), procfs (UUID, minor), /dev nodes, NVML (index, UUID, bus id), the CUDA
+// driver under the caller's CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER (ordinal, UUID, bus id), MIG UUIDs.
+// Bus ids are compared parsed (PciAddress), UUIDs case-insensitively; never index against index.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "model/snapshot.hpp"
+
+namespace gpudx {
+
+struct IdentityRow {
+    std::string pci;  // normalised dddd:bb:dd.f: the key
+    bool on_pcie = false;
+    std::string vendor;  // "nvidia", "amd", "" when only a driver reported it
+    std::string slot;
+    std::optional<int32_t> numa_node;
+    std::string model;
+
+    // /proc/driver/nvidia/gpus/<pci>/information
+    bool in_procfs = false;
+    std::string procfs_uuid;
+    std::optional<uint32_t> minor;
+    std::string dev_node;       // /dev/nvidiaN when the devices layer saw it
+    bool dev_node_missing = false;  // the devices layer was read and has no node for this minor
+
+    // NVML
+    std::optional<unsigned> nvml_index;
+    std::string nvml_uuid, nvml_bus_id;
+    std::optional<unsigned> nvml_minor;
+    std::vector<std::string> mig_uuids;
+
+    // CUDA driver under the caller's environment, joined by the bus id CUDA reports.
+    std::optional<int> cuda_ordinal;
+    std::string cuda_uuid, cuda_bus_id;
+
+    // The UUID to name this GPU by: procfs, else NVML, else CUDA.
+    std::string uuid() const;
+};
+
+struct IdentityTable {
+    std::vector<IdentityRow> rows;  // sorted by PCI address
+    std::string cuda_visible_devices = "<unset>";
+    std::string cuda_device_order = "<unset>";
+    bool nvml_read = false, cuda_read = false, procfs_read = false;
+
+    const IdentityRow* by_pci(std::string_view pci) const;
+    // The row whose procfs or NVML UUID (or a MIG UUID) is `uuid`; nullptr when none.
+    const IdentityRow* by_uuid(std::string_view uuid) const;
+};
+
+IdentityTable join_identity(const Snapshot& s);
+
+// UUIDs equal ignoring case and the "GPU-"/"MIG-" prefix.
+bool same_uuid(std::string_view a, std::string_view b);
+
+nlohmann::json identity_to_json(const IdentityTable& t);
+std::string render_identity_text(const IdentityTable& t);
+std::string render_identity_csv(const IdentityTable& t);
+
+}  // namespace gpudx

@@ -1,0 +1,71 @@
+#pragma once
+// The values that select GPUs for a process or container: CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES,
+// ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES, SLURM_JOB_GPUS. Pure parsing and matching; no I/O.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpudx {
+
+struct Snapshot;
+
+enum class VisibleDevicesKind {
+    unset,  // variable not set: every device
+    all,    // "all"
+    none,   // "none" (container toolkit: driver mounted, no GPU)
+    void_,  // "void" (container toolkit: nothing injected)
+    empty,  // "" : no device at all (CUDA) / nothing injected (toolkit)
+    list,   // comma-separated entries
+};
+
+enum class VisibleEntryType { index, gpu_uuid, mig_uuid, invalid };
+
+struct VisibleEntry {
+    std::string text;  // as written, trimmed
+    VisibleEntryType type = VisibleEntryType::invalid;
+    std::optional<unsigned> index;  // for index entries
+};
+
+struct VisibleDevices {
+    VisibleDevicesKind kind = VisibleDevicesKind::unset;
+    std::vector<VisibleEntry> entries;  // every entry written, the invalid ones included
+    // CUDA stops at the first invalid entry: devices after it are not visible. Index of that entry, if any.
+    std::optional<size_t> first_invalid;
+    bool has_indices() const;
+    bool has_uuids() const;  // GPU or MIG UUIDs
+    // The entries CUDA honours: those before the first invalid one.
+    std::vector<VisibleEntry> effective() const;
+};
+
+// nullopt value: the variable is unset.
+VisibleDevices parse_visible_devices(const std::optional<std::string>& value);
+const char* to_string(VisibleDevicesKind k);
+
+// A GPU as the matcher needs it: UUID ("GPU-..."), PCI address, and its index in PCI order on this node.
+struct NodeGpu {
+    std::string uuid;
+    std::string pci;
+    unsigned index = 0;             // position in PCI order: nvidia-smi's index, CUDA's under PCI_BUS_ID
+    std::optional<unsigned> minor;  // /dev/nvidiaN: what Slurm's gres.conf indices usually follow
+    std::vector<std::string> mig_uuids;
+};
+
+// The node's NVIDIA GPUs in PCI order, from the driver's procfs (else NVML), with MIG UUIDs from NVML.
+std::vector<NodeGpu> node_gpus(const Snapshot& s);
+
+// How an index entry names a GPU.
+enum class IndexMeaning { pci_order, device_minor };
+
+struct VisibleMatch {
+    VisibleEntry entry;
+    std::vector<size_t> gpus;  // positions in the node list: one when matched, several when a prefix is ambiguous
+    bool mig = false;          // matched a MIG instance of that GPU
+};
+
+// Matches each effective entry to node GPUs: index by position in PCI order, GPU-UUID by full UUID or unique
+// prefix (case-insensitive), MIG-UUID against the GPUs' MIG lists.
+std::vector<VisibleMatch> match_visible_devices(const VisibleDevices& v, const std::vector<NodeGpu>& gpus,
+                                               IndexMeaning indices = IndexMeaning::pci_order);
+
+}  // namespace gpudx

@@ -1,0 +1,63 @@
+#pragma once
+// The device map of a checkpoint restore: which GPU each checkpointed GPU comes back on.
+// Users name GPUs by UUID, PCI address or index; the driver wants UUID pairs covering every GPU
+// the process can see (cuda-checkpoint: "must contain all checkpointed devices"), so a partial
+// map is expanded with identity pairs and then checked to be a permutation.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace gpudx {
+
+// One GPU of this node as the checkpoint driver sees it, with CUDA_VISIBLE_DEVICES ignored.
+struct NodeGpu {
+    int index = 0;       // position in PCI order: the NVML index, and the CUDA ordinal under CUDA_DEVICE_ORDER=PCI_BUS_ID
+    std::string uuid;    // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+    std::string pci;     // normalised dddd:bb:dd.f; empty when the driver did not say
+    std::string model;   // cuDeviceGetName
+    std::optional<uint64_t> free_memory;   // bytes (NVML); unknown without NVML
+    std::optional<uint64_t> total_memory;  // bytes
+};
+
+struct GpuPair {
+    std::string old_uuid, new_uuid;
+    bool operator==(const GpuPair&) const = default;
+};
+
+// One "old=new" item as the user wrote it, before it is resolved against the node.
+struct DeviceMapItem {
+    std::string old_spec, new_spec;
+    bool operator==(const DeviceMapItem&) const = default;
+};
+
+// "OLD=NEW,OLD=NEW,…" and the shorthand "swap:A,B" (= "A=B,B=A"), freely mixed.
+Result<std::vector<DeviceMapItem>> parse_device_map(std::string_view text);
+
+// The node GPU a spec names: a UUID ("GPU-…", any case), a PCI address in any spelling, or an index.
+// Returns its position in `gpus`.
+Result<size_t> resolve_gpu(std::string_view spec, const std::vector<NodeGpu>& gpus);
+
+struct DeviceMapPlan {
+    std::vector<GpuPair> pairs;      // one per node GPU, in index order; unmapped GPUs map to themselves
+    std::vector<std::string> notes;  // checks that could not be made, for the report
+    bool remaps() const;             // any pair whose old and new differ
+};
+
+// Bytes the processes being moved hold on each GPU, keyed by UUID; nullopt when unknown.
+using MemoryHeld = std::optional<std::map<std::string, uint64_t>>;
+
+// Resolves, expands and validates a map against this node: every GPU exists, each is a source at most
+// once, the result is a permutation, source and target are the same model, and each target has room
+// for what arrives (its free memory plus what the moved processes release there).
+Result<DeviceMapPlan> plan_device_map(std::string_view text, const std::vector<NodeGpu>& gpus,
+                                      const MemoryHeld& held = std::nullopt);
+
+// "GPU 0 (GPU-7e37…, 0000:00:06.0)": how messages name a GPU, never by a bare number.
+std::string describe_gpu(const NodeGpu& gpu);
+
+}  // namespace gpudx

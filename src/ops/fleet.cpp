@@ -1,0 +1,605 @@
+#include "ops/fleet.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <variant>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/text.hpp"
+#include "render/report.hpp"
+
+namespace gpudx {
+
+// ---- reading one snapshot, only the keys the report uses --------------------------------------------
+
+namespace {
+
+using json = nlohmann::json;
+
+// Larger files are not snapshots of one node; reading them would only cost memory.
+constexpr size_t kMaxSnapshotBytes = 64u << 20;
+
+bool one_of(std::string_view key, std::initializer_list<std::string_view> keys) {
+    return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+// Decides, key by key while parsing, which parts of a snapshot become DOM; everything else is lexed and
+// dropped. The parser reports depth as the number of open containers, so the key that opened each level
+// is tracked here (arrays have none).
+class SnapshotFilter {
+public:
+    bool operator()(int depth, json::parse_event_t event, json& parsed) {
+        switch (event) {
+            case json::parse_event_t::object_start:
+            case json::parse_event_t::array_start:
+                opened_.resize(static_cast<size_t>(depth));
+                opened_.push_back(event == json::parse_event_t::array_start ? kArray : std::string());
+                return true;
+            case json::parse_event_t::key: {
+                auto d = static_cast<size_t>(depth);
+                if (d == 0 || d > opened_.size()) return true;
+                opened_.resize(d);
+                const std::string& key = parsed.get_ref<const std::string&>();
+                opened_[d - 1] = key;
+                return keep(d, key);
+            }
+            default:
+                return true;
+        }
+    }
+
+private:
+    static inline const std::string kArray = "[]";
+
+    // The key that opened level i (0 = the top-level key).
+    const std::string& at(size_t i) const { return opened_[i]; }
+
+    bool keep(size_t depth, std::string_view key) const {
+        if (depth == 1)
+            return one_of(key, {"schema_version", "gpudx_version", "collected_at", "root", "host", "pcie", "module",
+                                "kernel_log", "libraries", "nvml", "cuda"});
+        const std::string& top = at(0);
+        if (depth == 2) {
+            if (top == "host") return one_of(key, {"hostname", "kernel_release"});
+            if (top == "module")
+                return one_of(key, {"kernel_release", "nvidia_driver_version", "nvidia_gpus", "files", "loaded"});
+            if (top == "kernel_log") return key == "xids";
+            if (top == "libraries") return key == "libraries";
+            if (top == "nvml") return one_of(key, {"driver_version", "cuda_driver_version", "devices"});
+            if (top == "pcie") return one_of(key, {"devices", "gpus"});
+            if (top == "cuda") return one_of(key, {"driver_version", "caller", "all"});
+            return false;
+        }
+        // Inside the arrays of objects: drop the bulky members nothing here reads.
+        if (depth == 4 && at(2) == kArray) {
+            const std::string& list = at(1);
+            if (top == "pcie" && list == "devices")
+                return !one_of(key, {"aer_fatal", "aer_nonfatal", "aer_correctable", "vendor_name", "parent"});
+            if (top == "module" && list == "nvidia_gpus") return key != "fields";
+            if (top == "module" && list == "files") return one_of(key, {"name", "path", "version"});
+            if (top == "kernel_log" && list == "xids") return one_of(key, {"pci", "code"});
+            if (top == "libraries" && list == "libraries") return one_of(key, {"soname", "chosen"});
+            if (top == "nvml" && list == "devices") return one_of(key, {"uuid", "name", "pci", "minor", "index"});
+        }
+        return true;
+    }
+
+    std::vector<std::string> opened_;
+};
+
+}  // namespace
+
+Result<FleetNode> parse_fleet_snapshot(std::string_view text) {
+    json j;
+    try {
+        SnapshotFilter filter;
+        j = json::parse(text.begin(), text.end(), std::ref(filter), /*allow_exceptions=*/true);
+    } catch (const json::parse_error& e) {
+        bool truncated = e.byte >= text.size();
+        return fail(fmt::format("{}not valid JSON: {}", truncated ? "truncated, " : "", e.what()));
+    } catch (const json::exception& e) {
+        return fail(fmt::format("not valid JSON: {}", e.what()));
+    }
+    auto s = snapshot_from_json(j);
+    if (!s) return std::unexpected(s.error());
+    FleetNode n;
+    n.collected_at = s->collected_at;
+    n.record = make_node_record(*s);
+    n.xids.reserve(s->kernel_log.xids.size());
+    for (auto& x : s->kernel_log.xids) n.xids.push_back({x.pci, x.code});
+    return n;
+}
+
+Result<FleetNode> read_fleet_snapshot(const std::string& path, std::string& buffer) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fail(fmt::format("cannot open: {}", std::strerror(errno)), path, errno);
+    struct stat st{};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return fail("not a regular file", path);
+    }
+    if (static_cast<size_t>(st.st_size) > kMaxSnapshotBytes) {
+        ::close(fd);
+        return fail(fmt::format("{} bytes: larger than a snapshot can be ({} MiB)", st.st_size, kMaxSnapshotBytes >> 20),
+                    path);
+    }
+    buffer.resize(static_cast<size_t>(st.st_size));
+    size_t off = 0;
+    while (off < buffer.size()) {
+        ssize_t n = ::read(fd, buffer.data() + off, buffer.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            int err = errno;
+            ::close(fd);
+            return fail(fmt::format("read error: {}", std::strerror(err)), path, err);
+        }
+        if (n == 0) break;
+        off += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    buffer.resize(off);
+    if (off == 0) return fail("empty file", path);
+    auto node = parse_fleet_snapshot(buffer);
+    if (!node) {
+        auto e = node.error();
+        e.path = path;
+        return std::unexpected(e);
+    }
+    node->file = path;
+    return node;
+}
+
+std::vector<std::string> expand_fleet_inputs(const std::vector<std::string>& args, std::vector<FleetProblem>& problems) {
+    namespace fs = std::filesystem;
+    std::vector<std::string> files;
+    for (auto& a : args) {
+        std::error_code ec;
+        auto st = fs::status(a, ec);
+        if (ec || !fs::exists(st)) {
+            problems.push_back({a, "no such file or directory"});
+            continue;
+        }
+        if (!fs::is_directory(st)) {
+            files.push_back(a);
+            continue;
+        }
+        std::vector<std::string> found;
+        fs::recursive_directory_iterator it(a, fs::directory_options::skip_permission_denied, ec), end;
+        if (ec) {
+            problems.push_back({a, "cannot list: " + ec.message()});
+            continue;
+        }
+        for (; it != end; it.increment(ec)) {
+            if (ec) {
+                problems.push_back({a, "cannot list: " + ec.message()});
+                break;
+            }
+            if (it->path().extension() == ".json" && it->is_regular_file(ec)) found.push_back(it->path().string());
+        }
+        std::sort(found.begin(), found.end());
+        files.insert(files.end(), found.begin(), found.end());
+    }
+    return files;
+}
+
+// ---- aggregating -------------------------------------------------------------------------------
+
+namespace {
+
+std::string node_name(const FleetNode& n) {
+    if (!n.record.hostname.empty()) return n.record.hostname;
+    return std::filesystem::path(n.file).stem().string();
+}
+
+std::string or_unknown(const std::string& v) { return v.empty() ? std::string("unknown") : v; }
+
+}  // namespace
+
+FleetReport summarize_fleet(const Matrix& matrix, std::vector<FleetNode> nodes, std::vector<FleetProblem> skipped,
+                            const CalendarDate& today) {
+    FleetReport r;
+    r.matrix_path = matrix.path;
+    r.generated_at = utc_now_iso8601();
+    r.skipped = std::move(skipped);
+    r.inputs = nodes.size() + r.skipped.size();
+
+    // Several snapshots of one host: the newest counts (collected_at, then the later file given).
+    std::map<std::string, size_t> latest;
+    std::vector<bool> superseded(nodes.size(), false);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        if (nodes[i].record.hostname.empty()) continue;
+        auto [it, inserted] = latest.emplace(nodes[i].record.hostname, i);
+        if (inserted) continue;
+        size_t& prev = it->second;
+        bool newer = nodes[i].collected_at >= nodes[prev].collected_at;
+        size_t loser = newer ? prev : i;
+        superseded[loser] = true;
+        r.superseded.emplace_back(nodes[loser].file, nodes[newer ? i : prev].file);
+        if (newer) prev = i;
+    }
+
+    std::map<std::string, size_t> class_index;
+    for (auto& c : matrix.classes) {
+        FleetClassReport cr;
+        cr.name = c.name;
+        cr.owner = c.owner;
+        cr.review_by = c.review_by.str();
+        cr.review_overdue = c.review_by < today;
+        cr.expected_gpus = c.match.gpu_count;
+        class_index[c.name] = r.classes.size();
+        r.classes.push_back(std::move(cr));
+    }
+    std::optional<size_t> unclassified;
+
+    std::map<std::string, FleetXidNode> xid_nodes;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        if (superseded[i]) continue;
+        auto& n = nodes[i];
+        ++r.nodes;
+        auto check = check_node_against_matrix(matrix, n.record, today);
+        size_t ci;
+        if (check.node_class) {
+            ci = class_index.at(check.node_class->name);
+        } else {
+            if (!unclassified) {
+                unclassified = r.classes.size();
+                FleetClassReport cr;
+                cr.name = "(unclassified)";
+                r.classes.push_back(std::move(cr));
+            }
+            ci = *unclassified;
+        }
+        auto& cr = r.classes[ci];
+        ++cr.nodes;
+        ++cr.drivers[or_unknown(n.record.driver_version)];
+        ++cr.kernels[or_unknown(n.record.kernel_release)];
+        ++cr.cuda[or_unknown(cuda_version_text(n.record.cuda_driver_version))];
+        ++cr.fabric_manager[or_unknown(n.record.fabric_manager)];
+        for (auto& g : n.record.gpus) ++cr.vbios[or_unknown(to_lower(g.vbios))];
+
+        FleetNodeDivergence d{node_name(n), n.file, {}};
+        std::set<std::string> ids;
+        for (auto& f : check.findings) {
+            if (f.id == "matrix.review_overdue" || f.severity == Severity::info) continue;
+            ids.insert(f.id);
+            d.findings.push_back(f);
+        }
+        for (auto& id : ids) ++cr.divergence_nodes[id];
+        if (d.findings.empty())
+            ++cr.conforming;
+        else
+            cr.diverging.push_back(std::move(d));
+        if (cr.expected_gpus && n.record.gpus.size() < *cr.expected_gpus)
+            cr.missing.push_back({node_name(n), n.file, n.record.gpus.size(), *cr.expected_gpus});
+
+        if (!n.xids.empty()) {
+            auto& xn = xid_nodes[node_name(n) + '\0' + n.file];
+            xn.node = node_name(n);
+            xn.file = n.file;
+            xn.node_class = cr.name;
+            std::set<int> codes;
+            for (auto& x : n.xids) {
+                ++xn.by_code[x.code];
+                ++xn.total;
+                ++r.xids_by_code[x.code];
+                codes.insert(x.code);
+            }
+            for (int c : codes) ++r.xid_nodes_by_code[c];
+        }
+    }
+    for (auto& [key, xn] : xid_nodes) r.xids_by_node.push_back(std::move(xn));
+    std::stable_sort(r.xids_by_node.begin(), r.xids_by_node.end(),
+                     [](const FleetXidNode& a, const FleetXidNode& b) { return a.total > b.total; });
+
+    bool errors = false, warnings = !r.skipped.empty();
+    for (auto& c : r.classes) {
+        if (c.review_overdue || c.name == "(unclassified)") warnings |= c.nodes > 0;
+        for (auto& d : c.diverging)
+            for (auto& f : d.findings) {
+                errors |= f.severity == Severity::error;
+                warnings |= f.severity == Severity::warning;
+            }
+    }
+    r.exit_code = errors ? 1 : warnings ? 2 : 0;
+    return r;
+}
+
+FleetReport build_fleet_report(const Matrix& matrix, const std::vector<std::string>& files,
+                               std::vector<FleetProblem> input_problems, const FleetOptions& options) {
+    auto started = std::chrono::steady_clock::now();
+    using Outcome = std::variant<FleetNode, FleetProblem>;
+    std::vector<std::optional<Outcome>> outcomes(files.size());
+    std::atomic<size_t> next{0};
+    std::atomic<size_t> done{0};
+    std::mutex m;
+    std::condition_variable cv;
+
+    auto work = [&] {
+        std::string buffer;
+        for (;;) {
+            size_t i = next.fetch_add(1, std::memory_order_relaxed);
+            if (i >= files.size()) break;
+            auto node = read_fleet_snapshot(files[i], buffer);
+            if (node)
+                outcomes[i].emplace(std::move(*node));
+            else
+                outcomes[i].emplace(FleetProblem{files[i], node.error().message});
+            if (buffer.capacity() > (4u << 20)) std::string().swap(buffer);  // do not keep one huge file's memory
+            done.fetch_add(1, std::memory_order_release);
+            if (options.progress) cv.notify_one();
+        }
+    };
+    unsigned jobs = std::clamp(options.jobs, 1u, 64u);
+    jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(files.size(), 1)));
+    {
+        std::vector<std::jthread> pool;
+        for (unsigned t = 0; t < jobs; ++t) pool.emplace_back(work);
+        if (options.progress) {
+            std::unique_lock lock(m);
+            size_t last = 0;
+            while ((last = done.load(std::memory_order_acquire)) < files.size()) {
+                options.progress(last, files.size());
+                cv.wait_for(lock, std::chrono::milliseconds(200));
+            }
+            options.progress(files.size(), files.size());
+        }
+    }
+
+    std::vector<FleetNode> nodes;
+    nodes.reserve(files.size());
+    for (auto& o : outcomes) {
+        if (!o) continue;
+        if (auto* n = std::get_if<FleetNode>(&*o))
+            nodes.push_back(std::move(*n));
+        else
+            input_problems.push_back(std::get<FleetProblem>(*o));
+    }
+    outcomes.clear();
+    auto report = summarize_fleet(matrix, std::move(nodes), std::move(input_problems), options.today);
+    report.read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return report;
+}
+
+// ---- rendering -----------------------------------------------------------------------------------
+
+namespace {
+
+std::string short_divergence(const Finding& f) {
+    // The message already carries the values; the id leads so a reader can grep for it.
+    return fmt::format("{}: {}", f.id, f.message);
+}
+
+std::string bar(size_t n, size_t max, size_t width = 24) {
+    if (max == 0) return {};
+    size_t len = (n * width + max - 1) / max;
+    std::string out;
+    for (size_t i = 0; i < len; ++i) out += "\u2588";
+    return out;
+}
+
+void render_spread(std::string& out, std::string_view title, const VersionCounts& counts, size_t limit) {
+    if (counts.empty()) return;
+    std::vector<std::pair<std::string, size_t>> rows(counts.begin(), counts.end());
+    std::stable_sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.second > b.second; });
+    size_t max = rows.front().second;
+    size_t width = 0;
+    for (auto& [v, n] : rows) width = std::max(width, v.size());
+    width = std::min<size_t>(width, 40);
+    out += fmt::format("  {}:\n", title);
+    size_t shown = 0;
+    for (auto& [v, n] : rows) {
+        if (limit && shown++ == limit) {
+            out += fmt::format("    ... {} more\n", rows.size() - limit);
+            break;
+        }
+        out += fmt::format("    {:<{}}  {:>6}  {}\n", strip_control(v), width, n, bar(n, max));
+    }
+}
+
+}  // namespace
+
+std::string render_fleet_text(const FleetReport& r, const FleetRenderOptions& o) {
+    auto paint = [&](const char* code, std::string_view s) {
+        return o.color ? fmt::format("\033[{}m{}\033[0m", code, s) : std::string(s);
+    };
+    std::string out;
+    out += fmt::format("gpudx fleet report — {} node(s) from {} file(s), matrix {}\n", r.nodes, r.inputs, r.matrix_path);
+    if (!r.skipped.empty()) {
+        out += paint("33", fmt::format("Skipped {} file(s):", r.skipped.size())) + "\n";
+        size_t shown = 0;
+        for (auto& p : r.skipped) {
+            if (o.limit && shown++ == o.limit) {
+                out += fmt::format("  ... {} more (--format csv lists all)\n", r.skipped.size() - o.limit);
+                break;
+            }
+            out += fmt::format("  {}: {}\n", strip_control(p.file), strip_control(p.reason));
+        }
+    }
+    if (!r.superseded.empty())
+        out += fmt::format("{} older snapshot(s) of a host with a newer one were not counted.\n", r.superseded.size());
+
+    for (auto& c : r.classes) {
+        out += "\n";
+        if (c.name == "(unclassified)")
+            out += paint("1", fmt::format("Unclassified: {} node(s) fit no class of the matrix", c.nodes)) + "\n";
+        else
+            out += paint("1", fmt::format("Class {}", c.name)) +
+                   fmt::format(" (owner {}, review by {}{}): {} node(s), {} conforming, {} diverging\n", c.owner,
+                               c.review_by, c.review_overdue ? paint("33", ", REVIEW OVERDUE") : "", c.nodes,
+                               c.conforming, c.diverging.size());
+        if (c.nodes == 0) continue;
+        render_spread(out, "Driver", c.drivers, o.limit);
+        render_spread(out, "Kernel", c.kernels, o.limit);
+        render_spread(out, "VBIOS (per GPU)", c.vbios, o.limit);
+        render_spread(out, "CUDA", c.cuda, o.limit);
+        if (c.fabric_manager.size() > 1 || !c.fabric_manager.contains("unknown"))
+            render_spread(out, "Fabric Manager", c.fabric_manager, o.limit);
+        if (!c.divergence_nodes.empty()) {
+            out += "  Divergences (nodes):\n";
+            for (auto& [id, n] : c.divergence_nodes) out += fmt::format("    {:<32} {:>6}\n", id, n);
+        }
+        if (!c.missing.empty()) {
+            out += paint("31", fmt::format("  Nodes with missing GPUs ({}):", c.missing.size())) + "\n";
+            size_t shown = 0;
+            for (auto& m : c.missing) {
+                if (o.limit && shown++ == o.limit) {
+                    out += fmt::format("    ... {} more\n", c.missing.size() - o.limit);
+                    break;
+                }
+                out += fmt::format("    {:<20} {} of {} GPUs  {}\n", strip_control(m.node), m.seen, m.expected,
+                                   strip_control(m.file));
+            }
+        }
+        if (!c.diverging.empty()) {
+            out += fmt::format("  Diverging nodes ({}):\n", c.diverging.size());
+            size_t shown = 0;
+            for (auto& d : c.diverging) {
+                if (o.limit && shown++ == o.limit) {
+                    out += fmt::format("    ... {} more (--format csv lists all)\n", c.diverging.size() - o.limit);
+                    break;
+                }
+                out += fmt::format("    {}  ({})\n", strip_control(d.node), strip_control(d.file));
+                for (auto& f : d.findings) out += fmt::format("      - {}\n", strip_control(short_divergence(f)));
+            }
+        }
+    }
+
+    out += "\n";
+    if (r.xids_by_code.empty()) {
+        out += "Xid: none logged.\n";
+    } else {
+        out += "Xid by code (events, nodes):\n";
+        size_t max = 0;
+        for (auto& [code, n] : r.xids_by_code) max = std::max(max, n);
+        for (auto& [code, n] : r.xids_by_code)
+            out += fmt::format("  Xid {:<4} {:>6} events  {:>5} nodes  {}\n", code, n, r.xid_nodes_by_code.at(code),
+                               bar(n, max));
+        out += "Xid by node (most first):\n";
+        size_t shown = 0;
+        for (auto& x : r.xids_by_node) {
+            if (o.limit && shown++ == o.limit) {
+                out += fmt::format("  ... {} more (--format csv lists all)\n", r.xids_by_node.size() - o.limit);
+                break;
+            }
+            std::string codes;
+            for (auto& [code, n] : x.by_code) codes += fmt::format("{}{}x{}", codes.empty() ? "" : ", ", n, code);
+            out += fmt::format("  {:<20} {:>4}  {}\n", strip_control(x.node), x.total, codes);
+        }
+    }
+    out += fmt::format("\nExit {}\n", r.exit_code);
+    return out;
+}
+
+nlohmann::json fleet_report_to_json(const FleetReport& r) {
+    json j;
+    j["matrix"] = r.matrix_path;
+    j["generated_at"] = r.generated_at;
+    j["inputs"] = r.inputs;
+    j["nodes"] = r.nodes;
+    auto& sk = j["skipped"] = json::array();
+    for (auto& p : r.skipped) sk.push_back({{"file", p.file}, {"reason", p.reason}});
+    auto& sup = j["superseded"] = json::array();
+    for (auto& [old_file, new_file] : r.superseded) sup.push_back({{"file", old_file}, {"superseded_by", new_file}});
+    auto& cls = j["classes"] = json::array();
+    for (auto& c : r.classes) {
+        json cj;
+        cj["name"] = c.name;
+        cj["owner"] = c.owner;
+        cj["review_by"] = c.review_by;
+        cj["review_overdue"] = c.review_overdue;
+        cj["expected_gpus"] = c.expected_gpus ? json(*c.expected_gpus) : json(nullptr);
+        cj["nodes"] = c.nodes;
+        cj["conforming"] = c.conforming;
+        cj["spread"] = {{"driver", c.drivers}, {"kernel", c.kernels}, {"vbios", c.vbios}, {"cuda", c.cuda},
+                        {"fabric_manager", c.fabric_manager}};
+        cj["divergence_nodes"] = c.divergence_nodes;
+        auto& dv = cj["diverging"] = json::array();
+        for (auto& d : c.diverging) {
+            json dj{{"node", d.node}, {"file", d.file}};
+            auto& fs = dj["findings"] = json::array();
+            for (auto& f : d.findings) fs.push_back(finding_to_json(f));
+            dv.push_back(std::move(dj));
+        }
+        auto& ms = cj["missing_gpus"] = json::array();
+        for (auto& m : c.missing)
+            ms.push_back({{"node", m.node}, {"file", m.file}, {"seen", m.seen}, {"expected", m.expected}});
+        cls.push_back(std::move(cj));
+    }
+    auto& xc = j["xids_by_code"] = json::object();
+    for (auto& [code, n] : r.xids_by_code)
+        xc[std::to_string(code)] = {{"events", n}, {"nodes", r.xid_nodes_by_code.at(code)}};
+    auto& xn = j["xids_by_node"] = json::array();
+    for (auto& x : r.xids_by_node) {
+        json by = json::object();
+        for (auto& [code, n] : x.by_code) by[std::to_string(code)] = n;
+        xn.push_back({{"node", x.node}, {"file", x.file}, {"class", x.node_class}, {"total", x.total}, {"by_code", by}});
+    }
+    j["read_seconds"] = r.read_seconds;
+    j["exit_code"] = r.exit_code;
+    return j;
+}
+
+std::string csv_field(std::string_view s) {
+    if (s.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(s);
+    std::string out = "\"";
+    for (char c : s) {
+        if (c == '"') out += '"';
+        out += c;
+    }
+    out += '"';
+    return out;
+}
+
+std::string render_fleet_csv(const FleetReport& r) {
+    std::string out;
+    auto row = [&](std::initializer_list<std::string_view> fields) {
+        bool first = true;
+        for (auto f : fields) {
+            if (!first) out += ',';
+            first = false;
+            out += csv_field(f);
+        }
+        out += "\r\n";  // RFC 4180 line break
+    };
+    row({"record", "class", "node", "file", "key", "value", "detail"});
+    for (auto& p : r.skipped) row({"skipped", "", "", p.file, "reason", "", p.reason});
+    for (auto& [old_file, new_file] : r.superseded) row({"superseded", "", "", old_file, "by", new_file, ""});
+    for (auto& c : r.classes) {
+        row({"class", c.name, "", "", "nodes", std::to_string(c.nodes),
+             fmt::format("conforming={} diverging={}", c.conforming, c.diverging.size())});
+        if (!c.review_by.empty())
+            row({"class", c.name, "", "", "review_by", c.review_by, c.review_overdue ? "overdue" : "ok"});
+        auto spread = [&](std::string_view key, const VersionCounts& counts) {
+            for (auto& [v, n] : counts) row({"spread", c.name, "", "", key, v, std::to_string(n)});
+        };
+        spread("driver", c.drivers);
+        spread("kernel", c.kernels);
+        spread("vbios", c.vbios);
+        spread("cuda", c.cuda);
+        spread("fabric_manager", c.fabric_manager);
+        for (auto& d : c.diverging)
+            for (auto& f : d.findings) row({"divergence", c.name, d.node, d.file, f.id, to_string(f.severity), f.message});
+        for (auto& m : c.missing)
+            row({"missing_gpus", c.name, m.node, m.file, "gpus", std::to_string(m.seen), std::to_string(m.expected)});
+    }
+    for (auto& x : r.xids_by_node)
+        for (auto& [code, n] : x.by_code)
+            row({"xid", x.node_class, x.node, x.file, std::to_string(code), std::to_string(n), ""});
+    return out;
+}
+
+}  // namespace gpudx

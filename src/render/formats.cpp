@@ -1,0 +1,128 @@
+#include "render/formats.hpp"
+
+#include <fmt/format.h>
+
+#include "core/text.hpp"
+
+namespace gpudx {
+
+std::string escape_prometheus_label(std::string_view value) {
+    std::string out;
+    for (char c : sanitize_utf8(value)) {
+        if (c == '\\') out += "\\\\";
+        else if (c == '"') out += "\\\"";
+        else if (c == '\n') out += "\\n";
+        else out += c;
+    }
+    return out;
+}
+
+std::string fit(std::string_view text, size_t n) {
+    if (text.size() <= n) return std::string(text);
+    size_t cut = n >= 3 ? n - 3 : 0;  // "…" is three bytes
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    return std::string(text.substr(0, cut)) + "\xE2\x80\xA6";
+}
+
+std::string render_prometheus(const Snapshot& s, const Diagnosis& d) {
+    std::string out;
+    out += "# HELP gpudx_finding A finding of gpudx diagnose, one series per finding and GPU (value 1).\n";
+    out += "# TYPE gpudx_finding gauge\n";
+    for (auto& f : d.findings) {
+        auto emit = [&](const GpuRef& g) {
+            out += fmt::format("gpudx_finding{{id=\"{}\",layer=\"{}\",severity=\"{}\",uuid=\"{}\",pci=\"{}\"}} 1\n",
+                               escape_prometheus_label(f.id), to_string(f.layer), to_string(f.severity),
+                               escape_prometheus_label(g.uuid), escape_prometheus_label(g.pci));
+        };
+        if (f.subjects.empty()) emit(GpuRef{});
+        // Two findings with the same id on the same GPU would be duplicate series: the first stands.
+        for (auto& g : f.subjects) emit(g);
+    }
+    out += "# HELP gpudx_layer_status State of each layer: 1 for the current state, 0 for the others.\n";
+    out += "# TYPE gpudx_layer_status gauge\n";
+    for (auto& l : d.layers)
+        for (auto st : {LayerState::ok, LayerState::warning, LayerState::failed, LayerState::not_evaluated})
+            out += fmt::format("gpudx_layer_status{{layer=\"{}\",state=\"{}\"}} {}\n", to_string(l.layer),
+                               to_string(st), l.state == st ? 1 : 0);
+    out += "# HELP gpudx_failure_boundary The lowest layer with an error (value 1), absent when healthy.\n";
+    out += "# TYPE gpudx_failure_boundary gauge\n";
+    if (d.boundary) out += fmt::format("gpudx_failure_boundary{{layer=\"{}\"}} 1\n", to_string(*d.boundary));
+    out += "# HELP gpudx_collector_success Whether a collector produced data (1) or not (0).\n";
+    out += "# TYPE gpudx_collector_success gauge\n";
+    for (auto& c : s.collectors)
+        out += fmt::format("gpudx_collector_success{{collector=\"{}\"}} {}\n", escape_prometheus_label(c.name),
+                           c.state == CollectorState::ok ? 1 : 0);
+    out += "# HELP gpudx_collector_duration_seconds Time each collector took.\n";
+    out += "# TYPE gpudx_collector_duration_seconds gauge\n";
+    for (auto& c : s.collectors)
+        out += fmt::format("gpudx_collector_duration_seconds{{collector=\"{}\"}} {:.6f}\n",
+                           escape_prometheus_label(c.name), c.duration_ms / 1000.0);
+    out += "# HELP gpudx_gpus GPUs seen by each source.\n";
+    out += "# TYPE gpudx_gpus gauge\n";
+    out += fmt::format("gpudx_gpus{{source=\"pcie\"}} {}\n", s.pcie.gpus.size());
+    out += fmt::format("gpudx_gpus{{source=\"procfs\"}} {}\n", s.module.nvidia_gpus.size());
+    if (s.nvml.device_count) out += fmt::format("gpudx_gpus{{source=\"nvml\"}} {}\n", *s.nvml.device_count);
+    if (s.cuda.caller.device_count) out += fmt::format("gpudx_gpus{{source=\"cuda\"}} {}\n", *s.cuda.caller.device_count);
+    out += "# HELP gpudx_exit_code Exit code of the diagnosis: 0 healthy, 1 errors, 2 warnings, 3 unknown.\n";
+    out += "# TYPE gpudx_exit_code gauge\n";
+    out += fmt::format("gpudx_exit_code {}\n", d.exit_code);
+    return out;
+}
+
+namespace {
+const Finding* most_severe(const Diagnosis& d, Severity at_least) {
+    for (auto& f : d.findings)  // sorted: errors first, lowest layer first
+        if (f.severity >= at_least) return &f;
+    return nullptr;
+}
+
+std::string short_subject(const Finding& f) {
+    if (f.subjects.empty()) return {};
+    auto& g = f.subjects.front();
+    std::string s = g.uuid.empty() ? "" : g.uuid;
+    if (!g.pci.empty()) s += (s.empty() ? "" : " ") + g.pci;
+    if (f.subjects.size() > 1) s += fmt::format(" +{}", f.subjects.size() - 1);
+    return s;
+}
+}  // namespace
+
+std::string slurm_reason(const Diagnosis& d) {
+    auto* f = most_severe(d, Severity::error);
+    if (!f) return {};
+    std::string subject = short_subject(*f);
+    std::string more = d.findings.size() > 1 && d.findings[1].severity == Severity::error ? " (+more)" : "";
+    std::string reason = "gpudx " + f->id + (subject.empty() ? "" : " " + subject) + more;
+    if (reason.size() > 80 && !subject.empty()) {
+        // The UUID is the longest part: keep its first group, the PCI address stays whole.
+        auto& g = f->subjects.front();
+        std::string shortened = g.uuid.substr(0, std::min<size_t>(g.uuid.size(), 12)) + " " + g.pci;
+        reason = "gpudx " + f->id + " " + shortened + more;
+    }
+    return strip_control(fit(reason, 80));
+}
+
+PluginResult node_problem_detector(const Diagnosis& d) {
+    if (d.exit_code == kExitUnknown) return {2, "gpudx: could not evaluate any layer"};
+    auto* f = most_severe(d, Severity::error);
+    if (!f) return {0, fit(fmt::format("gpudx: {} ({} warnings)", d.verdict, d.findings.size()), 80)};
+    std::string subject = short_subject(*f);
+    return {1, strip_control(fit(fmt::format("{} {}: {}", f->id, subject, f->message), 80))};
+}
+
+PluginResult nagios(const Snapshot& s, const Diagnosis& d) {
+    int errors = 0, warnings = 0;
+    for (auto& f : d.findings) {
+        errors += f.severity == Severity::error;
+        warnings += f.severity == Severity::warning;
+    }
+    std::string perf = fmt::format("| errors={} warnings={} gpus_pcie={}", errors, warnings, s.pcie.gpus.size());
+    if (d.exit_code == kExitUnknown) return {3, "GPUDX UNKNOWN - could not evaluate any layer " + perf};
+    auto* f = most_severe(d, Severity::warning);
+    if (!f) return {0, "GPUDX OK - " + d.verdict + " " + perf};
+    std::string head = f->severity == Severity::error ? "GPUDX CRITICAL - " : "GPUDX WARNING - ";
+    std::string subject = short_subject(*f);
+    return {f->severity == Severity::error ? 2 : 1,
+            strip_control(head + f->id + (subject.empty() ? "" : " " + subject) + ": " + f->message + " " + perf)};
+}
+
+}  // namespace gpudx

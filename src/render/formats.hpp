@@ -1,0 +1,31 @@
+#pragma once
+// Renderers for the systems operators already run. Each takes the same snapshot and diagnosis.
+#include <string>
+
+#include "checks/diagnose.hpp"
+#include "model/snapshot.hpp"
+
+namespace gpudx {
+
+// Prometheus text exposition for node_exporter's textfile collector (docs/output-formats.md).
+std::string render_prometheus(const Snapshot& s, const Diagnosis& d);
+std::string escape_prometheus_label(std::string_view value);
+
+// One line of at most 80 characters naming the most severe finding's check, GPU UUID and PCI address:
+// the reason Slurm shows for a drained node. Empty when healthy.
+std::string slurm_reason(const Diagnosis& d);
+
+// node-problem-detector custom plugin: message of at most 80 characters; exit 0 OK, 1 problem, 2 unknown.
+struct PluginResult {
+    int exit_code;
+    std::string message;
+};
+PluginResult node_problem_detector(const Diagnosis& d);
+
+// Nagios/Icinga plugin: "GPUDX CRITICAL - ... | perfdata"; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
+PluginResult nagios(const Snapshot& s, const Diagnosis& d);
+
+// Shortens to at most n bytes on a UTF-8 boundary, marking the cut with "…" when it had to cut.
+std::string fit(std::string_view text, size_t n);
+
+}  // namespace gpudx

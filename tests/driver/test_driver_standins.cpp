@@ -1,0 +1,390 @@
+// The driver layers end to end against the stand-in libraries: real fork/dlopen/deadline path.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "checks/check_context.hpp"
+#include "collect/collectors.hpp"
+#include "driver/cuda_abi.hpp"
+#include "driver/nvml_abi.hpp"
+#include "identity/join.hpp"
+
+using namespace gpudx;
+using namespace std::chrono_literals;
+
+namespace gpudx {
+void check_driver(const CheckContext&, std::vector<Finding>&);
+void check_identity(const CheckContext&, std::vector<Finding>&);
+}  // namespace gpudx
+
+namespace {
+
+const std::string kLibs = GPUDX_STANDIN_LIB_DIR;
+const std::string kScenarios = GPUDX_STANDIN_SCENARIOS;
+const std::string kH200 = std::string(GPUDX_TEST_FIXTURES) + "/h200x2";
+const char* kUuid0 = "GPU-992cb470-9027-88f4-48a9-a9a329d6978d";
+const char* kUuid1 = "GPU-40cd403d-66ba-4608-72b9-5be5031085dc";
+
+void use_scenario(const std::string& name) {
+    ::setenv("GPUDX_STANDIN_SCENARIO", (kScenarios + "/" + name).c_str(), 1);
+}
+
+// A scenario written on the fly: h200x2 plus the given controls.
+void use_controls(const nlohmann::json& controls) {
+    auto path = std::filesystem::temp_directory_path() / ("gpudx-scenario-" + std::to_string(::getpid()) + ".json");
+    nlohmann::json doc = controls;
+    doc["base"] = kScenarios + "/h200x2.json";
+    std::ofstream(path) << doc.dump();
+    ::setenv("GPUDX_STANDIN_SCENARIO", path.c_str(), 1);
+}
+
+struct Probed {
+    NvmlLayer nvml;
+    CudaLayer cuda;
+    std::vector<CollectorStatus> statuses;
+    double seconds = 0;
+};
+
+Probed probe(std::map<std::string, std::string> env = {}, bool all_devices = false,
+             std::chrono::milliseconds deadline = 3000ms) {
+    Root root(kH200);
+    CollectOptions o;
+    o.environment = std::move(env);
+    o.driver_library_dir = kLibs;
+    o.driver_deadline = deadline;
+    o.all_devices = all_devices;
+    CollectContext ctx{root, o};
+    Probed p;
+    auto t0 = std::chrono::steady_clock::now();
+    p.statuses = collect_driver(ctx, p.nvml, p.cuda);
+    p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return p;
+}
+
+struct Ran {
+    int exit_code = -1;
+    std::string out;
+};
+
+Ran run_gpudx(const std::string& args) {
+    std::string cmd = std::string(GPUDX_BINARY) + " " + args + " 2>/dev/null";
+    Ran r;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (!p) return r;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    int st = ::pclose(p);
+    r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return r;
+}
+
+std::vector<Finding> checks(const Probed& p) {
+    Snapshot s;
+    s.nvml = p.nvml;
+    s.cuda = p.cuda;
+    s.collectors = p.statuses;
+    DiagnoseOptions o;
+    CheckContext ctx{s, o};
+    std::vector<Finding> out;
+    check_driver(ctx, out);
+    check_identity(ctx, out);
+    return out;
+}
+
+bool has(const std::vector<Finding>& fs, std::string_view id) {
+    return std::any_of(fs.begin(), fs.end(), [&](auto& f) { return f.id == id; });
+}
+
+}  // namespace
+
+TEST(Standins, RecordedH200NodeReplaysItsRealIdentity) {
+    use_scenario("h200x2.json");
+    auto p = probe();
+    ASSERT_EQ(p.statuses.size(), 2u);
+    EXPECT_EQ(p.statuses[0].state, CollectorState::ok) << p.statuses[0].message;
+    EXPECT_EQ(p.statuses[1].state, CollectorState::ok) << p.statuses[1].message;
+    EXPECT_EQ(p.nvml.library_path, std::filesystem::canonical(kLibs + "/libnvidia-ml.so.1").string());
+    EXPECT_EQ(p.nvml.driver_version, "580.159.04");
+    EXPECT_EQ(p.nvml.cuda_driver_version, 13000);
+    ASSERT_EQ(p.nvml.devices.size(), 2u);
+    EXPECT_EQ(p.nvml.devices[0].uuid, kUuid0);
+    EXPECT_EQ(p.nvml.devices[0].bus_id, "00000000:00:06.0");
+    EXPECT_EQ(p.nvml.devices[0].pci, "0000:00:06.0");
+    EXPECT_EQ(p.nvml.devices[1].serial, "1652826063899");
+    EXPECT_EQ(p.nvml.devices[1].minor, 1u);
+    EXPECT_EQ(p.nvml.devices[1].persistence_mode, true);
+    EXPECT_EQ(p.nvml.devices[1].nvlinks.size(), 18u);
+    EXPECT_EQ(p.nvml.devices[1].fabric_state, 3u);
+    EXPECT_FALSE(p.nvml.devices[0].retired_pages_pending);
+    EXPECT_NE(std::find(p.nvml.devices[0].unsupported.begin(), p.nvml.devices[0].unsupported.end(),
+                        "nvmlDeviceGetRetiredPagesPendingStatus"),
+              p.nvml.devices[0].unsupported.end());
+    EXPECT_TRUE(p.nvml.devices[0].errors.empty());
+    EXPECT_EQ(p.cuda.driver_version, 13000);
+    EXPECT_EQ(p.cuda.caller.init_result, 0);
+    EXPECT_EQ(p.cuda.caller.cuda_visible_devices, "<unset>");
+    ASSERT_EQ(p.cuda.caller.devices.size(), 2u);
+    EXPECT_EQ(p.cuda.caller.devices[1].uuid, kUuid1);
+    EXPECT_EQ(p.cuda.caller.devices[1].bus_id, "0000:00:07.0");
+    EXPECT_EQ(p.cuda.caller.devices[1].attr_device, 7);
+    EXPECT_EQ(p.cuda.caller.devices[1].cc_major, 9);
+    EXPECT_TRUE(checks(p).empty());
+}
+
+TEST(Standins, HungNvmlCallTimesOutNamingItWhileCudaIsIntact) {
+    use_scenario("nvml-hang-uuid.json");
+    auto p = probe({}, false, 500ms);
+    EXPECT_LT(p.seconds, 1.5);
+    EXPECT_EQ(p.statuses[0].state, CollectorState::timed_out);
+    EXPECT_EQ(p.nvml.timed_out_call, "nvmlDeviceGetUUID(1)");
+    EXPECT_NE(p.statuses[0].message.find("nvmlDeviceGetUUID(1)"), std::string::npos);
+    ASSERT_EQ(p.nvml.devices.size(), 1u);  // device 0 was read before device 1 hung
+    EXPECT_EQ(p.nvml.devices[0].uuid, kUuid0);
+    EXPECT_EQ(p.statuses[1].state, CollectorState::ok);
+    EXPECT_EQ(p.cuda.caller.devices.size(), 2u);
+    auto fs = checks(p);
+    EXPECT_TRUE(has(fs, "driver.unresponsive"));
+    EXPECT_FALSE(has(fs, "driver.nvml_missing_gpu"));  // a partial list is not a missing GPU
+}
+
+TEST(Standins, HungCuInitTimesOut) {
+    use_scenario("cuinit-hang.json");
+    auto p = probe({}, false, 400ms);
+    EXPECT_LT(p.seconds, 1.4);
+    EXPECT_EQ(p.statuses[1].state, CollectorState::timed_out);
+    EXPECT_EQ(p.cuda.timed_out_call, "cuInit(0)");
+    EXPECT_EQ(p.statuses[0].state, CollectorState::ok);
+    EXPECT_EQ(p.nvml.devices.size(), 2u);
+}
+
+TEST(Standins, EveryCuInitErrorCodeIsNamedAndExplained) {
+    for (int code : {100, 35, 34, 803, 804, 802, 304, 800, 999, 3}) {
+        use_controls({{"faults", {{{"call", "cuInit"}, {"result", code}}}}});
+        auto p = probe();
+        SCOPED_TRACE(code);
+        EXPECT_EQ(p.cuda.caller.init_result, code);
+        EXPECT_EQ(p.cuda.caller.init_name, cu_result_name(code));
+        EXPECT_EQ(p.cuda.caller.init_meaning, cu_result_meaning(code));
+        EXPECT_EQ(p.statuses[1].state, CollectorState::error);
+        EXPECT_NE(p.statuses[1].message.find(cu_result_name(code)), std::string::npos);
+        EXPECT_TRUE(has(checks(p), "driver.cuda_init_failed"));
+    }
+}
+
+TEST(Standins, NvmlInitErrorCodes) {
+    for (int code : {9, 18, 4, 12, 999}) {
+        use_controls({{"faults", {{{"call", "nvmlInit"}, {"result", code}}}}});
+        auto p = probe();
+        SCOPED_TRACE(code);
+        EXPECT_EQ(p.nvml.init_result, code);
+        EXPECT_NE(p.nvml.init_error.find(nvml_return_name(code)), std::string::npos) << p.nvml.init_error;
+        EXPECT_EQ(p.statuses[0].state, CollectorState::error);
+        EXPECT_TRUE(has(checks(p), "driver.nvml_init_failed"));
+    }
+}
+
+TEST(Standins, PerDeviceErrorCodesAreRecordedNotFatal) {
+    use_scenario("uuid-error.json");
+    auto p = probe();
+    ASSERT_EQ(p.nvml.devices.size(), 2u);
+    ASSERT_EQ(p.nvml.devices[0].errors.size(), 1u);
+    EXPECT_NE(p.nvml.devices[0].errors[0].find("NVML_ERROR_GPU_IS_LOST"), std::string::npos);
+    EXPECT_EQ(p.nvml.devices[0].bus_id, "00000000:00:06.0");  // the other calls still answered
+    EXPECT_EQ(p.nvml.devices[1].uuid, kUuid1);
+    EXPECT_TRUE(has(checks(p), "driver.gpu_lost"));
+    for (int code : {2, 4, 10, 16, 999}) {
+        use_controls({{"faults", {{{"call", "nvmlDeviceGetPciInfo"}, {"device", 1}, {"result", code}}}}});
+        auto q = probe();
+        SCOPED_TRACE(code);
+        ASSERT_EQ(q.nvml.devices.size(), 2u);
+        ASSERT_EQ(q.nvml.devices[1].errors.size(), 1u);
+        EXPECT_NE(q.nvml.devices[1].errors[0].find(nvml_return_name(code)), std::string::npos);
+        EXPECT_TRUE(q.nvml.devices[1].pci.empty());
+    }
+    use_controls({{"faults", {{{"call", "nvmlDeviceGetRemappedRows"}, {"result", 3}}}}});
+    auto u = probe();
+    EXPECT_TRUE(u.nvml.devices[0].errors.empty());
+    EXPECT_NE(std::find(u.nvml.devices[0].unsupported.begin(), u.nvml.devices[0].unsupported.end(),
+                        "nvmlDeviceGetRemappedRows"),
+              u.nvml.devices[0].unsupported.end());
+}
+
+TEST(Standins, FewerDevicesThanPcieIsFound) {
+    use_scenario("nvml-missing-gpu.json");
+    auto p = probe();
+    EXPECT_EQ(p.nvml.device_count, 1u);
+    Snapshot s;
+    s.nvml = p.nvml;
+    s.cuda = p.cuda;
+    s.collectors = p.statuses;
+    for (auto addr : {"0000:00:06.0", "0000:00:07.0"}) {
+        PciDevice d;
+        d.address = addr;
+        d.vendor_id = 0x10de;
+        d.is_gpu = true;
+        s.pcie.devices.push_back(d);
+    }
+    DiagnoseOptions o;
+    CheckContext ctx{s, o};
+    std::vector<Finding> fs;
+    check_driver(ctx, fs);
+    auto it = std::find_if(fs.begin(), fs.end(), [](auto& f) { return f.id == "driver.nvml_missing_gpu"; });
+    ASSERT_NE(it, fs.end());
+    EXPECT_NE(it->message.find("missing: 0000:00:07.0"), std::string::npos);
+}
+
+TEST(Standins, VisibleDevicesAreAppliedInTheChild) {
+    use_scenario("h200x2.json");
+    auto p = probe({{"CUDA_VISIBLE_DEVICES", "1"}}, true);
+    EXPECT_EQ(p.cuda.caller.cuda_visible_devices, "1");
+    ASSERT_EQ(p.cuda.caller.devices.size(), 1u);
+    EXPECT_EQ(p.cuda.caller.devices[0].ordinal, 0);
+    EXPECT_EQ(p.cuda.caller.devices[0].uuid, kUuid1);
+    ASSERT_TRUE(p.cuda.all);
+    EXPECT_EQ(p.cuda.all->cuda_visible_devices, "<unset>");
+    EXPECT_EQ(p.cuda.all->devices.size(), 2u);
+
+    auto q = probe({{"CUDA_VISIBLE_DEVICES", "GPU-40cd403d,GPU-992cb470"}});
+    ASSERT_EQ(q.cuda.caller.devices.size(), 2u);
+    EXPECT_EQ(q.cuda.caller.devices[0].pci, "0000:00:07.0");
+
+    auto r = probe({{"CUDA_VISIBLE_DEVICES", "GPU-deadbeef"}}, true);
+    EXPECT_EQ(r.cuda.caller.init_result, 100);
+    auto fs = checks(r);
+    auto it = std::find_if(fs.begin(), fs.end(), [](auto& f) { return f.id == "driver.cuda_init_failed"; });
+    ASSERT_NE(it, fs.end());
+    EXPECT_EQ(it->layer, Layer::allocation);
+    EXPECT_TRUE(has(fs, "identity.visible_devices_unknown_uuid"));
+}
+
+TEST(Standins, StaleBusIdAfterRestoreIsAnIdentityFinding) {
+    use_scenario("stale-bus-id.json");
+    auto p = probe();
+    ASSERT_EQ(p.cuda.caller.devices.size(), 2u);
+    EXPECT_EQ(p.cuda.caller.devices[0].uuid, kUuid1);
+    EXPECT_EQ(p.cuda.caller.devices[0].bus_id, "0000:00:06.0");
+    auto fs = checks(p);
+    auto it = std::find_if(fs.begin(), fs.end(), [](auto& f) { return f.id == "identity.cuda_stale_bus_id"; });
+    ASSERT_NE(it, fs.end());
+    EXPECT_NE(it->message.find("CUDA ordinal 0 reports bus 0000:00:06.0 but the UUID of 0000:00:07.0"),
+              std::string::npos)
+        << it->message;
+}
+
+TEST(Standins, VersionMismatchBetweenUserSpaceAndKernel) {
+    use_scenario("version-mismatch.json");
+    auto p = probe();
+    EXPECT_EQ(p.nvml.driver_version, "570.86.15");
+    EXPECT_EQ(p.cuda.caller.init_result, 803);
+    Snapshot s;
+    s.nvml = p.nvml;
+    s.cuda = p.cuda;
+    s.collectors = p.statuses;
+    s.module.nvidia_driver_version = "580.159.04";
+    DiagnoseOptions o;
+    CheckContext ctx{s, o};
+    std::vector<Finding> fs;
+    check_driver(ctx, fs);
+    EXPECT_TRUE(has(fs, "driver.version_mismatch"));
+    auto it = std::find_if(fs.begin(), fs.end(), [](auto& f) { return f.id == "driver.cuda_init_failed"; });
+    ASSERT_NE(it, fs.end());
+    EXPECT_EQ(it->layer, Layer::libraries);
+}
+
+TEST(Standins, MissingLibraryDirectoryIsNoDataNotACrash) {
+    use_scenario("h200x2.json");
+    Root root(kH200);
+    CollectOptions o;
+    o.driver_library_dir = "/nonexistent-gpudx";
+    CollectContext ctx{root, o};
+    NvmlLayer n;
+    CudaLayer c;
+    auto st = collect_driver(ctx, n, c);
+    EXPECT_EQ(st[0].state, CollectorState::no_data);
+    EXPECT_NE(n.load_error.find("/nonexistent-gpudx/libnvidia-ml.so.1"), std::string::npos);
+    EXPECT_EQ(st[1].state, CollectorState::no_data);
+}
+
+// ---- The gpudx binary.
+
+TEST(GpudxIds, RecordedNodeIsConsistentInEveryFormat) {
+    use_scenario("h200x2.json");
+    auto text = run_gpudx("ids --root " + kH200 + " --driver-lib-dir " + kLibs);
+    EXPECT_EQ(text.exit_code, 0) << text.out;
+    EXPECT_NE(text.out.find("0000:00:06.0"), std::string::npos);
+    EXPECT_NE(text.out.find(kUuid1), std::string::npos);
+    EXPECT_NE(text.out.find("consistent"), std::string::npos) << text.out;
+
+    auto json = run_gpudx("ids --format json --root " + kH200 + " --driver-lib-dir " + kLibs);
+    EXPECT_EQ(json.exit_code, 0);
+    auto j = nlohmann::json::parse(json.out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << json.out;
+    EXPECT_EQ(j["consistent"], true);
+    ASSERT_GE(j["gpus"].size(), 2u);
+    EXPECT_EQ(j["gpus"][0]["pci"], "0000:00:06.0");
+    EXPECT_EQ(j["gpus"][0]["nvml"]["uuid"], kUuid0);
+    EXPECT_EQ(j["gpus"][0]["cuda"]["ordinal"], 0);
+    EXPECT_EQ(j["gpus"][1]["cuda"]["bus_id"], "0000:00:07.0");
+
+    auto csv = run_gpudx("ids --format csv --root " + kH200 + " --driver-lib-dir " + kLibs);
+    EXPECT_EQ(csv.exit_code, 0);
+    EXPECT_EQ(csv.out.rfind("pci,slot,numa_node,minor,dev_node,uuid,", 0), 0u) << csv.out;
+    EXPECT_NE(csv.out.find("00000000:00:07.0,1,GPU-40cd403d-66ba-4608-72b9-5be5031085dc,0000:00:07.0"),
+              std::string::npos)
+        << csv.out;
+}
+
+TEST(GpudxIds, StaleBusIdExitsOneAndNamesBothAddresses) {
+    use_scenario("stale-bus-id.json");
+    auto r = run_gpudx("ids --root " + kH200 + " --driver-lib-dir " + kLibs);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("identity.cuda_stale_bus_id"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("CUDA ordinal 0 reports bus 0000:00:06.0 but the UUID of 0000:00:07.0"), std::string::npos)
+        << r.out;
+}
+
+TEST(GpudxSnapshot, HungDriverStillYieldsValidJsonWithinTheDeadline) {
+    use_scenario("nvml-hang-uuid.json");
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = run_gpudx("snapshot --deadline 0.5 --root " + kH200 + " --driver-lib-dir " + kLibs);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(s, 1.5);
+    auto j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.out.substr(0, 400);
+    EXPECT_EQ(j["nvml"]["timed_out_call"], "nvmlDeviceGetUUID(1)");
+    EXPECT_EQ(j["cuda"]["caller"]["devices"].size(), 2u);
+    bool pcie_status = false, nvml_timed_out = false;
+    for (auto& c : j["collectors"]) {
+        if (c["name"] == "pcie") pcie_status = true;
+        if (c["name"] == "nvml" && c["state"] == "timed_out") nvml_timed_out = true;
+    }
+    EXPECT_TRUE(pcie_status);
+    EXPECT_TRUE(nvml_timed_out);
+}
+
+TEST(GpudxSnapshot, ReplaysACaptureThroughItsRecordedAnswers) {
+    // A capture made by `gpudx gather` holds _driver/answers.json; the stand-ins find it via the root.
+    ::unsetenv("GPUDX_STANDIN_SCENARIO");
+    auto root = std::filesystem::temp_directory_path() / ("gpudx-capture-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(root / "_driver");
+    std::filesystem::copy_file(kScenarios + "/stale-bus-id.json", root / "_driver/stale-bus-id.json",
+                               std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::copy_file(kScenarios + "/h200x2.json", root / "_driver/h200x2.json",
+                               std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::copy_file(kScenarios + "/stale-bus-id.json", root / "_driver/answers.json",
+                               std::filesystem::copy_options::overwrite_existing);
+    auto r = run_gpudx("snapshot --root " + root.string() + " --driver-lib-dir " + kLibs);
+    auto j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded());
+    EXPECT_EQ(j["cuda"]["caller"]["devices"][0]["uuid"], kUuid1);
+    EXPECT_EQ(j["nvml"]["devices"][0]["uuid"], kUuid0);
+    std::filesystem::remove_all(root);
+}

@@ -1,0 +1,332 @@
+// Stand-in libnvidia-ml.so.1: serves the NVML answers of a scenario (standin_scenario.hpp).
+#include <cstring>
+#include <deque>
+#include <string>
+
+#include "driver/nvml_abi.hpp"
+#include "standin_scenario.hpp"
+
+using namespace gpudx;
+using nlohmann::json;
+
+#define EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+struct Device {
+    const json* doc = nullptr;  // NvmlDevice JSON; null for a MIG instance
+    std::string mig_uuid;
+    int index = 0;
+};
+
+// Handles must stay valid for the process lifetime: a deque never moves its elements.
+std::deque<Device>& devices() {
+    static std::deque<Device> all = [] {
+        std::deque<Device> out;
+        const auto& doc = standin::scenario().doc;
+        if (!doc.is_object()) return out;
+        int i = 0;
+        for (auto& d : doc["nvml"]["devices"]) out.push_back({&d, {}, i++});
+        return out;
+    }();
+    return all;
+}
+
+std::deque<Device>& mig_devices() {
+    static std::deque<Device> all;
+    return all;
+}
+
+const json& nvml_doc() {
+    static const json empty = json::object();
+    const auto& doc = standin::scenario().doc;
+    return doc.is_object() && doc.contains("nvml") ? doc["nvml"] : empty;
+}
+
+Device* dev(nvmlDevice_t h) { return reinterpret_cast<Device*>(h); }
+
+bool unsupported(const Device* d, const char* call) {
+    if (!d->doc || !d->doc->contains("unsupported")) return false;
+    for (auto& u : (*d->doc)["unsupported"])
+        if (u.is_string() && u.get<std::string>().rfind(call, 0) == 0) return true;
+    return false;
+}
+
+// Value of a device field, or NOT_SUPPORTED when the scenario has none (null or listed as unsupported).
+template <class T>
+nvmlReturn_t field(nvmlDevice_t h, const char* call, const char* key, T& out) {
+    auto* d = dev(h);
+    if (!d) return NVML_ERROR_INVALID_ARGUMENT;
+    if (auto f = standin::fault(call, d->index)) return *f;
+    if (!d->doc || unsupported(d, call)) return NVML_ERROR_NOT_SUPPORTED;
+    auto it = d->doc->find(key);
+    if (it == d->doc->end() || it->is_null()) return NVML_ERROR_NOT_SUPPORTED;
+    try {
+        out = it->get<T>();
+    } catch (...) {
+        return NVML_ERROR_UNKNOWN;
+    }
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t copy_string(const std::string& s, char* buf, unsigned len) {
+    if (!buf) return NVML_ERROR_INVALID_ARGUMENT;
+    if (s.size() + 1 > len) return NVML_ERROR_INSUFFICIENT_SIZE;
+    std::memcpy(buf, s.c_str(), s.size() + 1);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t string_field(nvmlDevice_t h, const char* call, const char* key, char* buf, unsigned len) {
+    std::string s;
+    nvmlReturn_t rc = field(h, call, key, s);
+    return rc == NVML_SUCCESS ? copy_string(s, buf, len) : rc;
+}
+
+nvmlReturn_t system_string(const char* call, const char* key, char* buf, unsigned len) {
+    if (auto f = standin::fault(call)) return *f;
+    const auto& n = nvml_doc();
+    if (!n.contains(key) || !n[key].is_string()) return NVML_ERROR_NOT_SUPPORTED;
+    return copy_string(n[key].get<std::string>(), buf, len);
+}
+
+}  // namespace
+
+EXPORT nvmlReturn_t nvmlInit_v2() {
+    if (auto f = standin::fault("nvmlInit")) return *f;
+    if (!standin::scenario().problem.empty()) return NVML_ERROR_LIBRARY_NOT_FOUND;
+    const auto& n = nvml_doc();
+    if (n.contains("init_result") && n["init_result"].is_number_integer() && n["init_result"].get<int>() != 0)
+        return n["init_result"].get<int>();
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlInit() { return nvmlInit_v2(); }
+EXPORT nvmlReturn_t nvmlShutdown() { return NVML_SUCCESS; }
+
+EXPORT const char* nvmlErrorString(nvmlReturn_t r) {
+    switch (r) {
+        case NVML_SUCCESS: return "Success";
+        case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+        case NVML_ERROR_NOT_FOUND: return "Not Found";
+        case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+        case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+        case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "RM has detected an NVML/RM version mismatch.";
+        case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+        default: return "Unknown Error";
+    }
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* buf, unsigned len) {
+    return system_string("nvmlSystemGetDriverVersion", "driver_version", buf, len);
+}
+EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char* buf, unsigned len) {
+    return system_string("nvmlSystemGetNVMLVersion", "nvml_version", buf, len);
+}
+EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* v) {
+    if (auto f = standin::fault("nvmlSystemGetCudaDriverVersion")) return *f;
+    const auto& n = nvml_doc();
+    if (!v) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!n.contains("cuda_driver_version") || !n["cuda_driver_version"].is_number_integer())
+        return NVML_ERROR_NOT_SUPPORTED;
+    *v = n["cuda_driver_version"].get<int>();
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int* v) { return nvmlSystemGetCudaDriverVersion_v2(v); }
+
+EXPORT nvmlReturn_t nvmlSystemGetProcessName(unsigned pid, char* name, unsigned len) {
+    if (auto f = standin::fault("nvmlSystemGetProcessName")) return *f;
+    for (auto& d : devices())
+        if (d.doc && d.doc->contains("processes"))
+            for (auto& p : (*d.doc)["processes"])
+                if (p.value("pid", 0u) == pid) return copy_string(p.value("name", std::string()), name, len);
+    return NVML_ERROR_NOT_FOUND;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned* count) {
+    if (auto f = standin::fault("nvmlDeviceGetCount")) return *f;
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    *count = static_cast<unsigned>(devices().size());
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned* count) { return nvmlDeviceGetCount_v2(count); }
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned index, nvmlDevice_t* h) {
+    if (auto f = standin::fault("nvmlDeviceGetHandleByIndex", static_cast<int>(index))) return *f;
+    if (!h || index >= devices().size()) return NVML_ERROR_INVALID_ARGUMENT;
+    *h = reinterpret_cast<nvmlDevice_t>(&devices()[index]);
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned index, nvmlDevice_t* h) {
+    return nvmlDeviceGetHandleByIndex_v2(index, h);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* h) {
+    if (auto f = standin::fault("nvmlDeviceGetHandleByUUID")) return *f;
+    if (!uuid || !h) return NVML_ERROR_INVALID_ARGUMENT;
+    for (auto& d : devices())
+        if (d.doc && d.doc->value("uuid", std::string()) == uuid) {
+            *h = reinterpret_cast<nvmlDevice_t>(&d);
+            return NVML_SUCCESS;
+        }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* bus, nvmlDevice_t* h) {
+    if (auto f = standin::fault("nvmlDeviceGetHandleByPciBusId")) return *f;
+    unsigned a, b, c, e;
+    if (!bus || !h || !standin::parse_bus_id(bus, a, b, c, e)) return NVML_ERROR_INVALID_ARGUMENT;
+    for (auto& d : devices()) {
+        unsigned x, y, z, w;
+        if (d.doc && standin::parse_bus_id(d.doc->value("bus_id", std::string()), x, y, z, w) && a == x && b == y &&
+            c == z && e == w) {
+            *h = reinterpret_cast<nvmlDevice_t>(&d);
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char* bus, nvmlDevice_t* h) {
+    return nvmlDeviceGetHandleByPciBusId_v2(bus, h);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t h, char* buf, unsigned len) {
+    auto* d = dev(h);
+    if (d && !d->doc) {
+        if (auto f = standin::fault("nvmlDeviceGetUUID", d->index)) return *f;
+        return copy_string(d->mig_uuid, buf, len);
+    }
+    return string_field(h, "nvmlDeviceGetUUID", "uuid", buf, len);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t h, char* buf, unsigned len) {
+    return string_field(h, "nvmlDeviceGetName", "name", buf, len);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t h, char* buf, unsigned len) {
+    return string_field(h, "nvmlDeviceGetSerial", "serial", buf, len);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t h, nvmlPciInfo_t* pci) {
+    std::string bus;
+    nvmlReturn_t rc = field(h, "nvmlDeviceGetPciInfo", "bus_id", bus);
+    if (rc != NVML_SUCCESS) return rc;
+    if (!pci) return NVML_ERROR_INVALID_ARGUMENT;
+    std::memset(pci, 0, sizeof *pci);
+    unsigned a = 0, b = 0, c = 0, e = 0;
+    standin::parse_bus_id(bus, a, b, c, e);
+    pci->domain = a;
+    pci->bus = b;
+    pci->device = c;
+    std::snprintf(pci->busId, sizeof pci->busId, "%s", bus.c_str());
+    std::snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.%X", a, b, c, e);
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t h, nvmlPciInfo_t* pci) { return nvmlDeviceGetPciInfo_v3(h, pci); }
+
+EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t h, unsigned* v) {
+    return v ? field(h, "nvmlDeviceGetMinorNumber", "minor", *v) : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t h, nvmlEnableState_t* v) {
+    bool on = false;
+    nvmlReturn_t rc = field(h, "nvmlDeviceGetPersistenceMode", "persistence_mode", on);
+    if (rc == NVML_SUCCESS) *v = on ? 1 : 0;
+    return rc;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t h, unsigned* current, unsigned* pending) {
+    bool on = false;
+    nvmlReturn_t rc = field(h, "nvmlDeviceGetMigMode", "mig_mode", on);
+    if (rc == NVML_SUCCESS) *current = *pending = on ? 1 : 0;
+    return rc;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t h, unsigned* count) {
+    std::vector<std::string> uuids;
+    nvmlReturn_t rc = field(h, "nvmlDeviceGetMaxMigDeviceCount", "mig_uuids", uuids);
+    if (rc == NVML_SUCCESS) *count = static_cast<unsigned>(uuids.size());
+    return rc;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t h, unsigned index, nvmlDevice_t* mig) {
+    std::vector<std::string> uuids;
+    nvmlReturn_t rc = field(h, "nvmlDeviceGetMigDeviceHandleByIndex", "mig_uuids", uuids);
+    if (rc != NVML_SUCCESS) return rc;
+    if (index >= uuids.size()) return NVML_ERROR_NOT_FOUND;
+    mig_devices().push_back({nullptr, uuids[index], dev(h)->index});
+    *mig = reinterpret_cast<nvmlDevice_t>(&mig_devices().back());
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t h, nvmlEnableState_t* current, nvmlEnableState_t* pending) {
+    bool on = false;
+    nvmlReturn_t rc = field(h, "nvmlDeviceGetEccMode", "ecc_enabled", on);
+    if (rc == NVML_SUCCESS) *current = *pending = on ? 1 : 0;
+    return rc;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t h, int type, int counter, unsigned long long* n) {
+    if (type != NVML_MEMORY_ERROR_TYPE_UNCORRECTED) return NVML_ERROR_NOT_SUPPORTED;
+    return field(h, "nvmlDeviceGetTotalEccErrors",
+                 counter == NVML_VOLATILE_ECC ? "ecc_uncorrected_volatile" : "ecc_uncorrected_aggregate", *n);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t h, nvmlEnableState_t* v) {
+    unsigned n = 0;
+    nvmlReturn_t rc = field(h, "nvmlDeviceGetRetiredPagesPendingStatus", "retired_pages_pending", n);
+    if (rc == NVML_SUCCESS) *v = n ? 1 : 0;
+    return rc;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t h, unsigned* corr, unsigned* unc, unsigned* pending,
+                                              unsigned* failure) {
+    unsigned c = 0, u = 0;
+    nvmlReturn_t rc = field(h, "nvmlDeviceGetRemappedRows", "remapped_rows_correctable", c);
+    if (rc != NVML_SUCCESS) return rc;
+    auto* d = dev(h)->doc;
+    u = d->value("remapped_rows_uncorrectable", 0u);
+    *corr = c;
+    *unc = u;
+    *pending = d->contains("remapped_rows_pending") && (*d)["remapped_rows_pending"] == true ? 1 : 0;
+    *failure = d->contains("remapped_rows_failure") && (*d)["remapped_rows_failure"] == true ? 1 : 0;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t h, nvmlGpuFabricInfo_v2_t* info) {
+    unsigned state = 0;
+    nvmlReturn_t rc = field(h, "nvmlDeviceGetGpuFabricInfo", "fabric_state", state);
+    if (rc != NVML_SUCCESS) return rc;
+    if (!info || info->version != nvmlGpuFabricInfo_v2) return 25 /* NVML_ERROR_ARGUMENT_VERSION_MISMATCH */;
+    info->state = static_cast<unsigned char>(state);
+    info->status = static_cast<nvmlReturn_t>(dev(h)->doc->value("fabric_status", 0u));
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t h, unsigned link, nvmlEnableState_t* active) {
+    std::vector<json> links;
+    nvmlReturn_t rc = field(h, "nvmlDeviceGetNvLinkState", "nvlinks", links);
+    if (rc != NVML_SUCCESS) return rc;
+    if (links.empty()) return NVML_ERROR_NOT_SUPPORTED;
+    for (auto& l : links)
+        if (l.value("link", 999u) == link) {
+            *active = l.value("active", false) ? 1 : 0;
+            return NVML_SUCCESS;
+        }
+    return NVML_ERROR_INVALID_ARGUMENT;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t h, unsigned* count, nvmlProcessInfo_t* infos) {
+    std::vector<json> procs;
+    nvmlReturn_t rc = field(h, "nvmlDeviceGetComputeRunningProcesses", "processes", procs);
+    if (rc != NVML_SUCCESS) return rc;
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    if (*count < procs.size()) {
+        *count = static_cast<unsigned>(procs.size());
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (size_t i = 0; i < procs.size(); ++i) {
+        infos[i] = {};
+        infos[i].pid = procs[i].value("pid", 0u);
+        infos[i].usedGpuMemory =
+            procs[i].contains("used_memory") && procs[i]["used_memory"].is_number() ? procs[i]["used_memory"].get<unsigned long long>() : ~0ull;
+    }
+    *count = static_cast<unsigned>(procs.size());
+    return NVML_SUCCESS;
+}

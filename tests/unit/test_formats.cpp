@@ -1,0 +1,77 @@
+#include <gtest/gtest.h>
+
+#include "render/formats.hpp"
+
+using namespace gpudx;
+
+namespace {
+Diagnosis diagnosis_with(std::vector<Finding> findings) {
+    Snapshot s;
+    s.collectors.push_back({"pcie", CollectorState::ok, {}, {}, 1.0, {}});
+    // Diagnose runs the rule families; build the diagnosis by hand instead to test the renderers alone.
+    Diagnosis d;
+    d.findings = std::move(findings);
+    bool err = false, warn = false;
+    for (auto& f : d.findings) {
+        err |= f.severity == Severity::error;
+        warn |= f.severity == Severity::warning;
+    }
+    d.exit_code = err ? kExitErrors : warn ? kExitWarnings : kExitHealthy;
+    d.verdict = err ? "unhealthy" : warn ? "degraded" : "healthy";
+    for (auto l : kAllLayers) d.layers.push_back({l, LayerState::ok, {}, true, 0, 0});
+    return d;
+}
+const GpuRef kGpu0{"GPU-992cb470-9027-88f4-48a9-a9a329d6978d", "0000:00:06.0"};
+}  // namespace
+
+TEST(Formats, PrometheusLabelsAreEscaped) {
+    EXPECT_EQ(escape_prometheus_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+}
+
+TEST(Formats, PrometheusHasOneSeriesPerFindingAndGpu) {
+    auto d = diagnosis_with({{"kernel_log.xid", Layer::kernel_log, Severity::error, {kGpu0}, "Xid 79", {}, {}}});
+    Snapshot s;
+    s.collectors.push_back({"pcie", CollectorState::ok, {}, {}, 1.5, {}});
+    auto text = render_prometheus(s, d);
+    EXPECT_NE(text.find("gpudx_finding{id=\"kernel_log.xid\",layer=\"kernel_log\",severity=\"error\","
+                        "uuid=\"GPU-992cb470-9027-88f4-48a9-a9a329d6978d\",pci=\"0000:00:06.0\"} 1\n"),
+              std::string::npos);
+    EXPECT_NE(text.find("gpudx_collector_duration_seconds{collector=\"pcie\"} 0.001500\n"), std::string::npos);
+    EXPECT_NE(text.find("gpudx_layer_status{layer=\"pcie\",state=\"ok\"} 1\n"), std::string::npos);
+    EXPECT_NE(text.find("gpudx_layer_status{layer=\"pcie\",state=\"failed\"} 0\n"), std::string::npos);
+}
+
+TEST(Formats, SlurmReasonNamesCheckUuidAndAddressWithin80Characters) {
+    auto d = diagnosis_with({{"pcie.link_degraded", Layer::pcie, Severity::warning, {kGpu0}, "x", {}, {}},
+                             {"kernel_log.xid_fallen_off_bus", Layer::kernel_log, Severity::error, {kGpu0}, "y", {}, {}}});
+    std::stable_sort(d.findings.begin(), d.findings.end(),
+                     [](auto& a, auto& b) { return a.severity > b.severity; });
+    auto r = slurm_reason(d);
+    EXPECT_LE(r.size(), 80u);
+    EXPECT_NE(r.find("kernel_log.xid_fallen_off_bus"), std::string::npos) << r;
+    EXPECT_NE(r.find("0000:00:06.0"), std::string::npos) << r;
+    EXPECT_NE(r.find("GPU-992cb470"), std::string::npos) << r;
+    EXPECT_EQ(slurm_reason(diagnosis_with({})), "");
+}
+
+TEST(Formats, NodeProblemDetectorAndNagiosExitCodes) {
+    auto healthy = diagnosis_with({});
+    EXPECT_EQ(node_problem_detector(healthy).exit_code, 0);
+    auto bad = diagnosis_with({{"module.not_loaded", Layer::module, Severity::error, {kGpu0}, std::string(200, 'x'), {}, {}}});
+    auto npd = node_problem_detector(bad);
+    EXPECT_EQ(npd.exit_code, 1);
+    EXPECT_LE(npd.message.size(), 80u);
+    Snapshot s;
+    EXPECT_EQ(nagios(s, bad).exit_code, 2);
+    EXPECT_EQ(nagios(s, healthy).exit_code, 0);
+    auto warn = diagnosis_with({{"driver.persistence_off", Layer::driver, Severity::warning, {kGpu0}, "off", {}, {}}});
+    EXPECT_EQ(nagios(s, warn).exit_code, 1);
+    EXPECT_EQ(nagios(s, warn).message.rfind("GPUDX WARNING - ", 0), 0u);
+}
+
+TEST(Formats, FitCutsOnUtf8Boundary) {
+    EXPECT_EQ(fit("short", 80), "short");
+    auto r = fit(std::string(78, 'a') + "\xC3\xA9\xC3\xA9", 80);
+    EXPECT_LE(r.size(), 80u);
+    EXPECT_EQ(r.substr(r.size() - 3), "\xE2\x80\xA6");
+}
