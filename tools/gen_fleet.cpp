@@ -4,12 +4,14 @@
 // Same seed, same files: node i depends only on (seed, i), so the first 50 of 10,000 equal a run of 50.
 //
 //   gpudx_gen_fleet --seed 7 --count 50 --bad 2 --out DIR   ->  DIR/nodes/*.json, DIR/manifest.json
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>

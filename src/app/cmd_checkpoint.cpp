@@ -1,4 +1,5 @@
 // gpudx state | checkpoint | restore | migrate: the CUDA checkpoint API over named processes, with a device map.
+#include <algorithm>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -36,7 +37,8 @@ int run_checkpoint_cmd(const CheckpointCmdOptions& o) {
     }
     request.driver.library_dir = o.driver_lib_dir;
     request.driver.call_deadline_s = o.deadline_s;
-    request.driver.init_deadline_s = std::min(o.deadline_s, 60.0);
+    // cuInit takes ~0.4 s with persistence mode on; a short --deadline must not fail a healthy but busy node.
+    request.driver.init_deadline_s = std::clamp(o.deadline_s, 10.0, 60.0);
 
     Root root("/");
     auto result = run_checkpoint_command(request, root);

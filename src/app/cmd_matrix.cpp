@@ -1,3 +1,5 @@
+#include <cstdio>
+
 #include <nlohmann/json.hpp>
 
 #include "app/command.hpp"

@@ -75,7 +75,7 @@ void by_index(const CheckContext& ctx, const std::string& value, const VisibleDe
     out.push_back(std::move(o));
 }
 
-void invalid_entries(const CheckContext& ctx, const std::string& value, const VisibleDevices& cvd,
+void invalid_entries(const CheckContext&, const std::string& value, const VisibleDevices& cvd,
                      const std::vector<NodeGpu>& gpus, std::vector<Finding>& out) {
     std::vector<std::string> problems;
     if (cvd.first_invalid) {

@@ -27,6 +27,7 @@ void check_cuda_rows(const Snapshot& s, const IdentityTable& t, std::vector<Find
         if (d.pci.empty()) continue;
         auto* here = t.by_pci(d.pci);
         bool bus_known = here && (here->on_pcie || here->in_procfs || here->nvml_index);
+        if (!bus_known && !(t.pcie_read || t.procfs_read || t.nvml_read)) continue;  // nothing to compare with
         if (!bus_known) {
             Finding f;
             f.id = "identity.cuda_bus_unknown";
@@ -100,7 +101,7 @@ void check_nvml_rows(const IdentityTable& t, std::vector<Finding>& out) {
     for (auto& r : t.rows) {
         if (!r.nvml_index) continue;
         std::string call = fmt::format("nvmlDeviceGetUUID({})", *r.nvml_index);
-        if (!r.on_pcie && !r.in_procfs) {
+        if (t.pcie_read && !r.on_pcie && !r.in_procfs) {
             Finding f;
             f.id = "identity.nvml_bus_unknown";
             f.layer = Layer::driver;

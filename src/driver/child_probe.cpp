@@ -41,10 +41,10 @@ void isolate_child_descriptors(int keep_fd) {
     }
     long rc = -1;
 #ifdef SYS_close_range
-    rc = ::syscall(SYS_close_range, 3u, static_cast<unsigned>(keep_fd - 1), 0u);
+    rc = keep_fd > 3 ? ::syscall(SYS_close_range, 3u, static_cast<unsigned>(keep_fd - 1), 0u) : 0;
     if (rc == 0) rc = ::syscall(SYS_close_range, static_cast<unsigned>(keep_fd + 1), ~0u, 0u);
 #endif
-    if (rc != 0)
+    if (rc != 0)  // kernels before 5.9
         for (int fd = 3; fd < 4096; ++fd)
             if (fd != keep_fd) ::close(fd);
 }

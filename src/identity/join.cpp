@@ -63,6 +63,7 @@ IdentityTable join_identity(const Snapshot& s) {
         return r;
     };
 
+    t.pcie_read = !s.pcie.devices.empty();
     for (auto& d : s.pcie.devices) {
         if (!d.is_gpu) continue;
         auto& r = row(normalize_pci(d.address));
@@ -154,7 +155,7 @@ nlohmann::json identity_to_json(const IdentityTable& t) {
     }
     return {{"cuda_visible_devices", t.cuda_visible_devices},
             {"cuda_device_order", t.cuda_device_order},
-            {"sources", {{"procfs", t.procfs_read}, {"nvml", t.nvml_read}, {"cuda", t.cuda_read}}},
+            {"sources", {{"pcie", t.pcie_read}, {"procfs", t.procfs_read}, {"nvml", t.nvml_read}, {"cuda", t.cuda_read}}},
             {"gpus", std::move(rows)}};
 }
 

@@ -48,7 +48,7 @@ struct IdentityTable {
     std::vector<IdentityRow> rows;  // sorted by PCI address
     std::string cuda_visible_devices = "<unset>";
     std::string cuda_device_order = "<unset>";
-    bool nvml_read = false, cuda_read = false, procfs_read = false;
+    bool pcie_read = false, nvml_read = false, cuda_read = false, procfs_read = false;
 
     const IdentityRow* by_pci(std::string_view pci) const;
     // The row whose procfs or NVML UUID (or a MIG UUID) is `uuid`; nullptr when none.

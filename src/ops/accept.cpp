@@ -554,11 +554,9 @@ private:
             return;
         }
         r_.gpus = *gpus;
+        // The GPUs found are the record's "gpus"; no subjects here, so this test's key stays "driver.init".
         t.figures["gpus"] = static_cast<double>(r_.gpus.size());
-        for (auto& g : r_.gpus) {
-            t.subjects.push_back(g.uuid);
-            t.pci.push_back(g.pci);
-        }
+        t.details["library"] = facts->library_path;
         if (r_.gpus.empty()) {
             t.status = TestStatus::not_run;
             t.reason = "no GPU visible to CUDA";

@@ -145,7 +145,7 @@ struct CudaApi {
         need(event_create, "cuEventCreate");
         need(event_record, "cuEventRecord");
         need(event_synchronize, "cuEventSynchronize");
-        need(event_elapsed_time, "cuEventElapsedTime", {"_v2", ""});
+        need(event_elapsed_time, "cuEventElapsedTime");
         need(event_destroy, "cuEventDestroy", {"_v2"});
         need(module_load_data_ex, "cuModuleLoadDataEx");
         need(memcpy_dtod_async, "cuMemcpyDtoDAsync", {"_v2"});

@@ -26,6 +26,7 @@
 #include "core/text.hpp"
 #include "driver/cuda_abi.hpp"
 #include "driver/nvml_abi.hpp"
+#include "ops/verify.hpp"
 
 namespace gpudx {
 
@@ -800,23 +801,10 @@ Result<void> check_process_access(const Root& root, int pid, unsigned caller_uid
     return {};
 }
 
-bool maps_show_shim(std::string_view maps_text) {
-    for (auto line : split_lines(maps_text)) {
-        auto fields = split_ws(line);
-        if (fields.size() >= 6 && fields.back().ends_with("/libgpudx_shim.so")) return true;
-        if (fields.size() >= 6 && fields.back() == "libgpudx_shim.so") return true;
-    }
-    return false;
-}
-
 std::optional<std::string> find_loaded_shim(const Root& root, int pid) {
     auto maps = root.read_file(fmt::format("/proc/{}/maps", pid), 64 * 1024 * 1024);
     if (!maps) return std::nullopt;
-    for (auto line : split_lines(*maps)) {
-        auto fields = split_ws(line);
-        if (fields.size() >= 6 && maps_show_shim(line)) return std::string(fields.back());
-    }
-    return std::nullopt;
+    return shim_mapping(*maps);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -979,9 +967,27 @@ CheckpointCommandResult run_checkpoint_command(const CheckpointRequest& request,
         for (int pid : request.pids) {
             VerifyOutcome v;
             v.pid = pid;
-            if (auto shim = find_loaded_shim(root, pid)) {
+            auto shim = find_loaded_shim(root, pid);
+            if (shim) {
+                // The shim's own account (gpudx verify): it refreshes when the process next asks the driver,
+                // so right after a restore "unknown" or a stale state file is possible, not a failure.
                 v.shim_path = *shim;
-                v.detail = fmt::format("the gpudx shim is loaded ({}); `gpudx verify {}` checks its identity", *shim, pid);
+                auto checked = verify_process(root, pid, VerifyOptions{});
+                if (checked) {
+                    v.verdict = std::string(verdict_name(checked->verdict));
+                    if (checked->verdict == IdentityVerdict::consistent || checked->verdict == IdentityVerdict::corrected)
+                        v.consistent = true;
+                    else if (checked->verdict == IdentityVerdict::inconsistent)
+                        v.consistent = false;
+                    v.detail = checked->summary;
+                } else {
+                    v.verdict = "unknown";
+                    v.detail = "gpudx verify could not run: " + checked.error().message;
+                }
+                if (v.consistent == false)
+                    r.notes.push_back(fmt::format("process {} reports an inconsistent GPU identity after the restore: "
+                                                  "see `gpudx verify {}`",
+                                                  pid, pid));
             } else if (!r.pairs.empty()) {
                 v.detail = fmt::format(
                     "the gpudx shim is not loaded in process {}: after this remap it reports stale PCI addresses "
@@ -1054,6 +1060,7 @@ json checkpoint_result_to_json(const CheckpointCommandResult& r) {
         json vj = {{"pid", v.pid}, {"shim_loaded", !v.shim_path.empty()}, {"detail", v.detail}};
         if (!v.shim_path.empty()) vj["shim_path"] = v.shim_path;
         if (v.consistent) vj["consistent"] = *v.consistent;
+        if (!v.verdict.empty()) vj["verdict"] = v.verdict;
         j["verify"].push_back(vj);
     }
     j["notes"] = r.notes;
@@ -1123,7 +1130,8 @@ std::string render_checkpoint_text(const CheckpointCommandResult& r) {
             out += fmt::format("pid {}: state unknown: {}\n", o.pid, o.state_error);
     }
     for (const auto& v : r.verify)
-        if (!v.shim_path.empty() || r.pairs.empty()) out += fmt::format("identity of pid {}: {}\n", v.pid, v.detail);
+        if (!v.shim_path.empty() || r.pairs.empty()) out += fmt::format("identity of pid {}{}: {}\n", v.pid,
+                              v.verdict.empty() ? "" : " (gpudx verify: " + v.verdict + ")", v.detail);
     for (const auto& n : r.notes) out += "note: " + n + "\n";
     if (r.report.seconds > 0 && !r.report.steps.empty()) out += fmt::format("total {:.3f} s\n", r.report.seconds);
     return out;

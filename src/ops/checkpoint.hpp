@@ -135,9 +135,8 @@ std::optional<unsigned> parse_status_uid(std::string_view status_text);
 // Refuses a PID that does not exist or that the caller (uid) does not own, unless the caller is root.
 Result<void> check_process_access(const Root& root, int pid, unsigned caller_uid);
 
-// Whether the preload library is mapped into the process (/proc/PID/maps names libgpudx_shim.so).
-bool maps_show_shim(std::string_view maps_text);
-std::optional<std::string> find_loaded_shim(const Root& root, int pid);  // the mapped file's path
+// The preload library's path when /proc/PID/maps shows it mapped into the process.
+std::optional<std::string> find_loaded_shim(const Root& root, int pid);
 
 // --- The whole command, for the app and end-to-end tests ---
 
@@ -156,7 +155,8 @@ struct CheckpointRequest {
 struct VerifyOutcome {
     int pid = 0;
     std::string shim_path;  // empty: the shim is not loaded
-    std::optional<bool> consistent;  // from `gpudx verify` when it ran
+    std::string verdict;             // `gpudx verify`'s verdict (consistent, corrected, inconsistent, unknown)
+    std::optional<bool> consistent;  // from that verdict, when it says
     std::string detail;
 };
 

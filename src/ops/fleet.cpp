@@ -43,19 +43,25 @@ bool one_of(std::string_view key, std::initializer_list<std::string_view> keys) 
 class SnapshotFilter {
 public:
     bool operator()(int depth, json::parse_event_t event, json& parsed) {
+        auto d = static_cast<size_t>(depth);
         switch (event) {
             case json::parse_event_t::object_start:
             case json::parse_event_t::array_start:
-                opened_.resize(static_cast<size_t>(depth));
+                // A container under a dropped key: refusing it here spares building every value inside.
+                if (d >= dropped_at_) return false;
+                opened_.resize(d);
                 opened_.push_back(event == json::parse_event_t::array_start ? kArray : std::string());
                 return true;
             case json::parse_event_t::key: {
-                auto d = static_cast<size_t>(depth);
+                if (d > dropped_at_) return false;
+                dropped_at_ = kNone;
                 if (d == 0 || d > opened_.size()) return true;
                 opened_.resize(d);
                 const std::string& key = parsed.get_ref<const std::string&>();
                 opened_[d - 1] = key;
-                return keep(d, key);
+                if (keep(d, key)) return true;
+                dropped_at_ = d;
+                return false;
             }
             default:
                 return true;
@@ -64,6 +70,7 @@ public:
 
 private:
     static inline const std::string kArray = "[]";
+    static constexpr size_t kNone = static_cast<size_t>(-1);
 
     // The key that opened level i (0 = the top-level key).
     const std::string& at(size_t i) const { return opened_[i]; }
@@ -99,6 +106,7 @@ private:
     }
 
     std::vector<std::string> opened_;
+    size_t dropped_at_ = kNone;  // depth of the key being dropped, while inside its value
 };
 
 }  // namespace

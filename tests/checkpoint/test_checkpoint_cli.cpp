@@ -61,7 +61,7 @@ struct Target {
     bool alive() const { return ::kill(pid, 0) == 0; }
 };
 
-struct Run {
+struct GpudxRun {
     int exit_code = -1;
     std::string out, err;
     std::vector<std::string> log;  // the stand-in's calls
@@ -79,7 +79,7 @@ protected:
     void TearDown() override { fs::remove_all(work_); }
 
     // Runs gpudx with the stand-in environment; `env` is extra "NAME=value" words.
-    Run gpudx(const std::string& args, const std::string& env = {}, const std::string& lib = CKPT_LIB) {
+    GpudxRun gpudx(const std::string& args, const std::string& env = {}, const std::string& lib = CKPT_LIB) {
         auto log = work_ / "calls.log", out = work_ / "out.txt", err = work_ / "err.txt";
         fs::remove(log);
         std::string command = "env -u CUDA_VISIBLE_DEVICES GPUDX_CKPT_LOG=" + log.string() + " " + env + " " +
@@ -87,7 +87,7 @@ protected:
                               err.string();
         auto start = std::chrono::steady_clock::now();
         int status = std::system(command.c_str());
-        Run r;
+        GpudxRun r;
         r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
         r.out = read_text(out);
@@ -97,7 +97,7 @@ protected:
     }
 
     // The checkpoint calls in the log, without state queries and cuInit: "lock 12", "checkpoint 12", …
-    static std::vector<std::string> steps(const Run& r) {
+    static std::vector<std::string> steps(const GpudxRun& r) {
         std::vector<std::string> out;
         for (const auto& line : r.log) {
             for (auto [call, name] : {std::pair{"cuCheckpointProcessLock pid=", "lock"},
@@ -330,7 +330,19 @@ TEST_F(CheckpointCli, HungCheckpointIsUndoneByAFreshWorker) {
 }
 
 TEST_F(CheckpointCli, RefusesAProcessOfAnotherUser) {
-    if (::geteuid() == 0) GTEST_SKIP() << "root may act on any process";
+    if (::geteuid() == 0) {
+        // As root, become nobody (65534) to ask for a process root owns.
+        if (std::system("command -v setpriv >/dev/null") != 0) GTEST_SKIP() << "no setpriv to drop root";
+        Target t;
+        fs::permissions(work_, fs::perms::all);
+        auto r = gpudx("state " + std::to_string(t.pid), "setpriv --reuid=65534 --regid=65534 --clear-groups");
+        EXPECT_EQ(r.exit_code, 64) << r.out << r.err;
+        EXPECT_NE(r.err.find("refusing process " + std::to_string(t.pid) + ": it belongs to uid 0, not to you (uid 65534)"),
+                  std::string::npos)
+            << r.err;
+        EXPECT_TRUE(r.log.empty()) << "the driver was loaded for a refused PID";
+        return;
+    }
     auto r = gpudx("state 1");
     EXPECT_EQ(r.exit_code, 64);
     EXPECT_NE(r.err.find("refusing process 1: it belongs to uid 0"), std::string::npos) << r.err;

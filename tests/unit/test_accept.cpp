@@ -36,7 +36,8 @@ public:
     PeerLink link = PeerLink::nvlink;
     std::string hang_in;   // "memory": never returns from memory()
     std::string crash_in;  // "compute": abort()
-    std::vector<VisibleView> views;  // answers for visible_in_children, in order
+    std::vector<VisibleView> views;  // answers for visible_in_children, one per child, across calls
+    size_t next_view = 0;
     std::vector<std::map<std::string, std::string>> child_envs;
     std::vector<int> contexts;
 
@@ -86,7 +87,7 @@ public:
         std::vector<Result<VisibleView>> out;
         for (size_t i = 0; i < envs.size(); ++i) {
             child_envs.push_back(envs[i]);
-            if (i < views.size()) out.push_back(views[i]);
+            if (next_view < views.size()) out.push_back(views[next_view++]);
             else out.push_back(fail("no view configured"));
         }
         return out;

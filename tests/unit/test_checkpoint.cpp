@@ -208,12 +208,6 @@ TEST(CheckpointSafety, OwnProcessIsAllowedAndOthersRefusedUnlessRoot) {
     EXPECT_FALSE(check_process_access(live, -5, 0));
 }
 
-TEST(CheckpointIdentity, FindsTheShimInMaps) {
-    EXPECT_TRUE(maps_show_shim("7f1c2a000000-7f1c2a010000 r-xp 00000000 fd:01 1234 /opt/gpudx/lib/libgpudx_shim.so\n"));
-    EXPECT_FALSE(maps_show_shim("7f1c2a000000-7f1c2a010000 r-xp 00000000 fd:01 1234 /usr/lib/libcuda.so.1\n"));
-    EXPECT_FALSE(maps_show_shim("7f1c2a000000-7f1c2a010000 r-xp 00000000 fd:01 1234 /tmp/libgpudx_shim.so.bak\n"));
-}
-
 TEST(CheckpointCommand, BadMapIsRefusedBeforeTheDriverLocksAnything) {
     FakeDriver d;
     CheckpointRequest rq;

@@ -160,7 +160,10 @@ TEST(KernelLogFormat, RealCaptureIsDmesgOfOneBoot) {
     bool nvrm_load = false, lockdown = false;
     for (auto& l : log.lines) {
         if (l.topic == "nvrm" && l.text.starts_with("NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.159.04"))
-            nvrm_load = true, EXPECT_DOUBLE_EQ(*l.monotonic_s, 0.550032);
+        {
+            nvrm_load = true;
+            EXPECT_DOUBLE_EQ(*l.monotonic_s, 0.550032);
+        }
         if (l.topic == "lockdown" && l.text.starts_with("Kernel is locked down from Kernel configuration")) lockdown = true;
     }
     EXPECT_TRUE(nvrm_load);

@@ -1,0 +1,260 @@
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "../fleet/h200x2_snapshot.hpp"
+#include "ops/fleet.hpp"
+
+using namespace gpudx;
+using namespace gpudx::testdata;
+
+namespace {
+
+const std::string kExample = std::string(GPUDX_TEST_SOURCE_DIR) + "/../examples/matrix.toml";
+const CalendarDate kToday{2026, 6, 1};
+
+Matrix example() {
+    auto m = load_matrix(kExample);
+    EXPECT_TRUE(m) << m.error().message;
+    return *m;
+}
+
+FleetNode node_from(const Snapshot& s, const std::string& file) {
+    auto n = parse_fleet_snapshot(snapshot_to_json(s).dump());
+    EXPECT_TRUE(n) << n.error().message;
+    n->file = file;
+    return *n;
+}
+
+Snapshot named(const std::string& host) {
+    auto s = h200x2_snapshot();
+    s.host.hostname = host;
+    return s;
+}
+
+void add_xid(Snapshot& s, const std::string& pci, int code) {
+    XidEvent x;
+    x.pci = pci;
+    x.code = code;
+    x.text = "NVRM: Xid (PCI:" + pci.substr(0, 12) + "): " + std::to_string(code) + ", pid=1234";
+    s.kernel_log.xids.push_back(x);
+}
+
+const FleetClassReport* cls(const FleetReport& r, const std::string& name) {
+    for (auto& c : r.classes)
+        if (c.name == name) return &c;
+    return nullptr;
+}
+
+std::filesystem::path scratch(const std::string& name) {
+    auto p = std::filesystem::temp_directory_path() / ("gpudx-test-" + name + "-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(p);
+    std::filesystem::create_directories(p);
+    return p;
+}
+
+struct CliRun {
+    int status = -1;
+    std::string out;
+};
+CliRun cli(const std::string& args) {
+    CliRun r;
+    FILE* p = ::popen((std::string(GPUDX_BINARY) + " " + args + " 2>&1").c_str(), "r");
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    int st = ::pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return r;
+}
+
+}  // namespace
+
+TEST(FleetParse, FilteredParseGivesTheSameRecordAsTheFullSnapshot) {
+    auto s = h200x2_snapshot();
+    add_xid(s, kGpu0Pci, 79);
+    auto n = parse_fleet_snapshot(snapshot_to_json(s).dump(2));
+    ASSERT_TRUE(n) << n.error().message;
+    EXPECT_EQ(node_record_to_json(n->record), node_record_to_json(make_node_record(s)));
+    EXPECT_EQ(n->record.gpus[0].uuid, "GPU-992cb470-9027-88f4-48a9-a9a329d6978d");
+    EXPECT_EQ(n->collected_at, "2026-05-04T10:00:00Z");
+    ASSERT_EQ(n->xids.size(), 1u);
+    EXPECT_EQ(n->xids[0].code, 79);
+    EXPECT_EQ(n->xids[0].pci, "0000:00:06.0");
+}
+
+TEST(FleetParse, TruncatedAndForeignJsonAreErrorsThatSaySo) {
+    std::string whole = snapshot_to_json(h200x2_snapshot()).dump(2);
+    auto cut = parse_fleet_snapshot(std::string_view(whole).substr(0, whole.size() / 2));
+    ASSERT_FALSE(cut);
+    EXPECT_EQ(cut.error().message.rfind("truncated, not valid JSON", 0), 0u) << cut.error().message;
+    auto foreign = parse_fleet_snapshot(R"({"targets": ["a:9400"]})");
+    ASSERT_FALSE(foreign);
+    EXPECT_NE(foreign.error().message.find("not a gpudx snapshot"), std::string::npos);
+    auto garbage = parse_fleet_snapshot("\x7f" "ELF\x02\x01");
+    ASSERT_FALSE(garbage);
+    EXPECT_NE(garbage.error().message.find("not valid JSON"), std::string::npos);
+    auto wrong_type = parse_fleet_snapshot(R"({"schema_version": 1, "pcie": {"gpus": 5}})");
+    ASSERT_FALSE(wrong_type);
+    EXPECT_NE(wrong_type.error().message.find("does not match the schema"), std::string::npos);
+}
+
+TEST(FleetCsv, FieldsAreEscapedPerRfc4180) {
+    EXPECT_EQ(csv_field("580.159.04"), "580.159.04");
+    EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
+    EXPECT_EQ(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+    EXPECT_EQ(csv_field("two\nlines"), "\"two\nlines\"");
+    EXPECT_EQ(csv_field("cr\r"), "\"cr\r\"");
+    EXPECT_EQ(csv_field(""), "");
+}
+
+TEST(FleetSummary, GroupsByClassCountsSpreadMissingAndXids) {
+    auto m = example();
+    std::vector<FleetNode> nodes;
+    nodes.push_back(node_from(named("gpu-a001"), "a001.json"));
+    auto drift = named("gpu-a002");
+    drift.module.nvidia_driver_version = "580.126.09";
+    add_xid(drift, kGpu1Pci, 79);
+    add_xid(drift, kGpu1Pci, 79);
+    add_xid(drift, kGpu0Pci, 13);
+    nodes.push_back(node_from(drift, "a002.json"));
+    auto lost = named("gpu-a003");
+    std::erase_if(lost.module.nvidia_gpus, [](auto& g) { return g.address == kGpu1Pci; });
+    std::erase_if(lost.pcie.devices, [](auto& d) { return d.address == kGpu1Pci; });
+    std::erase_if(lost.pcie.gpus, [](auto& a) { return a == kGpu1Pci; });
+    std::erase_if(lost.nvml.devices, [](auto& d) { return d.pci == kGpu1Pci; });
+    std::erase_if(lost.cuda.caller.devices, [](auto& d) { return d.pci == kGpu1Pci; });
+    add_xid(lost, kGpu0Pci, 13);
+    nodes.push_back(node_from(lost, "a003.json"));
+    nodes.push_back(node_from(named("lab-0001"), "lab.json"));
+
+    auto r = summarize_fleet(m, nodes, {{"bad.json", "truncated, not valid JSON"}}, kToday);
+    EXPECT_EQ(r.nodes, 4u);
+    EXPECT_EQ(r.inputs, 5u);
+    auto* h = cls(r, "h200x2");
+    ASSERT_NE(h, nullptr);
+    EXPECT_EQ(h->nodes, 3u);
+    EXPECT_EQ(h->conforming, 1u);
+    EXPECT_EQ(h->drivers, (VersionCounts{{"580.126.09", 1}, {"580.159.04", 2}}));
+    EXPECT_EQ(h->kernels, (VersionCounts{{"6.18.44-fc-v657-gpu", 3}}));
+    EXPECT_EQ(h->vbios, (VersionCounts{{"96.00.a5.00.1a", 5}}));  // per GPU: 2 + 2 + 1
+    ASSERT_EQ(h->missing.size(), 1u);
+    EXPECT_EQ(h->missing[0].node, "gpu-a003");
+    EXPECT_EQ(h->missing[0].seen, 1u);
+    EXPECT_EQ(h->missing[0].expected, 2u);
+    ASSERT_EQ(h->diverging.size(), 2u);
+    EXPECT_EQ(h->diverging[0].node, "gpu-a002");
+    EXPECT_EQ(h->diverging[0].findings[0].id, "matrix.driver_untested");
+    EXPECT_EQ(h->divergence_nodes.at("matrix.gpu_count"), 1u);
+    auto* u = cls(r, "(unclassified)");
+    ASSERT_NE(u, nullptr);
+    EXPECT_EQ(u->nodes, 1u);
+    EXPECT_EQ(cls(r, "h100x8-sxm")->nodes, 0u);
+
+    EXPECT_EQ(r.xids_by_code, (std::map<int, size_t>{{13, 2}, {79, 2}}));
+    EXPECT_EQ(r.xid_nodes_by_code, (std::map<int, size_t>{{13, 2}, {79, 1}}));
+    ASSERT_EQ(r.xids_by_node.size(), 2u);
+    EXPECT_EQ(r.xids_by_node[0].node, "gpu-a002");  // most Xids first
+    EXPECT_EQ(r.xids_by_node[0].total, 3u);
+    EXPECT_EQ(r.exit_code, 1);  // a node lost a card
+}
+
+TEST(FleetSummary, NewestSnapshotOfAHostCounts) {
+    auto m = example();
+    auto old_one = named("gpu-a001");
+    old_one.collected_at = "2026-05-01T00:00:00Z";
+    old_one.module.nvidia_driver_version = "570.172.08";
+    auto new_one = named("gpu-a001");
+    new_one.collected_at = "2026-05-02T00:00:00Z";
+    auto r = summarize_fleet(m, {node_from(new_one, "new.json"), node_from(old_one, "old.json")}, {}, kToday);
+    EXPECT_EQ(r.nodes, 1u);
+    ASSERT_EQ(r.superseded.size(), 1u);
+    EXPECT_EQ(r.superseded[0], (std::pair<std::string, std::string>{"old.json", "new.json"}));
+    EXPECT_EQ(cls(r, "h200x2")->conforming, 1u);
+    EXPECT_EQ(r.exit_code, 0);
+}
+
+TEST(FleetSummary, OverdueReviewMakesTheReportWarn) {
+    auto m = example();
+    auto r = summarize_fleet(m, {node_from(named("gpu-a001"), "a.json")}, {}, CalendarDate{2028, 1, 1});
+    EXPECT_TRUE(cls(r, "h200x2")->review_overdue);
+    EXPECT_EQ(cls(r, "h200x2")->conforming, 1u);  // the review is the class's business, not the node's
+    EXPECT_EQ(r.exit_code, 2);
+}
+
+TEST(FleetReport, ReadsDirectoriesSkipsBadFilesAndNamesThem) {
+    auto dir = scratch("fleet-read");
+    std::filesystem::create_directories(dir / "rack1");
+    std::ofstream(dir / "rack1" / "gpu-a001.json") << snapshot_to_json(named("gpu-a001")).dump(2);
+    std::ofstream(dir / "gpu-a002.json") << snapshot_to_json(named("gpu-a002")).dump();
+    std::string whole = snapshot_to_json(named("gpu-a003")).dump(2);
+    std::ofstream(dir / "gpu-a003.json") << whole.substr(0, 1000);
+    std::ofstream(dir / "empty.json") << "";
+    std::ofstream(dir / "notes.txt") << "not read: no .json suffix";
+
+    std::vector<FleetProblem> problems;
+    auto files = expand_fleet_inputs({dir.string(), (dir / "nope.json").string()}, problems);
+    EXPECT_EQ(files.size(), 4u);
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_EQ(problems[0].reason, "no such file or directory");
+
+    FleetOptions o;
+    o.jobs = 2;
+    o.today = kToday;
+    size_t last_done = 0;
+    o.progress = [&](size_t done, size_t total) {
+        EXPECT_EQ(total, 4u);
+        last_done = done;
+    };
+    auto r = build_fleet_report(example(), files, problems, o);
+    EXPECT_EQ(last_done, 4u);
+    EXPECT_EQ(r.nodes, 2u);
+    ASSERT_EQ(r.skipped.size(), 3u);
+    std::map<std::string, std::string> why;
+    for (auto& p : r.skipped) why[std::filesystem::path(p.file).filename()] = p.reason;
+    EXPECT_EQ(why["gpu-a003.json"].rfind("truncated, not valid JSON", 0), 0u) << why["gpu-a003.json"];
+    EXPECT_EQ(why["empty.json"], "empty file");
+    EXPECT_EQ(why["nope.json"], "no such file or directory");
+    EXPECT_EQ(cls(r, "h200x2")->conforming, 2u);
+    EXPECT_EQ(r.exit_code, 2);  // skipped input is worth a look
+
+    auto text = render_fleet_text(r, {});
+    EXPECT_NE(text.find("Skipped 3 file(s):"), std::string::npos) << text;
+    EXPECT_NE(text.find("gpu-a003.json: truncated"), std::string::npos) << text;
+    EXPECT_NE(text.find("Class h200x2 (owner gpu-platform@example.com, review by 2027-06-30): 2 node(s), 2 conforming"),
+              std::string::npos)
+        << text;
+    auto csv = render_fleet_csv(r);
+    EXPECT_EQ(csv.rfind("record,class,node,file,key,value,detail\r\n", 0), 0u);
+    EXPECT_NE(csv.find("spread,h200x2,,,driver,580.159.04,2\r\n"), std::string::npos) << csv;
+    auto j = fleet_report_to_json(r);
+    EXPECT_EQ(j["classes"][0]["spread"]["driver"]["580.159.04"], 2);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(FleetCli, TruncatedFileIsNamedAndTheRestReported) {
+    auto dir = scratch("fleet-cli");
+    std::ofstream(dir / "gpu-a001.json") << snapshot_to_json(named("gpu-a001")).dump(2);
+    std::string whole = snapshot_to_json(named("gpu-a002")).dump(2);
+    std::ofstream(dir / "gpu-a002.json") << whole.substr(0, whole.size() - 10);
+    auto r = cli("fleet report --today 2026-06-01 --matrix " + kExample + " " + dir.string());
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find((dir / "gpu-a002.json").string() + ": truncated, not valid JSON"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("1 node(s), 1 conforming"), std::string::npos) << r.out;
+
+    auto none = cli("fleet report --matrix " + kExample + " " + (dir / "missing").string());
+    EXPECT_EQ(none.status, 64) << none.out;
+    EXPECT_NE(none.out.find("no snapshot files found"), std::string::npos) << none.out;
+
+    std::ofstream(dir / "bad.toml") << "[[class]]\nname = \"x\"\nowner = \"o\"\nreview_by = 2030-01-01\nmatch = { gpus = 2 }\n";
+    auto bad = cli("fleet report --matrix " + (dir / "bad.toml").string() + " " + dir.string());
+    EXPECT_EQ(bad.status, 64) << bad.out;
+    EXPECT_NE(bad.out.find("bad.toml:5: unknown key 'gpus'"), std::string::npos) << bad.out;
+    std::filesystem::remove_all(dir);
+}
