@@ -32,7 +32,8 @@ void read_cgroup(const Root& root, const std::string& path, ContainerInfo& c) {
         auto owner = cgroup_owner(l.path);
         if (owner.runtime.empty() || owner.runtime == "slurm") continue;
         c.in_container = true;
-        if (c.runtime.empty() || c.runtime == "container") c.runtime = owner.runtime;
+        // The orchestrator names the setting better than the engine under it (docker under kubepods).
+        if (c.runtime.empty() || c.runtime == "container" || owner.runtime == "kubernetes") c.runtime = owner.runtime;
         if (c.container_id.empty()) c.container_id = owner.container_id;
         if (c.cgroup.empty()) c.cgroup = l.path;
         c.evidence.push_back(path + ": " + l.path);

@@ -4,6 +4,7 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <tuple>
 

@@ -1,5 +1,6 @@
 #include "collect/ld_so_cache.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 

@@ -841,6 +841,11 @@ std::string describe_version(const DriverInfo& d) {
     return out;
 }
 
+// "412.3 ms" below a second, "9.512 s" above: lock and unlock take milliseconds, checkpoints seconds.
+std::string format_duration(double seconds) {
+    return seconds < 1.0 ? fmt::format("{:.1f} ms", seconds * 1000) : fmt::format("{:.3f} s", seconds);
+}
+
 const NodeGpu* gpu_by_uuid(const std::vector<NodeGpu>& gpus, const std::string& uuid) {
     for (const auto& g : gpus)
         if (g.uuid == uuid) return &g;
@@ -959,6 +964,34 @@ CheckpointCommandResult run_checkpoint_command(const CheckpointRequest& request,
     }
     r.report = run_checkpoint_plan(plan, *driver);
     r.exit_code = r.report.ok() ? 0 : 1;
+    if (!r.report.ok() && plan.rollback_on_failure) {
+        // What the operator does next for each process the undo could not bring back.
+        for (const auto& o : r.report.final_states) {
+            switch (o.state) {
+                case ProcessState::running: break;
+                case ProcessState::locked:
+                    if (plan.unlock_on_rollback)
+                        r.notes.push_back(fmt::format("process {} is left locked: `gpudx restore {} --action unlock` "
+                                                      "resumes it",
+                                                      o.pid, o.pid));
+                    break;
+                case ProcessState::checkpointed:
+                    r.notes.push_back(fmt::format("process {} is left checkpointed (its GPU memory is in host memory): "
+                                                  "`gpudx restore {}` puts it back on its own GPUs",
+                                                  o.pid, o.pid));
+                    break;
+                case ProcessState::failed:
+                    r.notes.push_back(fmt::format("process {} is in the driver's FAILED checkpoint state: its GPU work "
+                                                  "cannot be resumed; check the kernel log (gpudx diagnose)",
+                                                  o.pid));
+                    break;
+                case ProcessState::unknown:
+                    r.notes.push_back(fmt::format("the state of process {} is unknown: check with `gpudx state {}`",
+                                                  o.pid, o.pid));
+                    break;
+            }
+        }
+    }
     if (r.report.failure && r.report.failure->result.code == kCallDeadlineExceeded)
         r.notes.push_back("a driver call hung: see `gpudx diagnose` (driver layer, kernel log) before retrying");
 
@@ -1009,10 +1042,12 @@ CheckpointCommandResult run_checkpoint_command(const CheckpointRequest& request,
 
 namespace {
 json step_to_json(const StepRecord& s) {
-    return {{"pid", s.pid},          {"step", step_name(s.step)},     {"call", driver_call_name(s.step)},
+    json j = {{"pid", s.pid},          {"step", step_name(s.step)},     {"call", driver_call_name(s.step)},
             {"ok", s.result.ok()},   {"code", s.result.code},         {"name", s.result.name},
             {"meaning", s.result.meaning}, {"seconds", s.result.seconds}, {"wall_seconds", s.result.wall_seconds},
             {"rollback", s.rollback}};
+    if (!s.result.ok() && s.result.code > 0 && find_cu_result(s.result.code)) j["hint"] = cu_result_meaning(s.result.code);
+    return j;
 }
 }  // namespace
 
@@ -1107,7 +1142,7 @@ std::string render_checkpoint_text(const CheckpointCommandResult& r) {
                 std::string cell = "-";
                 for (const auto& s : r.report.steps)
                     if (s.pid == pid && s.step == c && !s.rollback)
-                        cell = s.result.ok() ? fmt::format("{:.3f} s", s.result.seconds) : "FAILED";
+                        cell = s.result.ok() ? format_duration(s.result.seconds) : "FAILED";
                 out += fmt::format("{:>14}", cell);
             }
             out += "\n";
@@ -1117,10 +1152,13 @@ std::string render_checkpoint_text(const CheckpointCommandResult& r) {
         const auto& f = *r.report.failure;
         out += fmt::format("FAILED: {}(pid {}) returned {} ({}): {}\n", driver_call_name(f.step), f.pid, f.result.name,
                            f.result.code, f.result.meaning);
+        // The driver's sentence is terse; gpudx's table says what usually causes it.
+        if (f.result.code > 0 && find_cu_result(f.result.code))
+            out += fmt::format("  which usually means: {}\n", cu_result_meaning(f.result.code));
         for (const auto& s : r.report.steps)
             if (s.rollback)
                 out += fmt::format("  undo: {} pid {}: {}\n", step_name(s.step), s.pid,
-                                   s.result.ok() ? fmt::format("ok ({:.3f} s)", s.result.seconds)
+                                   s.result.ok() ? fmt::format("ok ({})", format_duration(s.result.seconds))
                                                  : fmt::format("{} ({}): {}", s.result.name, s.result.code, s.result.meaning));
     }
     for (const auto& o : r.report.final_states) {
@@ -1133,7 +1171,7 @@ std::string render_checkpoint_text(const CheckpointCommandResult& r) {
         if (!v.shim_path.empty() || r.pairs.empty()) out += fmt::format("identity of pid {}{}: {}\n", v.pid,
                               v.verdict.empty() ? "" : " (gpudx verify: " + v.verdict + ")", v.detail);
     for (const auto& n : r.notes) out += "note: " + n + "\n";
-    if (r.report.seconds > 0 && !r.report.steps.empty()) out += fmt::format("total {:.3f} s\n", r.report.seconds);
+    if (r.report.seconds > 0 && !r.report.steps.empty()) out += fmt::format("total {}\n", format_duration(r.report.seconds));
     return out;
 }
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/pci_address.hpp"
 #include "core/text.hpp"
 #include "render/report.hpp"
 
@@ -33,102 +35,375 @@ using json = nlohmann::json;
 // Larger files are not snapshots of one node; reading them would only cost memory.
 constexpr size_t kMaxSnapshotBytes = 64u << 20;
 
-bool one_of(std::string_view key, std::initializer_list<std::string_view> keys) {
-    return std::find(keys.begin(), keys.end(), key) != keys.end();
-}
+// The containers of a snapshot the report reads; everything else is Skip and only lexed.
+enum class Ctx : uint8_t {
+    skip, top, host, pcie, pcie_devices, pcie_device, link_current, link_max, pcie_gpus, module, loaded, loaded_item,
+    files, file, nv_gpus, nv_gpu, kernel_log, xids, xid, libraries, lib_list, lib, lib_chosen, nvml, nvml_devices,
+    nvml_device, cuda, cuda_view, cuda_devices, cuda_device
+};
 
-// Decides, key by key while parsing, which parts of a snapshot become DOM; everything else is lexed and
-// dropped. The parser reports depth as the number of open containers, so the key that opened each level
-// is tracked here (arrays have none).
-class SnapshotFilter {
+// A SAX reader that fills only the snapshot fields make_node_record and the Xid counts use, straight into
+// the model: no document is built, so a 20 KB snapshot costs one pass of the lexer and a few strings.
+// A value of the wrong type where the schema has a field is an error, as in snapshot_from_json.
+class SnapshotReader {
 public:
-    bool operator()(int depth, json::parse_event_t event, json& parsed) {
-        auto d = static_cast<size_t>(depth);
-        switch (event) {
-            case json::parse_event_t::object_start:
-            case json::parse_event_t::array_start:
-                // A container under a dropped key: refusing it here spares building every value inside.
-                if (d >= dropped_at_) return false;
-                opened_.resize(d);
-                opened_.push_back(event == json::parse_event_t::array_start ? kArray : std::string());
-                return true;
-            case json::parse_event_t::key: {
-                if (d > dropped_at_) return false;
-                dropped_at_ = kNone;
-                if (d == 0 || d > opened_.size()) return true;
-                opened_.resize(d);
-                const std::string& key = parsed.get_ref<const std::string&>();
-                opened_[d - 1] = key;
-                if (keep(d, key)) return true;
-                dropped_at_ = d;
-                return false;
-            }
-            default:
-                return true;
-        }
+    Snapshot s;
+    std::string error;
+    bool truncated = false;
+    bool saw_schema_version = false, saw_pcie = false;
+
+    explicit SnapshotReader(size_t size) : size_(size) {}
+
+    // --- nlohmann SAX interface ---
+    bool null() { return scalar(Null{}); }
+    bool boolean(bool v) { return scalar(v); }
+    bool number_integer(json::number_integer_t v) { return scalar(static_cast<int64_t>(v)); }
+    bool number_unsigned(json::number_unsigned_t v) {
+        return v > static_cast<uint64_t>(INT64_MAX) ? scalar(static_cast<double>(v)) : scalar(static_cast<int64_t>(v));
+    }
+    bool number_float(json::number_float_t v, const std::string&) { return scalar(static_cast<double>(v)); }
+    bool string(std::string& v) { return scalar(std::string_view(v)); }
+    bool binary(json::binary_t&) { return scalar(Null{}); }
+    bool start_object(std::size_t) { return open(false); }
+    bool start_array(std::size_t) { return open(true); }
+    bool end_object() { return close(); }
+    bool end_array() { return close(); }
+    bool key(std::string& k) {
+        if (frames_.back().ctx != Ctx::skip) frames_.back().key.assign(k);
+        return true;
+    }
+    bool parse_error(std::size_t position, const std::string&, const json::exception& e) {
+        truncated = position >= size_;
+        std::string what = e.what();
+        // "[json.exception.parse_error.101] parse error at line 3, column 1: ..." -> "parse error at line 3, ..."
+        if (auto close_bracket = what.find("] "); what.starts_with("[json.") && close_bracket != std::string::npos)
+            what.erase(0, close_bracket + 2);
+        error = fmt::format("{}not valid JSON: {}", truncated ? "truncated, " : "", what);
+        return false;
     }
 
 private:
-    static inline const std::string kArray = "[]";
-    static constexpr size_t kNone = static_cast<size_t>(-1);
+    struct Null {};
+    using Value = std::variant<Null, bool, int64_t, double, std::string_view>;
+    struct Frame {
+        Ctx ctx;
+        bool array;
+        std::string key;  // the member being read (objects)
+    };
 
-    // The key that opened level i (0 = the top-level key).
-    const std::string& at(size_t i) const { return opened_[i]; }
+    bool schema_error(std::string_view what) {
+        std::string path;
+        for (auto& f : frames_)
+            if (!f.array) path += (path.empty() ? "" : ".") + f.key;
+        error = fmt::format("snapshot does not match the schema: {} {}", path, what);
+        return false;
+    }
 
-    bool keep(size_t depth, std::string_view key) const {
-        if (depth == 1)
-            return one_of(key, {"schema_version", "gpudx_version", "collected_at", "root", "host", "pcie", "module",
-                                "kernel_log", "libraries", "nvml", "cuda"});
-        const std::string& top = at(0);
-        if (depth == 2) {
-            if (top == "host") return one_of(key, {"hostname", "kernel_release"});
-            if (top == "module")
-                return one_of(key, {"kernel_release", "nvidia_driver_version", "nvidia_gpus", "files", "loaded"});
-            if (top == "kernel_log") return key == "xids";
-            if (top == "libraries") return key == "libraries";
-            if (top == "nvml") return one_of(key, {"driver_version", "cuda_driver_version", "devices"});
-            if (top == "pcie") return one_of(key, {"devices", "gpus"});
-            if (top == "cuda") return one_of(key, {"driver_version", "caller", "all"});
-            return false;
+    // Which container a new object/array is, from where it opens.
+    Ctx child(const Frame& parent, bool array) {
+        const std::string& k = parent.key;
+        auto obj = [&](Ctx c) { return array ? wrong(c, "is an array, expected an object") : c; };
+        auto arr = [&](Ctx c) { return array ? c : wrong(c, "is an object, expected an array"); };
+        switch (parent.ctx) {
+            case Ctx::top:
+                if (k == "host") return obj(Ctx::host);
+                if (k == "pcie") {
+                    saw_pcie = true;
+                    return obj(Ctx::pcie);
+                }
+                if (k == "module") return obj(Ctx::module);
+                if (k == "kernel_log") return obj(Ctx::kernel_log);
+                if (k == "libraries") return obj(Ctx::libraries);
+                if (k == "nvml") return obj(Ctx::nvml);
+                if (k == "cuda") return obj(Ctx::cuda);
+                return Ctx::skip;
+            case Ctx::pcie:
+                if (k == "devices") return arr(Ctx::pcie_devices);
+                if (k == "gpus") return arr(Ctx::pcie_gpus);
+                return Ctx::skip;
+            case Ctx::pcie_devices: return element(s.pcie.devices, array, Ctx::pcie_device);
+            case Ctx::pcie_device:
+                if (k == "link_current") return obj(Ctx::link_current);
+                if (k == "link_max") return obj(Ctx::link_max);
+                return Ctx::skip;
+            case Ctx::module:
+                if (k == "loaded") return arr(Ctx::loaded);
+                if (k == "files") return arr(Ctx::files);
+                if (k == "nvidia_gpus") return arr(Ctx::nv_gpus);
+                return Ctx::skip;
+            case Ctx::loaded: return element(s.module.loaded, array, Ctx::loaded_item);
+            case Ctx::files: return element(s.module.files, array, Ctx::file);
+            case Ctx::nv_gpus: return element(s.module.nvidia_gpus, array, Ctx::nv_gpu);
+            case Ctx::kernel_log: return k == "xids" ? arr(Ctx::xids) : Ctx::skip;
+            case Ctx::xids: return element(s.kernel_log.xids, array, Ctx::xid);
+            case Ctx::libraries: return k == "libraries" ? arr(Ctx::lib_list) : Ctx::skip;
+            case Ctx::lib_list: return element(s.libraries.libraries, array, Ctx::lib);
+            case Ctx::lib:
+                if (k != "chosen") return Ctx::skip;
+                s.libraries.libraries.back().chosen.emplace();
+                return obj(Ctx::lib_chosen);
+            case Ctx::nvml: return k == "devices" ? arr(Ctx::nvml_devices) : Ctx::skip;
+            case Ctx::nvml_devices: return element(s.nvml.devices, array, Ctx::nvml_device);
+            case Ctx::cuda:
+                if (k == "caller") {
+                    view_ = &s.cuda.caller;
+                    return obj(Ctx::cuda_view);
+                }
+                if (k == "all") {
+                    view_ = &s.cuda.all.emplace();
+                    return obj(Ctx::cuda_view);
+                }
+                return Ctx::skip;
+            case Ctx::cuda_view: return k == "devices" ? arr(Ctx::cuda_devices) : Ctx::skip;
+            case Ctx::cuda_devices: return element(view_->devices, array, Ctx::cuda_device);
+            default: return Ctx::skip;
         }
-        // Inside the arrays of objects: drop the bulky members nothing here reads.
-        if (depth == 4 && at(2) == kArray) {
-            const std::string& list = at(1);
-            if (top == "pcie" && list == "devices")
-                return !one_of(key, {"aer_fatal", "aer_nonfatal", "aer_correctable", "vendor_name", "parent"});
-            if (top == "module" && list == "nvidia_gpus") return key != "fields";
-            if (top == "module" && list == "files") return one_of(key, {"name", "path", "version"});
-            if (top == "kernel_log" && list == "xids") return one_of(key, {"pci", "code"});
-            if (top == "libraries" && list == "libraries") return one_of(key, {"soname", "chosen"});
-            if (top == "nvml" && list == "devices") return one_of(key, {"uuid", "name", "pci", "minor", "index"});
+    }
+
+    template <class T>
+    Ctx element(std::vector<T>& list, bool array, Ctx c) {
+        if (array) return wrong(c, "holds an array, expected objects");
+        list.emplace_back();
+        return c;
+    }
+
+    Ctx wrong(Ctx, std::string_view what) {
+        schema_error(what);
+        failed_ = true;
+        return Ctx::skip;
+    }
+
+    bool open(bool array) {
+        if (frames_.empty()) {
+            if (array) return not_a_snapshot();
+            frames_.push_back({Ctx::top, false, {}});
+            return true;
+        }
+        Ctx c = frames_.back().ctx == Ctx::skip ? Ctx::skip : child(frames_.back(), array);
+        if (failed_) return false;
+        frames_.push_back({c, array, {}});
+        return true;
+    }
+
+    bool close() {
+        frames_.pop_back();
+        return true;
+    }
+
+    bool not_a_snapshot() {
+        error = "not a gpudx snapshot (no schema_version or pcie key)";
+        return false;
+    }
+
+    // --- typed setters: null keeps the default ---
+    bool set(std::string& out, const Value& v) {
+        if (auto* sv = std::get_if<std::string_view>(&v)) out.assign(*sv);
+        else if (!std::holds_alternative<Null>(v)) return schema_error("is not a string");
+        return true;
+    }
+    bool set(std::optional<std::string>& out, const Value& v) {
+        if (auto* sv = std::get_if<std::string_view>(&v)) out.emplace(*sv);
+        else if (!std::holds_alternative<Null>(v)) return schema_error("is not a string");
+        return true;
+    }
+    bool set(bool& out, const Value& v) {
+        if (auto* b = std::get_if<bool>(&v)) out = *b;
+        else if (!std::holds_alternative<Null>(v)) return schema_error("is not a boolean");
+        return true;
+    }
+    template <class Int>
+    bool set_int(Int& out, const Value& v) {
+        if (auto* i = std::get_if<int64_t>(&v)) {
+            out = static_cast<Int>(*i);
+            return true;
+        }
+        if (std::holds_alternative<Null>(v)) return true;
+        return schema_error("is not an integer");
+    }
+    template <class Int>
+    bool set_int(std::optional<Int>& out, const Value& v) {
+        if (auto* i = std::get_if<int64_t>(&v)) {
+            out = static_cast<Int>(*i);
+            return true;
+        }
+        if (!std::holds_alternative<Null>(v)) return schema_error("is not an integer");
+        out.reset();
+        return true;
+    }
+    bool set(std::optional<double>& out, const Value& v) {
+        if (auto* d = std::get_if<double>(&v)) out = *d;
+        else if (auto* i = std::get_if<int64_t>(&v)) out = static_cast<double>(*i);
+        else if (std::holds_alternative<Null>(v)) out.reset();
+        else return schema_error("is not a number");
+        return true;
+    }
+
+    bool scalar(const Value& v) {
+        if (frames_.empty()) return not_a_snapshot();
+        Frame& f = frames_.back();
+        const std::string& k = f.key;
+        switch (f.ctx) {
+            case Ctx::skip: return true;
+            case Ctx::top:
+                if (k == "schema_version") {
+                    auto* i = std::get_if<int64_t>(&v);
+                    if (!i) return schema_error("is not an integer");
+                    if (*i > kSnapshotSchemaVersion) {
+                        error = fmt::format("snapshot schema version {} is newer than this gpudx understands ({}); "
+                                            "upgrade gpudx to read it",
+                                            *i, kSnapshotSchemaVersion);
+                        return false;
+                    }
+                    saw_schema_version = true;
+                    s.schema_version = static_cast<int>(*i);
+                    return true;
+                }
+                if (k == "collected_at") return set(s.collected_at, v);
+                if (k == "gpudx_version") return set(s.gpudx_version, v);
+                if (k == "pcie") {
+                    saw_pcie = true;  // a null layer: collected nothing, still a snapshot
+                    return std::holds_alternative<Null>(v) || schema_error("is not an object");
+                }
+                if (k == "host" || k == "module" || k == "kernel_log" || k == "libraries" || k == "nvml" || k == "cuda")
+                    return std::holds_alternative<Null>(v) || schema_error("is not an object");
+                return true;
+            case Ctx::host:
+                if (k == "hostname") return set(s.host.hostname, v);
+                if (k == "kernel_release") return set(s.host.kernel_release, v);
+                return true;
+            case Ctx::pcie_device: {
+                auto& d = s.pcie.devices.back();
+                if (k == "address") return set(d.address, v);
+                if (k == "is_gpu") return set(d.is_gpu, v);
+                if (k == "is_nvswitch") return set(d.is_nvswitch, v);
+                if (k == "slot") return set(d.slot, v);
+                if (k == "numa_node") return set_int(d.numa_node, v);
+                if (k == "device_name") return set(d.device_name, v);
+                if (k == "link_current" || k == "link_max") return container_expected(v);
+                return true;
+            }
+            case Ctx::link_current:
+            case Ctx::link_max: {
+                auto& d = s.pcie.devices.back();
+                auto& l = f.ctx == Ctx::link_current ? d.link_current : d.link_max;
+                if (k == "speed_gts") return set(l.speed_gts, v);
+                if (k == "width") return set_int(l.width, v);
+                return true;
+            }
+            case Ctx::pcie:
+                if (k == "devices" || k == "gpus") return container_expected(v);
+                return true;
+            case Ctx::pcie_gpus:
+                return set(s.pcie.gpus.emplace_back(), v);
+            case Ctx::module:
+                if (k == "kernel_release") return set(s.module.kernel_release, v);
+                if (k == "nvidia_driver_version") return set(s.module.nvidia_driver_version, v);
+                if (k == "loaded" || k == "files" || k == "nvidia_gpus") return container_expected(v);
+                return true;
+            case Ctx::loaded_item: {
+                auto& m = s.module.loaded.back();
+                if (k == "name") return set(m.name, v);
+                if (k == "version") return set(m.version, v);
+                return true;
+            }
+            case Ctx::file: {
+                auto& m = s.module.files.back();
+                if (k == "name") return set(m.name, v);
+                if (k == "path") return set(m.path, v);
+                if (k == "version") return set(m.version, v);
+                return true;
+            }
+            case Ctx::nv_gpu: {
+                auto& g = s.module.nvidia_gpus.back();
+                if (k == "address") return set(g.address, v);
+                if (k == "model") return set(g.model, v);
+                if (k == "uuid") return set(g.uuid, v);
+                if (k == "vbios") return set(g.vbios, v);
+                if (k == "minor") return set_int(g.minor, v);
+                return true;
+            }
+            case Ctx::kernel_log:
+                return k == "xids" ? container_expected(v) : true;
+            case Ctx::xid: {
+                auto& x = s.kernel_log.xids.back();
+                if (k == "pci") return set(x.pci, v);
+                if (k == "code") return set_int(x.code, v);
+                return true;
+            }
+            case Ctx::lib: {
+                auto& l = s.libraries.libraries.back();
+                if (k == "soname") return set(l.soname, v);
+                if (k == "chosen") return std::holds_alternative<Null>(v) || schema_error("is not an object");
+                return true;
+            }
+            case Ctx::lib_chosen: {
+                auto& c = *s.libraries.libraries.back().chosen;
+                if (k == "path") return set(c.path, v);
+                if (k == "version") return set(c.version, v);
+                return true;
+            }
+            case Ctx::nvml:
+                if (k == "driver_version") return set(s.nvml.driver_version, v);
+                if (k == "cuda_driver_version") return set_int(s.nvml.cuda_driver_version, v);
+                if (k == "devices") return container_expected(v);
+                return true;
+            case Ctx::nvml_device: {
+                auto& d = s.nvml.devices.back();
+                if (k == "uuid") return set(d.uuid, v);
+                if (k == "name") return set(d.name, v);
+                if (k == "pci") return set(d.pci, v);
+                if (k == "minor") return set_int(d.minor, v);
+                return true;
+            }
+            case Ctx::cuda:
+                if (k == "driver_version") return set_int(s.cuda.driver_version, v);
+                return true;
+            case Ctx::cuda_device: {
+                auto& d = view_->devices.back();
+                if (k == "uuid") return set(d.uuid, v);
+                if (k == "name") return set(d.name, v);
+                if (k == "pci") return set(d.pci, v);
+                return true;
+            }
+            case Ctx::libraries:
+            case Ctx::nvml_devices:
+            case Ctx::cuda_view:
+            case Ctx::pcie_devices:
+            case Ctx::loaded:
+            case Ctx::files:
+            case Ctx::nv_gpus:
+            case Ctx::xids:
+            case Ctx::lib_list:
+            case Ctx::cuda_devices:
+                // Members of lists of objects, or the lists' own members the report does not read.
+                if (f.array) return schema_error("holds a scalar, expected objects");
+                return true;
         }
         return true;
     }
 
-    std::vector<std::string> opened_;
-    size_t dropped_at_ = kNone;  // depth of the key being dropped, while inside its value
+    bool container_expected(const Value& v) {
+        return std::holds_alternative<Null>(v) || schema_error("is a scalar, expected an object or array");
+    }
+
+    size_t size_;
+    std::vector<Frame> frames_;
+    CudaView* view_ = &s.cuda.caller;
+    bool failed_ = false;
 };
 
 }  // namespace
 
 Result<FleetNode> parse_fleet_snapshot(std::string_view text) {
-    json j;
-    try {
-        SnapshotFilter filter;
-        j = json::parse(text.begin(), text.end(), std::ref(filter), /*allow_exceptions=*/true);
-    } catch (const json::parse_error& e) {
-        bool truncated = e.byte >= text.size();
-        return fail(fmt::format("{}not valid JSON: {}", truncated ? "truncated, " : "", e.what()));
-    } catch (const json::exception& e) {
-        return fail(fmt::format("not valid JSON: {}", e.what()));
-    }
-    auto s = snapshot_from_json(j);
-    if (!s) return std::unexpected(s.error());
+    SnapshotReader reader(text.size());
+    bool ok = json::sax_parse(text.begin(), text.end(), &reader, nlohmann::detail::input_format_t::json, true);
+    if (!ok || !reader.error.empty()) return fail(reader.error.empty() ? "not valid JSON" : reader.error);
+    if (!reader.saw_schema_version || !reader.saw_pcie) return fail("not a gpudx snapshot (no schema_version or pcie key)");
     FleetNode n;
-    n.collected_at = s->collected_at;
-    n.record = make_node_record(*s);
-    n.xids.reserve(s->kernel_log.xids.size());
-    for (auto& x : s->kernel_log.xids) n.xids.push_back({x.pci, x.code});
+    n.collected_at = reader.s.collected_at;
+    n.record = make_node_record(reader.s);
+    n.xids.reserve(reader.s.kernel_log.xids.size());
+    for (auto& x : reader.s.kernel_log.xids) n.xids.push_back({normalize_pci(x.pci), x.code});
     return n;
 }
 

@@ -418,10 +418,14 @@ MatrixCheck check_node_against_matrix(const Matrix& m, const NodeRecord& node, c
     };
     const std::string driver_next = fmt::format(
         "Install a tested driver version, or have {} test this one and add it to class '{}'.", c.owner, c.name);
+    // An untested branch says it all; the version within it is then not reported again.
+    bool branch_untested = !c.tested.driver_branches.empty() && !node.driver_branch.empty() &&
+                           !matches_any(c.tested.driver_branches, node.driver_branch);
     value_check("matrix.driver_untested", Layer::module, "Driver branch", node.driver_branch,
                 c.tested.driver_branches, "/proc/driver/nvidia/version", driver_next);
-    value_check("matrix.driver_untested", Layer::module, "Driver version", node.driver_version,
-                c.tested.driver_versions, "/proc/driver/nvidia/version", driver_next);
+    if (!branch_untested)
+        value_check("matrix.driver_untested", Layer::module, "Driver version", node.driver_version,
+                    c.tested.driver_versions, "/proc/driver/nvidia/version", driver_next);
     value_check("matrix.kernel_untested", Layer::module, "Kernel", node.kernel_release, c.tested.kernels,
                 "/proc/sys/kernel/osrelease",
                 fmt::format("Boot a tested kernel, or have {} test this one and add it to class '{}'.", c.owner, c.name));

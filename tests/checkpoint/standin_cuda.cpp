@@ -32,7 +32,7 @@ std::map<int, int>& memory_states() {
     return states;
 }
 
-int load_state(int pid) {
+[[maybe_unused]] int load_state(int pid) {
     if (const char* dir = std::getenv("GPUDX_CKPT_STATE_DIR")) {
         std::string path = std::string(dir) + "/" + std::to_string(pid);
         if (FILE* f = std::fopen(path.c_str(), "r")) {
@@ -47,7 +47,7 @@ int load_state(int pid) {
     return it == memory_states().end() ? CU_PROCESS_STATE_RUNNING : it->second;
 }
 
-void save_state(int pid, int state) {
+[[maybe_unused]] void save_state(int pid, int state) {
     if (const char* dir = std::getenv("GPUDX_CKPT_STATE_DIR")) {
         std::string path = std::string(dir) + "/" + std::to_string(pid);
         if (FILE* f = std::fopen(path.c_str(), "w")) {
@@ -73,7 +73,7 @@ CUresult finish(const char* step, int pid, const std::string& call_text, CUresul
 
 bool initialised = false;
 
-std::string uuid_text(const CUuuid& u) {
+[[maybe_unused]] std::string uuid_text(const CUuuid& u) {
     const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
     char out[64];
     std::snprintf(out, sizeof out, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],

@@ -218,6 +218,12 @@ TEST_F(CheckpointCli, FailureAtRestoreOfTheSecondProcessBringsBothBack) {
     EXPECT_EQ(j["final_states"][0]["state"], "running");
     // b's undo restore is refused by the injected fault too: it stays checkpointed, and says so.
     EXPECT_EQ(j["final_states"][1]["state"], "checkpointed");
+    EXPECT_EQ(j["failure"]["hint"], "the driver could not allocate memory; another process may hold the GPU's memory");
+    bool told = false;
+    for (const auto& n : j["notes"])
+        told |= n.get<std::string>().find("process " + pb + " is left checkpointed") != std::string::npos &&
+                n.get<std::string>().find("`gpudx restore " + pb + "`") != std::string::npos;
+    EXPECT_TRUE(told) << j["notes"].dump();
 }
 
 TEST_F(CheckpointCli, SeveralProcessesGoStepByStep) {

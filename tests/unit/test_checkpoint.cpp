@@ -255,5 +255,5 @@ TEST(CheckpointCommand, JsonHasPerProcessTimingsAndTheFullPairList) {
     EXPECT_EQ(j["verify"][0]["shim_loaded"], false);
     auto text = render_checkpoint_text(r);
     EXPECT_NE(text.find("LD_PRELOAD="), std::string::npos) << text;
-    EXPECT_NE(text.find("0.250 s"), std::string::npos) << text;
+    EXPECT_NE(text.find("250.0 ms"), std::string::npos) << text;
 }

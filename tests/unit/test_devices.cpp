@@ -1,0 +1,178 @@
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "checks/diagnose.hpp"
+#include "collect/collectors.hpp"
+#include "collect/proc_cgroup.hpp"
+
+using namespace gpudx;
+namespace fs = std::filesystem;
+
+namespace {
+const std::string kH200 = std::string(GPUDX_TEST_FIXTURES) + "/h200x2";
+
+fs::path copy_of_h200(const std::string& name) {
+    auto p = fs::temp_directory_path() / ("gpudx-test-dev-" + name + "-" + std::to_string(::getpid()));
+    fs::remove_all(p);
+    fs::copy(kH200, p, fs::copy_options::recursive);
+    return p;
+}
+
+void write(const fs::path& p, const std::string& text) {
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+}
+
+const DeviceNode* node(const DevicesLayer& d, std::string_view path) {
+    for (auto& n : d.nodes)
+        if (n.path == path) return &n;
+    return nullptr;
+}
+
+std::vector<Finding> diagnose_root(const fs::path& root_dir) {
+    Root root(root_dir);
+    CollectOptions opts;
+    opts.probe_driver = false;
+    auto snap = take_snapshot(root, opts);
+    DiagnoseOptions o;
+    return diagnose(snap, o).findings;
+}
+
+const Finding* by_id(const std::vector<Finding>& fs, std::string_view id) {
+    for (auto& f : fs)
+        if (f.id == id) return &f;
+    return nullptr;
+}
+}  // namespace
+
+TEST(ProcParsers, StatusGivesUidStateAndName) {
+    auto st = parse_proc_status("Name:\tpython3\nUmask:\t0022\nState:\tZ (zombie)\nTgid:\t4242\n"
+                                "Uid:\t1000\t1000\t1000\t1000\nGid:\t100\t100\t100\t100\n");
+    EXPECT_EQ(st.name, "python3");
+    EXPECT_EQ(st.state, "Z");
+    ASSERT_TRUE(st.uid);
+    EXPECT_EQ(*st.uid, 1000u);
+    EXPECT_FALSE(parse_proc_status("Uid:\tbogus\n").uid);
+}
+
+TEST(ProcParsers, CgroupV1AndV2) {
+    auto v2 = parse_proc_cgroup("0::/system.slice/docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope\n");
+    ASSERT_EQ(v2.size(), 1u);
+    EXPECT_TRUE(v2[0].controllers.empty());
+    EXPECT_EQ(cgroup_directory(v2),
+              "/sys/fs/cgroup/system.slice/docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope");
+    auto owner = cgroup_owner(primary_cgroup_path(v2));
+    EXPECT_EQ(owner.runtime, "docker");
+    EXPECT_EQ(owner.container_id, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+
+    auto v1 = parse_proc_cgroup("12:memory:/slurm/uid_1000/job_1234/step_0\n"
+                                "11:devices:/slurm/uid_1000/job_1234/step_0/task_0\n"
+                                "garbage\n1:name=systemd:/user.slice\n");
+    ASSERT_EQ(v1.size(), 3u);
+    EXPECT_EQ(primary_cgroup_path(v1), "/slurm/uid_1000/job_1234/step_0/task_0");
+    EXPECT_EQ(cgroup_directory(v1), "/sys/fs/cgroup/devices/slurm/uid_1000/job_1234/step_0/task_0");
+    auto slurm = cgroup_owner(primary_cgroup_path(v1));
+    EXPECT_EQ(slurm.runtime, "slurm");
+    EXPECT_EQ(slurm.slurm_job_id, "1234");
+
+    auto k8s = cgroup_owner("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/"
+                            "cri-containerd-abcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcd.scope");
+    EXPECT_EQ(k8s.runtime, "kubernetes");
+    EXPECT_EQ(k8s.container_id, "abcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcd");
+    EXPECT_EQ(cgroup_owner("/init.scope").runtime, "");
+    EXPECT_EQ(cgroup_owner("/docker/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef").runtime, "docker");
+    // 65 hex digits is not a container id.
+    EXPECT_EQ(cgroup_owner("/x/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0").container_id, "");
+}
+
+TEST(Devices, H200CaptureNodes) {
+    Root root(kH200);
+    CollectOptions opts;
+    CollectContext ctx{root, opts};
+    DevicesLayer d;
+    auto st = collect_devices(ctx, d);
+    EXPECT_EQ(st.state, CollectorState::ok);
+    for (auto path : {"/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}) {
+        auto* n = node(d, path);
+        ASSERT_NE(n, nullptr) << path;
+        EXPECT_EQ(n->type, "char") << path;
+        EXPECT_EQ(n->mode, 0666u) << path;
+        EXPECT_FALSE(n->caller_can_open) << "unknown when replaying: " << path;
+    }
+    auto* caps = node(d, "/dev/nvidia-caps");
+    ASSERT_NE(caps, nullptr);
+    EXPECT_EQ(caps->type, "directory");
+    std::vector<std::string> order;
+    for (auto& n : d.nodes) order.push_back(n.path);
+    EXPECT_EQ(order, (std::vector<std::string>{"/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia0", "/dev/nvidia1",
+                                               "/dev/nvidiactl", "/dev/nvidia-caps"}));
+    EXPECT_TRUE(d.holders.empty());
+    EXPECT_EQ(d.processes_scanned, 0u);
+}
+
+TEST(Devices, HoldersFromRecordedFdLinks) {
+    auto dir = copy_of_h200("holders");
+    write(dir / "proc/4242/comm", "python3\n");
+    write(dir / "proc/4242/status", "Name:\tpython3\nState:\tS (sleeping)\nUid:\t1000\t1000\t1000\t1000\n");
+    write(dir / "proc/4242/cgroup", "0::/system.slice/slurmstepd.scope/job_77/step_0/user/task_0\n");
+    write(dir / "proc/4242/fd/3", "/dev/nvidia1");
+    write(dir / "proc/4242/fd/4", "/dev/nvidiactl");
+    write(dir / "proc/4242/fd/5", "/tmp/log.txt");
+    write(dir / "proc/4242/fd/6", "/dev/nvidia1");
+    write(dir / "proc/99/comm", "bash\n");
+    write(dir / "proc/99/fd/0", "/dev/pts/0");
+    fs::create_directories(dir / "sys/fs/cgroup/system.slice");
+    Root root(dir);
+    CollectOptions opts;
+    CollectContext ctx{root, opts};
+    DevicesLayer d;
+    collect_devices(ctx, d);
+    EXPECT_EQ(d.processes_scanned, 2u);
+    ASSERT_EQ(d.holders.size(), 1u);
+    auto& h = d.holders[0];
+    EXPECT_EQ(h.pid, 4242);
+    EXPECT_EQ(h.name, "python3");
+    EXPECT_EQ(h.uid, 1000u);
+    EXPECT_EQ(h.state, "S");
+    EXPECT_EQ(h.slurm_job_id, "77");
+    EXPECT_EQ(h.devices, (std::vector<std::string>{"/dev/nvidia1", "/dev/nvidiactl"}));
+    ASSERT_TRUE(h.cgroup_exists);
+    EXPECT_FALSE(*h.cgroup_exists);
+
+    auto findings = diagnose_root(dir);
+    auto* stuck = by_id(findings, "devices.stuck_holder");
+    ASSERT_NE(stuck, nullptr);
+    EXPECT_EQ(stuck->severity, Severity::error);
+    ASSERT_EQ(stuck->subjects.size(), 1u);
+    EXPECT_EQ(stuck->subjects[0].uuid, "GPU-40cd403d-66ba-4608-72b9-5be5031085dc");
+    EXPECT_EQ(stuck->subjects[0].pci, "0000:00:07.0");
+    EXPECT_NE(stuck->message.find("Slurm job 77"), std::string::npos);
+    fs::remove_all(dir);
+}
+
+TEST(Devices, MissingNodesAreErrorsNamingTheGpu) {
+    auto dir = copy_of_h200("missing");
+    fs::remove(dir / "dev/nvidia-uvm.devnode");
+    fs::remove(dir / "dev/nvidia0.devnode");
+    auto findings = diagnose_root(dir);
+    auto* uvm = by_id(findings, "devices.uvm_missing");
+    ASSERT_NE(uvm, nullptr);
+    EXPECT_EQ(uvm->severity, Severity::error);
+    EXPECT_NE(uvm->message.find("nvidia_uvm is loaded"), std::string::npos);
+    auto* gpu = by_id(findings, "devices.gpu_node_missing");
+    ASSERT_NE(gpu, nullptr);
+    ASSERT_EQ(gpu->subjects.size(), 1u);
+    EXPECT_EQ(gpu->subjects[0].uuid, "GPU-992cb470-9027-88f4-48a9-a9a329d6978d");
+    EXPECT_EQ(gpu->subjects[0].pci, "0000:00:06.0");
+    EXPECT_EQ(by_id(findings, "devices.ctl_missing"), nullptr);
+    fs::remove_all(dir);
+}
+
+TEST(Devices, HealthyCaptureHasNoDeviceFindings) {
+    auto findings = diagnose_root(kH200);
+    for (auto& f : findings) EXPECT_NE(f.layer, Layer::devices) << f.id;
+}
