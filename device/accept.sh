@@ -143,13 +143,13 @@ lines = [f"gpudx accept vs PyTorch {torch.__version__} (same sizes; GB = 1e9 byt
 ok = True
 for what, mine, ref, size, reps in rows:
     if mine is None:
-        lines.append(f"{what:<22}{size/2**30:>8.1f}Gi{reps:>6}{'n/a':>12}{ref:>12.1f}{'':>8}  gpudx did not measure it")
+        lines.append(f"{what:<22}{size/2**30:>8.2f}Gi{reps:>6}{'n/a':>12}{ref:>12.1f}{'':>8}  gpudx did not measure it")
         ok = False
         continue
     ratio = mine / ref if ref else float("nan")
     good = ratio >= 0.9
     ok &= good
-    lines.append(f"{what:<22}{size/2**30:>8.1f}Gi{reps:>6}{mine:>12.1f}{ref:>12.1f}{ratio:>8.3f}  {'ok' if good else 'BELOW 0.9'}")
+    lines.append(f"{what:<22}{size/2**30:>8.2f}Gi{reps:>6}{mine:>12.1f}{ref:>12.1f}{ratio:>8.3f}  {'ok' if good else 'BELOW 0.9'}")
 lines.append("all ratios >= 0.9" if ok else "some ratios below 0.9")
 text = "\n".join(lines) + "\n"
 open(sys.argv[2], "w").write(text)

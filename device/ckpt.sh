@@ -174,7 +174,8 @@ start_holder() {  # name GiB [preload]
 }
 verify_holder() {  # name label -> PASS/FAIL line; prints ordinal 0's identity
     local name=$1 label=$2 it=${ITER[$1]}
-    echo verify >"${FIFOS[$name]}"
+    # A dead holder has no reader on its FIFO: never block on it.
+    timeout 5 bash -c "echo verify >'${FIFOS[$name]}'" || { say "FAIL: $name $label: holder gone"; return; }
     for _ in $(seq 1200); do grep -q "^done $it\$" "$OUT/holder-$name.log" && break; sleep 0.05; done
     ITER[$name]=$((it + 1))
     local mem id
@@ -198,7 +199,7 @@ raw_migrate() {  # name tag
     "$WORK/rawctl" "${PIDS[$name]}" >"$OUT/raw-$tag.txt" 2>&1 && say "PASS: raw swap $tag" || say "FAIL: raw swap $tag: $(cat "$OUT/raw-$tag.txt")"
 }
 cleanup() {
-    for n in "${!PIDS[@]}"; do echo quit >"${FIFOS[$n]}" 2>/dev/null; done
+    for n in "${!PIDS[@]}"; do timeout 2 bash -c "echo quit >'${FIFOS[$n]}'" 2>/dev/null; done
     sleep 0.5
     for n in "${!PIDS[@]}"; do kill "${PIDS[$n]}" 2>/dev/null; done
     rm -rf "$WORK"

@@ -36,6 +36,7 @@ struct AcceptCmdOptions {
     double timeout_s = 600;
     std::string image_digest;
     bool visibility_probe = false;
+    bool verbose = false;
 };
 
 std::map<std::string, std::string> process_environment() {
@@ -177,7 +178,7 @@ int run_accept(const AcceptCmdOptions& o) {
         }
         text = j.dump(2) + "\n";
     } else {
-        text = render_accept_text(report, o.output.empty() && stdout_is_terminal());
+        text = render_accept_text(report, o.output.empty() && stdout_is_terminal(), o.verbose);
         if (old) text += "\n" + render_accept_comparison(changes);
     }
     write_output(o.output, text);
@@ -225,6 +226,7 @@ CommandRegistrar reg{
              ->capture_default_str()
              ->check(CLI::Range(1.0, 86400.0));
          cmd.add_option("--image-digest", o->image_digest, "Container image digest to record (else GPUDX_IMAGE_DIGEST or /run/.containerenv)");
+         cmd.add_flag("-v,--verbose", o->verbose, "Text report: also each sub-test's details (patterns, link class, children's views)");
          cmd.add_flag("--visibility-probe", o->visibility_probe, "internal: print what CUDA and NVML show this process")
              ->group("");
          cmd.footer(

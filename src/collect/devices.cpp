@@ -88,7 +88,10 @@ void collect_holders(const Root& root, DevicesLayer& layer, CollectorStatus& sta
         status.problems.push_back({"/proc", proc.error().message});
         return;
     }
-    bool cgroup_tree = root.exists("/sys/fs/cgroup");
+    // Hybrid hierarchies (systemd's default on older distributions) mount the unified tree one level down.
+    std::string v2_mount = "/sys/fs/cgroup";
+    if (!root.exists("/sys/fs/cgroup/cgroup.controllers") && root.exists("/sys/fs/cgroup/unified/cgroup.controllers"))
+        v2_mount = "/sys/fs/cgroup/unified";
     for (auto& entry : *proc) {
         auto pid = parse_uint(entry);
         if (!pid || *pid == 0 || *pid > INT32_MAX) continue;
@@ -127,7 +130,9 @@ void collect_holders(const Root& root, DevicesLayer& layer, CollectorStatus& sta
             auto owner = cgroup_owner(h.cgroup);
             h.container_id = owner.container_id;
             h.slurm_job_id = owner.slurm_job_id;
-            if (cgroup_tree && !lines.empty()) h.cgroup_exists = root.exists(cgroup_directory(lines));
+            // Judged only where the hierarchy itself is visible: a missing mount says nothing about the job.
+            auto where = cgroup_directory(lines, v2_mount);
+            if (!where.mount.empty() && root.exists(where.mount)) h.cgroup_exists = root.exists(where.directory);
         }
         layer.holders.push_back(std::move(h));
     }

@@ -506,10 +506,11 @@ std::optional<XidEvent> parse_xid(std::string_view m) {
 
 std::vector<LogEventKind> classify_events(std::string_view m) {
     std::vector<LogEventKind> out;
-    if (contains_ci(m, "fallen off the bus")) {
+    // An Xid 79 line says it too, but the driver logs its own "fallen off the bus" line beside it, and
+    // the Xid is its own finding: counting both would double the one event.
+    if (contains_ci(m, "fallen off the bus") && !parse_xid(m)) {
         LogEventKind e{"fallen_off_bus", {}, {}};
-        if (auto x = parse_xid(m); x && !x->pci.empty()) e.device = x->pci;
-        else if (auto a = find_pci_address(m)) e.device = *a;
+        if (auto a = find_pci_address(m)) e.device = *a;
         out.push_back(std::move(e));
     }
     if (size_t at = find_ci(m, "pcie bus error"); at != std::string_view::npos) {

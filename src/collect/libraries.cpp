@@ -189,6 +189,7 @@ private:
                 if (!n.starts_with("cuda")) continue;
                 std::string base = "/usr/local/" + n;
                 add_dir(base + "/lib64", "cuda dir");
+                add_dir(base + "/lib", "cuda dir");
                 add_dir(base + "/targets/x86_64-linux/lib", "cuda dir");
                 add_dir(base + "/compat", "compat dir");
             }

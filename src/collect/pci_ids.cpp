@@ -1,10 +1,18 @@
 #include "collect/pci_ids.hpp"
 
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 #include <fmt/format.h>
 
 #include "core/text.hpp"
+
+#include <optional>
 
 namespace gpudx {
 namespace {
@@ -28,6 +36,49 @@ std::string_view vendor_block(std::string_view text, size_t vendor_line) {
     return text.substr(vendor_line);
 }
 
+// Vendor id of a vendor line ("10de  NVIDIA Corporation"); the class section ("C 03  ...") that follows
+// every vendor sorts after them all; other lines (devices, comments) have none.
+std::optional<uint32_t> vendor_line_id(std::string_view line) {
+    if (line.starts_with("C ")) return 0x10000;
+    if (line.size() < 6 || line[4] != ' ' || line[5] != ' ') return std::nullopt;
+    auto v = parse_uint(line.substr(0, 4), 16);
+    if (!v) return std::nullopt;
+    return static_cast<uint32_t>(*v);
+}
+
+// The first vendor line at or after pos: its start and id.
+std::optional<std::pair<size_t, uint32_t>> next_vendor_line(std::string_view text, size_t pos) {
+    if (pos > 0) {
+        pos = text.find('\n', pos - 1);
+        if (pos == std::string_view::npos) return std::nullopt;
+        ++pos;
+    }
+    while (pos < text.size()) {
+        size_t end = text.find('\n', pos);
+        std::string_view line = text.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos);
+        if (auto id = vendor_line_id(line)) return std::pair{pos, *id};
+        if (end == std::string_view::npos) break;
+        pos = end + 1;
+    }
+    return std::nullopt;
+}
+
+// pci.ids lists vendors in ascending order: bisect to a small window, so that a lookup touches a few pages
+// of the file instead of scanning up to the vendor (Intel sits three quarters in).
+std::pair<size_t, size_t> vendor_window(std::string_view text, uint32_t vendor) {
+    size_t lo = 0, hi = text.size();
+    while (hi - lo > 16 * 1024) {
+        auto at = next_vendor_line(text, lo + (hi - lo) / 2);
+        if (!at || at->first >= hi) break;
+        if (at->second < vendor) lo = at->first;
+        else hi = at->first;
+    }
+    // The vendor's line starts in [lo, hi]; keep the byte before lo so a "\n" match works at lo.
+    size_t from = lo > 0 ? lo - 1 : 0;
+    size_t to = std::min(text.size(), hi + 8);
+    return {from, to};
+}
+
 }  // namespace
 
 PciIdNames parse_pci_ids(std::string_view text, const std::vector<std::pair<uint16_t, uint16_t>>& wanted) {
@@ -42,9 +93,11 @@ PciIdNames parse_pci_ids(std::string_view text, const std::vector<std::pair<uint
         std::string key = fmt::format("{:04x}  ", v);
         size_t at = text.starts_with(key) ? 0 : std::string_view::npos;
         if (at == std::string_view::npos) {
-            size_t hit = text.find("\n" + key);
-            if (hit == std::string_view::npos) continue;
-            at = hit + 1;
+            std::string needle = "\n" + key;
+            auto [from, to] = vendor_window(text, v);
+            auto* hit = static_cast<const char*>(::memmem(text.data() + from, to - from, needle.data(), needle.size()));
+            if (!hit) continue;
+            at = static_cast<size_t>(hit - text.data()) + 1;
         }
         out.vendors[v] = name_after_id(text, at);
         std::string_view block = vendor_block(text, at);
@@ -59,11 +112,48 @@ PciIdNames parse_pci_ids(std::string_view text, const std::vector<std::pair<uint
     return out;
 }
 
+namespace {
+
+// The file mapped rather than copied: only a few pages around the wanted vendors are ever touched.
+class MappedFile {
+public:
+    explicit MappedFile(const std::filesystem::path& path) {
+        int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return;
+        struct stat st;
+        if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && st.st_size < (64 << 20)) {
+            void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+            if (p != MAP_FAILED) {
+                data_ = p;
+                size_ = static_cast<size_t>(st.st_size);
+            }
+        }
+        ::close(fd);
+    }
+    ~MappedFile() {
+        if (data_) ::munmap(data_, size_);
+    }
+    MappedFile(const MappedFile&) = delete;
+    MappedFile& operator=(const MappedFile&) = delete;
+    bool ok() const { return data_ != nullptr; }
+    std::string_view text() const { return {static_cast<const char*>(data_), size_}; }
+
+private:
+    void* data_ = nullptr;
+    size_t size_ = 0;
+};
+
+}  // namespace
+
 PciIdNames lookup_pci_ids(const Root& root, const std::vector<std::pair<uint16_t, uint16_t>>& wanted) {
     if (wanted.empty()) return {};
     for (const char* path : {"/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids", "/usr/share/pci.ids"}) {
-        auto text = root.read_file(path, 16 * 1024 * 1024);
-        if (text) return parse_pci_ids(*text, wanted);
+        auto host = root.host_path(path);
+        if (!host) continue;
+        MappedFile file(*host);
+        if (file.ok()) return parse_pci_ids(file.text(), wanted);
+        // A recorded or unusual file that cannot be mapped: read it through the root.
+        if (auto text = root.read_file(path, 16 * 1024 * 1024)) return parse_pci_ids(*text, wanted);
     }
     return {};
 }

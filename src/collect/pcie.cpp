@@ -44,6 +44,30 @@ std::optional<uint32_t> parse_sysfs_hex(std::string_view text) {
     return static_cast<uint32_t>(*v);
 }
 
+PciUevent parse_pci_uevent(std::string_view text) {
+    PciUevent u;
+    auto pair = [](std::string_view v, std::optional<uint32_t>& a, std::optional<uint32_t>& b) {
+        auto parts = split(v, ':');
+        if (parts.size() != 2) return;
+        auto x = parse_uint(parts[0], 16), y = parse_uint(parts[1], 16);
+        if (!x || !y || *x > 0xffff || *y > 0xffff) return;
+        a = static_cast<uint32_t>(*x);
+        b = static_cast<uint32_t>(*y);
+    };
+    for (auto line : split_lines(text)) {
+        auto eq = line.find('=');
+        if (eq == std::string_view::npos) continue;
+        auto key = line.substr(0, eq), value = trim(line.substr(eq + 1));
+        if (key == "PCI_ID") pair(value, u.vendor_id, u.device_id);
+        else if (key == "PCI_SUBSYS_ID") pair(value, u.subsystem_vendor_id, u.subsystem_device_id);
+        else if (key == "DRIVER") u.driver = sanitize_utf8(value);
+        else if (key == "PCI_CLASS") {
+            if (auto c = parse_uint(value, 16); c && *c <= 0xffffff) u.class_code = static_cast<uint32_t>(*c);
+        }
+    }
+    return u;
+}
+
 bool is_gpu_class(uint32_t vendor, uint32_t class_code) {
     if (vendor != kVendorNvidia && vendor != kVendorAmd) return false;
     uint32_t base_sub = class_code >> 8;
@@ -54,8 +78,8 @@ bool is_nvswitch_class(uint32_t vendor, uint32_t class_code) {
     return vendor == kVendorNvidia && (class_code >> 8) == 0x0680;
 }
 
-std::string parent_from_sysfs_path(std::string_view canonical_path) {
-    auto parts = split(canonical_path, '/');
+std::string parent_from_sysfs_path(std::string_view path) {
+    auto parts = split(path, '/');
     // The last component is the device itself; the one before is its bridge when it is a PCI address.
     std::vector<std::string_view> nonempty;
     for (auto p : parts)
@@ -159,42 +183,62 @@ CollectorStatus collect_pcie(const CollectContext& ctx, PcieLayer& layer) {
         }
         PciDevice d;
         d.address = addr->str();
-        const std::string base = std::string(kDevicesDir) + "/" + name + "/";
-        d.vendor_id = rd.hex_attr(base + "vendor", true);
-        d.device_id = rd.hex_attr(base + "device", true);
-        d.class_code = rd.hex_attr(base + "class", true);
-        d.subsystem_vendor_id = rd.hex_attr(base + "subsystem_vendor");
-        d.subsystem_device_id = rd.hex_attr(base + "subsystem_device");
-        d.revision = rd.hex_attr(base + "revision");
-        if (auto drv = rd.link_target(base + "driver")) d.driver = *drv;
+        const std::string link = std::string(kDevicesDir) + "/" + name;
+        const std::string base = link + "/";
+        // uevent carries the ids, class and driver in one read; the separate attributes are the fallback.
+        PciUevent u;
+        if (auto t = rd.attr(base + "uevent")) u = parse_pci_uevent(*t);
+        if (u.vendor_id && u.device_id && u.class_code) {
+            d.vendor_id = u.vendor_id;
+            d.device_id = u.device_id;
+            d.class_code = u.class_code;
+            d.subsystem_vendor_id = u.subsystem_vendor_id;
+            d.subsystem_device_id = u.subsystem_device_id;
+            d.driver = u.driver;
+        } else {
+            d.vendor_id = rd.hex_attr(base + "vendor", true);
+            d.device_id = rd.hex_attr(base + "device", true);
+            d.class_code = rd.hex_attr(base + "class", true);
+            d.subsystem_vendor_id = rd.hex_attr(base + "subsystem_vendor");
+            d.subsystem_device_id = rd.hex_attr(base + "subsystem_device");
+            if (auto drv = rd.link_target(base + "driver")) d.driver = *drv;
+        }
         if (auto numa = rd.attr(base + "numa_node")) {
             if (auto n = parse_int(trim(*numa)); n && *n >= -1 && *n < (1 << 20)) d.numa_node = static_cast<int32_t>(*n);
         }
-        if (auto t = rd.attr(base + "current_link_speed")) {
-            d.link_current.speed_text = std::string(trim(*t));
-            d.link_current.speed_gts = parse_link_speed(*t);
-        }
-        if (auto t = rd.attr(base + "max_link_speed")) {
-            d.link_max.speed_text = std::string(trim(*t));
-            d.link_max.speed_gts = parse_link_speed(*t);
-        }
-        // A width of 0 means the link is down or not trained: keep it, it is the evidence.
-        if (auto t = rd.attr(base + "current_link_width"))
-            if (auto w = parse_uint(trim(*t)); w && *w <= 64) d.link_current.width = static_cast<uint32_t>(*w);
-        if (auto t = rd.attr(base + "max_link_width"))
-            if (auto w = parse_uint(trim(*t)); w && *w <= 64) d.link_max.width = static_cast<uint32_t>(*w);
-        if (auto t = rd.attr(base + "aer_dev_fatal")) d.aer_fatal = parse_aer_counters(*t);
-        if (auto t = rd.attr(base + "aer_dev_nonfatal")) d.aer_nonfatal = parse_aer_counters(*t);
-        if (auto t = rd.attr(base + "aer_dev_correctable")) d.aer_correctable = parse_aer_counters(*t);
-        if (auto g = rd.link_target(base + "iommu_group"))
-            if (auto n = parse_uint(*g); n && *n <= 0xffffffffu) d.iommu_group = static_cast<uint32_t>(*n);
         if (auto it = slots.find(d.address.substr(0, 10)); it != slots.end()) d.slot = it->second;
-        if (auto canon = root.canonical(std::string(kDevicesDir) + "/" + name)) d.parent = parent_from_sysfs_path(*canon);
+        // The devices/ entry is a link to the device's place in the tree: its target names the parent bridge.
+        if (auto target = root.read_link(link)) d.parent = parent_from_sysfs_path(*target);
 
         uint32_t vendor = d.vendor_id.value_or(0), cls = d.class_code.value_or(0);
         d.is_gpu = is_gpu_class(vendor, cls);
         d.is_nvswitch = is_nvswitch_class(vendor, cls);
         if (vendor == 0xffff) d.config_unreadable = true;
+
+        // Link, AER, IOMMU and revision only for the devices GPU health depends on (GPU vendors' functions
+        // and bridges): a large server has hundreds of functions and each attribute is a syscall round.
+        bool detail = vendor == kVendorNvidia || vendor == kVendorAmd || (cls >> 16) == 0x06;
+        if (detail) {
+            d.revision = rd.hex_attr(base + "revision");
+            if (auto t = rd.attr(base + "current_link_speed")) {
+                d.link_current.speed_text = std::string(trim(*t));
+                d.link_current.speed_gts = parse_link_speed(*t);
+            }
+            if (auto t = rd.attr(base + "max_link_speed")) {
+                d.link_max.speed_text = std::string(trim(*t));
+                d.link_max.speed_gts = parse_link_speed(*t);
+            }
+            // A width of 0 means the link is down or not trained: keep it, it is the evidence.
+            if (auto t = rd.attr(base + "current_link_width"))
+                if (auto w = parse_uint(trim(*t)); w && *w <= 64) d.link_current.width = static_cast<uint32_t>(*w);
+            if (auto t = rd.attr(base + "max_link_width"))
+                if (auto w = parse_uint(trim(*t)); w && *w <= 64) d.link_max.width = static_cast<uint32_t>(*w);
+            if (auto t = rd.attr(base + "aer_dev_fatal")) d.aer_fatal = parse_aer_counters(*t);
+            if (auto t = rd.attr(base + "aer_dev_nonfatal")) d.aer_nonfatal = parse_aer_counters(*t);
+            if (auto t = rd.attr(base + "aer_dev_correctable")) d.aer_correctable = parse_aer_counters(*t);
+            if (auto g = rd.link_target(base + "iommu_group"))
+                if (auto n = parse_uint(*g); n && *n <= 0xffffffffu) d.iommu_group = static_cast<uint32_t>(*n);
+        }
         // Config space is read only for the devices rules care about, to keep the collector cheap.
         if (d.is_gpu || d.is_nvswitch) {
             if (auto cv = rd.config_vendor(base + "config"); cv && *cv == 0xffff) d.config_unreadable = true;

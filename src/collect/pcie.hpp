@@ -16,12 +16,20 @@ std::optional<double> parse_link_speed(std::string_view text);
 std::map<std::string, uint64_t> parse_aer_counters(std::string_view text);
 // A sysfs hex attribute ("0x10de\n") -> value; nullopt unless the whole trimmed text parses.
 std::optional<uint32_t> parse_sysfs_hex(std::string_view text);
+// The identity lines of a PCI device's uevent file (PCI_ID, PCI_SUBSYS_ID, PCI_CLASS, DRIVER): one read
+// instead of five for every device.
+struct PciUevent {
+    std::optional<uint32_t> vendor_id, device_id, subsystem_vendor_id, subsystem_device_id, class_code;
+    std::string driver;
+};
+PciUevent parse_pci_uevent(std::string_view text);
 // GPU classification by class code and vendor: display class (0x0300, 0x0302, 0x0380) of NVIDIA or AMD.
 bool is_gpu_class(uint32_t vendor, uint32_t class_code);
 // NVIDIA bridge class 0x0680: NVSwitch, never counted as a GPU.
 bool is_nvswitch_class(uint32_t vendor, uint32_t class_code);
-// Upstream bridge from a canonical sysfs path (".../0000:00:01.0/0000:01:00.0" -> "0000:00:01.0"), empty at a root.
-std::string parent_from_sysfs_path(std::string_view canonical_path);
+// Upstream bridge from a sysfs device path or the target of its /sys/bus/pci/devices link
+// ("../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0" -> "0000:00:01.0"); empty on a root bus.
+std::string parent_from_sysfs_path(std::string_view path);
 
 inline constexpr uint32_t kVendorNvidia = 0x10de;
 inline constexpr uint32_t kVendorAmd = 0x1002;

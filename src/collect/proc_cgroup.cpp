@@ -80,16 +80,16 @@ std::string primary_cgroup_path(const std::vector<CgroupLine>& lines) {
     return l ? l->path : std::string();
 }
 
-std::string cgroup_directory(const std::vector<CgroupLine>& lines) {
+CgroupLocation cgroup_directory(const std::vector<CgroupLine>& lines, std::string_view v2_mount) {
     auto* l = primary_line(lines);
     if (!l) return {};
-    std::string base = "/sys/fs/cgroup";
+    std::string base(v2_mount);
     if (!l->controllers.empty()) {
         std::string ctl = l->controllers.front();
         if (ctl.starts_with("name=")) ctl = ctl.substr(5);
-        base += "/" + ctl;
+        base = "/sys/fs/cgroup/" + ctl;
     }
-    return l->path == "/" ? base : base + l->path;
+    return {base, l->path == "/" ? base : base + l->path};
 }
 
 CgroupOwner cgroup_owner(std::string_view path) {

@@ -25,9 +25,13 @@ struct CgroupLine {
 std::vector<CgroupLine> parse_proc_cgroup(std::string_view text);
 // The path that best names the process's cgroup: v2 line, else the devices controller, else the first.
 std::string primary_cgroup_path(const std::vector<CgroupLine>& lines);
-// Where that cgroup lives under /sys/fs/cgroup ("/sys/fs/cgroup/system.slice/x.scope", or
-// "/sys/fs/cgroup/devices/..." for v1); empty when there is no line.
-std::string cgroup_directory(const std::vector<CgroupLine>& lines);
+// Where that cgroup lives: {mount, directory}, e.g. {"/sys/fs/cgroup", "/sys/fs/cgroup/system.slice/x.scope"}, or
+// {"/sys/fs/cgroup/devices", ...} for v1. v2_mount is where the unified hierarchy is mounted ("/sys/fs/cgroup", or
+// "/sys/fs/cgroup/unified" on hybrid systems). Both empty when there is no line.
+struct CgroupLocation {
+    std::string mount, directory;
+};
+CgroupLocation cgroup_directory(const std::vector<CgroupLine>& lines, std::string_view v2_mount = "/sys/fs/cgroup");
 
 struct CgroupOwner {
     std::string runtime;       // docker, containerd, crio, podman, kubernetes, lxc, slurm, ""

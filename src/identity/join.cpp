@@ -162,9 +162,18 @@ nlohmann::json identity_to_json(const IdentityTable& t) {
 std::string render_identity_text(const IdentityTable& t) {
     std::vector<std::vector<std::string>> cells;
     cells.push_back({"PCI", "SLOT", "NUMA", "MINOR", "DEV", "UUID", "NVML", "CUDA", "MODEL"});
+    bool flagged = false;
     for (auto& r : t.rows) {
         std::string dev = !r.dev_node.empty() ? r.dev_node : r.dev_node_missing ? "(missing)" : "-";
         std::string cuda = r.cuda_ordinal ? std::to_string(*r.cuda_ordinal) : "-";
+        // An ordinal whose UUID is not this GPU's (a stale bus id): flagged here, explained in the findings.
+        if (r.cuda_ordinal && !r.cuda_uuid.empty() && !r.uuid().empty() && !same_uuid(r.cuda_uuid, r.uuid())) {
+            bool mig = std::any_of(r.mig_uuids.begin(), r.mig_uuids.end(), [&](auto& m) { return same_uuid(m, r.cuda_uuid); });
+            if (!mig) {
+                cuda += "!";
+                flagged = true;
+            }
+        }
         cells.push_back({r.pci, or_dash(r.slot), opt(r.numa_node ? std::optional<int>(*r.numa_node) : std::nullopt),
                          opt(r.minor ? std::optional<unsigned>(*r.minor) : std::nullopt), dev, or_dash(r.uuid()),
                          opt(r.nvml_index), cuda, or_dash(r.model)});
@@ -184,6 +193,7 @@ std::string render_identity_text(const IdentityTable& t) {
     for (auto& r : t.rows)
         if (!r.mig_uuids.empty())
             for (auto& m : r.mig_uuids) out += fmt::format("  {} MIG {}\n", r.pci, strip_control(m));
+    if (flagged) out += "! this CUDA ordinal reports this bus id but another GPU's UUID\n";
     out += fmt::format("CUDA ordinals under CUDA_VISIBLE_DEVICES={} CUDA_DEVICE_ORDER={}\n",
                        strip_control(t.cuda_visible_devices), strip_control(t.cuda_device_order));
     return out;

@@ -13,6 +13,8 @@ struct PcieLink {
     std::string speed_text;           // as the kernel wrote it
 };
 
+// Ids, class, driver, NUMA node, slot and parent for every device; revision, link, AER and IOMMU group only
+// for NVIDIA/AMD functions and bridges (the rest would cost a syscall round each on servers with hundreds).
 struct PciDevice {
     std::string address;  // normalised dddd:bb:dd.f
     std::optional<uint32_t> vendor_id, device_id, subsystem_vendor_id, subsystem_device_id;

@@ -1308,7 +1308,7 @@ std::string render_accept_comparison(const std::vector<AcceptChange>& changes) {
     return out;
 }
 
-std::string render_accept_text(const AcceptReport& r, bool color) {
+std::string render_accept_text(const AcceptReport& r, bool color, bool verbose) {
     auto paint = [&](TestStatus s, const std::string& text) {
         if (!color) return text;
         const char* code = s == TestStatus::pass ? "32" : s == TestStatus::warn ? "33" : s == TestStatus::fail ? "31" : "35";
@@ -1339,6 +1339,8 @@ std::string render_accept_text(const AcceptReport& r, bool color) {
         out += fmt::format("  {} {:<18} {:<34}{}{}\n", paint(t.status, status), t.id, join(subj, " "), figs,
                            t.required ? "" : " (not required)");
         if (!t.reason.empty() && t.status != TestStatus::pass) out += "          " + t.reason + "\n";
+        if (verbose)
+            for (auto& [k, v] : t.details) out += "          " + k + ": " + v + "\n";
     }
     TestStatus overall = r.verdict == "pass" ? TestStatus::pass : r.verdict == "warn" ? TestStatus::warn : TestStatus::fail;
     out += fmt::format("\nverdict: {} (exit {}), {:.1f} s\n", paint(overall, r.verdict), r.exit_code, r.wall_ms / 1000);

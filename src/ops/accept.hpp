@@ -307,6 +307,7 @@ struct AcceptChange {
 std::vector<AcceptChange> compare_accept_reports(const AcceptReport& before, const AcceptReport& after);
 std::string render_accept_comparison(const std::vector<AcceptChange>& changes);
 
-std::string render_accept_text(const AcceptReport& r, bool color = false);
+// verbose: also each sub-test's details (patterns, link evidence, what the children saw).
+std::string render_accept_text(const AcceptReport& r, bool color = false, bool verbose = false);
 
 }  // namespace gpudx

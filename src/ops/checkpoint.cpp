@@ -176,7 +176,7 @@ public:
     explicit CudaLibraryDriver(const DriverOptions& options) { load(options); }
 
     const DriverInfo& info() const override { return info_; }
-    std::vector<NodeGpu> gpus() override { return gpus_; }
+    std::vector<CheckpointGpu> gpus() override { return gpus_; }
 
     MemoryHeld memory_held(const std::vector<int>& pids) override {
         if (!nvml_processes_ || !nvml_by_uuid_) return std::nullopt;
@@ -337,7 +337,7 @@ private:
         for (int ordinal = 0; ordinal < count; ++ordinal) {
             CUdevice dev = 0;
             if (get(&dev, ordinal) != CUDA_SUCCESS) continue;
-            NodeGpu gpu;
+            CheckpointGpu gpu;
             gpu.index = ordinal;
             CUuuid uuid{};
             if (uuid_fn(&uuid, dev) != CUDA_SUCCESS) continue;
@@ -360,7 +360,7 @@ private:
             }
             gpus_.push_back(std::move(gpu));
         }
-        std::sort(gpus_.begin(), gpus_.end(), [](const NodeGpu& a, const NodeGpu& b) { return a.index < b.index; });
+        std::sort(gpus_.begin(), gpus_.end(), [](const CheckpointGpu& a, const CheckpointGpu& b) { return a.index < b.index; });
     }
 
     CallResult missing(const char* entry_point) const {
@@ -392,7 +392,7 @@ private:
     using NvmlGetMemoryInfo = nvmlReturn_t (*)(nvmlDevice_t, NvmlMemory*);
 
     DriverInfo info_;
-    std::vector<NodeGpu> gpus_;
+    std::vector<CheckpointGpu> gpus_;
     void* cuda_ = nullptr;
     void* nvml_ = nullptr;
     cu::GetErrorName error_name_ = nullptr;
@@ -423,14 +423,14 @@ CallResult call_from_json(const json& j) {
     return r;
 }
 
-json gpu_to_json(const NodeGpu& g) {
+json gpu_to_json(const CheckpointGpu& g) {
     json j = {{"index", g.index}, {"uuid", g.uuid}, {"pci", g.pci}, {"model", g.model}};
     j["free_memory"] = g.free_memory ? json(*g.free_memory) : json(nullptr);
     j["total_memory"] = g.total_memory ? json(*g.total_memory) : json(nullptr);
     return j;
 }
-NodeGpu gpu_from_json(const json& j) {
-    NodeGpu g;
+CheckpointGpu gpu_from_json(const json& j) {
+    CheckpointGpu g;
     g.index = j.value("index", 0);
     g.uuid = j.value("uuid", "");
     g.pci = j.value("pci", "");
@@ -538,7 +538,7 @@ public:
     ~IsolatedDriver() override { stop(false); }
 
     const DriverInfo& info() const override { return info_; }
-    std::vector<NodeGpu> gpus() override { return gpus_; }
+    std::vector<CheckpointGpu> gpus() override { return gpus_; }
 
     MemoryHeld memory_held(const std::vector<int>& pids) override {
         CallResult failure;
@@ -680,6 +680,8 @@ private:
     std::optional<json> lost(CallResult& failure, const std::string& what) {
         int status = 0;
         std::string how = "it closed the connection";
+        // A worker that answered nonsense may still be alive: kill first so the wait cannot block.
+        if (worker_ > 0) ::kill(worker_, SIGKILL);
         if (worker_ > 0 && ::waitpid(worker_, &status, 0) == worker_) {
             if (WIFSIGNALED(status)) how = fmt::format("it died of signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
             else if (WIFEXITED(status)) how = fmt::format("it exited with status {}", WEXITSTATUS(status));
@@ -694,7 +696,7 @@ private:
 
     DriverOptions options_;
     DriverInfo info_;
-    std::vector<NodeGpu> gpus_;
+    std::vector<CheckpointGpu> gpus_;
     pid_t worker_ = -1;
     int fd_ = -1;
     std::string buffer_;
@@ -846,7 +848,7 @@ std::string format_duration(double seconds) {
     return seconds < 1.0 ? fmt::format("{:.1f} ms", seconds * 1000) : fmt::format("{:.3f} s", seconds);
 }
 
-const NodeGpu* gpu_by_uuid(const std::vector<NodeGpu>& gpus, const std::string& uuid) {
+const CheckpointGpu* gpu_by_uuid(const std::vector<CheckpointGpu>& gpus, const std::string& uuid) {
     for (const auto& g : gpus)
         if (g.uuid == uuid) return &g;
     return nullptr;

@@ -76,7 +76,7 @@ public:
     virtual ~CheckpointDriver() = default;
     virtual const DriverInfo& info() const = 0;
     // Every GPU of the node, in PCI order.
-    virtual std::vector<NodeGpu> gpus() = 0;
+    virtual std::vector<CheckpointGpu> gpus() = 0;
     // Bytes the given processes hold on each GPU (by UUID); nullopt when not every process could be accounted.
     virtual MemoryHeld memory_held(const std::vector<int>& pids) = 0;
     virtual CallResult lock(int pid, unsigned timeout_ms) = 0;
@@ -165,7 +165,7 @@ struct CheckpointCommandResult {
     std::string usage_error;  // one line for stderr when exit_code is 64
     CheckpointRequest request;
     DriverInfo driver;
-    std::vector<NodeGpu> gpus;
+    std::vector<CheckpointGpu> gpus;
     std::vector<GpuPair> pairs;
     CheckpointReport report;
     std::vector<VerifyOutcome> verify;

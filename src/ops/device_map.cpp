@@ -21,7 +21,7 @@ bool starts_with_nocase(std::string_view s, std::string_view prefix) {
     return s.size() >= prefix.size() && to_lower(s.substr(0, prefix.size())) == to_lower(prefix);
 }
 
-std::string known_gpus(const std::vector<NodeGpu>& gpus) {
+std::string known_gpus(const std::vector<CheckpointGpu>& gpus) {
     std::string out;
     for (const auto& g : gpus) out += (out.empty() ? "" : "; ") + describe_gpu(g);
     return out.empty() ? "none" : out;
@@ -29,7 +29,7 @@ std::string known_gpus(const std::vector<NodeGpu>& gpus) {
 
 }  // namespace
 
-std::string describe_gpu(const NodeGpu& gpu) {
+std::string describe_gpu(const CheckpointGpu& gpu) {
     std::string where = gpu.uuid;
     if (!gpu.pci.empty()) where += ", " + gpu.pci;
     return fmt::format("GPU {} ({})", gpu.index, where);
@@ -67,7 +67,7 @@ Result<std::vector<DeviceMapItem>> parse_device_map(std::string_view text) {
     return items;
 }
 
-Result<size_t> resolve_gpu(std::string_view spec, const std::vector<NodeGpu>& gpus) {
+Result<size_t> resolve_gpu(std::string_view spec, const std::vector<CheckpointGpu>& gpus) {
     spec = trim(spec);
     if (is_all_digits(spec)) {
         auto index = parse_uint(spec);
@@ -93,7 +93,7 @@ Result<size_t> resolve_gpu(std::string_view spec, const std::vector<NodeGpu>& gp
     return fail(fmt::format("'{}' names no GPU: use a UUID (GPU-…), a PCI address (0000:00:06.0) or an index", spec));
 }
 
-Result<DeviceMapPlan> plan_device_map(std::string_view text, const std::vector<NodeGpu>& gpus, const MemoryHeld& held) {
+Result<DeviceMapPlan> plan_device_map(std::string_view text, const std::vector<CheckpointGpu>& gpus, const MemoryHeld& held) {
     auto items = parse_device_map(text);
     if (!items) return std::unexpected(items.error());
     if (gpus.empty()) return fail("the driver reports no GPU on this node, so no device map can apply");
@@ -147,7 +147,7 @@ Result<DeviceMapPlan> plan_device_map(std::string_view text, const std::vector<N
     }
     // Every moved process is checkpointed before any restore, so a target has its free memory plus what
     // the moved processes release there.
-    auto held_on = [&](const NodeGpu& g) {
+    auto held_on = [&](const CheckpointGpu& g) {
         auto it = held->find(g.uuid);
         return it == held->end() ? uint64_t{0} : it->second;
     };

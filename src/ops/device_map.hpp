@@ -15,7 +15,7 @@
 namespace gpudx {
 
 // One GPU of this node as the checkpoint driver sees it, with CUDA_VISIBLE_DEVICES ignored.
-struct NodeGpu {
+struct CheckpointGpu {
     int index = 0;       // position in PCI order: the NVML index, and the CUDA ordinal under CUDA_DEVICE_ORDER=PCI_BUS_ID
     std::string uuid;    // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
     std::string pci;     // normalised dddd:bb:dd.f; empty when the driver did not say
@@ -40,7 +40,7 @@ Result<std::vector<DeviceMapItem>> parse_device_map(std::string_view text);
 
 // The node GPU a spec names: a UUID ("GPU-…", any case), a PCI address in any spelling, or an index.
 // Returns its position in `gpus`.
-Result<size_t> resolve_gpu(std::string_view spec, const std::vector<NodeGpu>& gpus);
+Result<size_t> resolve_gpu(std::string_view spec, const std::vector<CheckpointGpu>& gpus);
 
 struct DeviceMapPlan {
     std::vector<GpuPair> pairs;      // one per node GPU, in index order; unmapped GPUs map to themselves
@@ -54,10 +54,10 @@ using MemoryHeld = std::optional<std::map<std::string, uint64_t>>;
 // Resolves, expands and validates a map against this node: every GPU exists, each is a source at most
 // once, the result is a permutation, source and target are the same model, and each target has room
 // for what arrives (its free memory plus what the moved processes release there).
-Result<DeviceMapPlan> plan_device_map(std::string_view text, const std::vector<NodeGpu>& gpus,
+Result<DeviceMapPlan> plan_device_map(std::string_view text, const std::vector<CheckpointGpu>& gpus,
                                       const MemoryHeld& held = std::nullopt);
 
 // "GPU 0 (GPU-7e37…, 0000:00:06.0)": how messages name a GPU, never by a bare number.
-std::string describe_gpu(const NodeGpu& gpu);
+std::string describe_gpu(const CheckpointGpu& gpu);
 
 }  // namespace gpudx

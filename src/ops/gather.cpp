@@ -132,7 +132,11 @@ private:
             if (fs::is_directory(p, ec)) return;
         }
         fs::create_directories(p.parent_path(), ec);
-        std::ofstream(p, std::ios::binary | std::ios::trunc) << target;
+        // A real link: Root follows it inside the capture, also as the last component of a file read
+        // (/etc/os-release -> ../usr/lib/os-release). Links recorded as files are read too (h200x2).
+        fs::remove(p, ec);
+        fs::create_symlink(target, p, ec);
+        if (ec) std::ofstream(p, std::ios::binary | std::ios::trunc) << target;
         ++summary_.links;
     }
 

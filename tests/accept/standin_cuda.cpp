@@ -5,7 +5,8 @@
 //   wrong_bytes_d2h  device-to-host copies deliver one wrong byte
 //   wrong_bytes_peer peer copies deliver one wrong byte
 //   hang_peer        peer copies never return (the watchdog must catch it)
-// GPUDX_STANDIN_GPUS sets the GPU count (default 2); each has 128 MiB and 4 multiprocessors.
+// GPUDX_STANDIN_GPUS sets the GPU count (default 2); each has 64 MiB and 4 multiprocessors.
+// CUDA_VISIBLE_DEVICES (indices or UUID prefixes) is honoured like the real driver does.
 #include <unistd.h>
 
 #include <chrono>
@@ -16,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "ops/accept_kernels.hpp"
 
@@ -24,7 +26,7 @@ namespace {
 namespace k = gpudx::accept_kernels;
 using CUresult = int;
 using CUdeviceptr = unsigned long long;
-constexpr uint64_t kDeviceBytes = 128ull << 20;
+constexpr uint64_t kDeviceBytes = 64ull << 20;
 constexpr int kSms = 4;
 
 std::string fault() {
@@ -34,6 +36,42 @@ std::string fault() {
 int gpu_count() {
     const char* n = std::getenv("GPUDX_STANDIN_GPUS");
     return n ? std::atoi(n) : 2;
+}
+
+std::string uuid_text(int d) {
+    std::string out = "GPU-";
+    const char* hex = "0123456789abcdef";
+    for (int i = 0; i < 16; ++i) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+        unsigned v = static_cast<unsigned>(0x10 * (d + 1) + i) & 0xffu;
+        out += hex[v >> 4];
+        out += hex[v & 15];
+    }
+    return out;
+}
+
+// Physical devices in the order CUDA_VISIBLE_DEVICES shows them; an entry that names none ends the list.
+std::vector<int> visible() {
+    std::vector<int> out;
+    const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+    if (!cvd) {
+        for (int d = 0; d < gpu_count(); ++d) out.push_back(d);
+        return out;
+    }
+    std::string list(cvd);
+    size_t start = 0;
+    while (start <= list.size()) {
+        size_t comma = list.find(',', start);
+        std::string e = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        int hit = -1;
+        for (int d = 0; d < gpu_count() && e.size(); ++d)
+            if (e.rfind("GPU-", 0) == 0 ? uuid_text(d).rfind(e, 0) == 0 : std::to_string(d) == e) hit = d;
+        if (hit < 0) break;
+        out.push_back(hit);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    return out;
 }
 
 struct Context {
@@ -60,18 +98,19 @@ void corrupt(void* dst, size_t bytes) {
 
 extern "C" {
 
-CUresult cuInit(unsigned) { return fault() == "no_device" ? 100 : 0; }
+CUresult cuInit(unsigned) { return fault() == "no_device" || visible().empty() ? 100 : 0; }
 CUresult cuDriverGetVersion(int* v) {
     *v = 13000;
     return 0;
 }
 CUresult cuDeviceGetCount(int* n) {
-    *n = gpu_count();
+    *n = static_cast<int>(visible().size());
     return 0;
 }
 CUresult cuDeviceGet(int* d, int ordinal) {
-    if (ordinal < 0 || ordinal >= gpu_count()) return 101;
-    *d = ordinal;
+    auto v = visible();
+    if (ordinal < 0 || ordinal >= static_cast<int>(v.size())) return 101;
+    *d = v[static_cast<size_t>(ordinal)];
     return 0;
 }
 CUresult cuDeviceGetName(char* name, int len, int d) {

@@ -98,6 +98,16 @@ inline std::optional<int> injected_failure(const char* step, int pid) {
     return std::nullopt;
 }
 
+inline bool rule_listed(const char* variable, const char* step, int pid) {
+    const char* spec = std::getenv(variable);
+    if (!spec) return false;
+    for (const auto& rule : split(spec, ','))
+        if (matches(rule, step, pid)) return true;
+    return false;
+}
+
+inline bool crash_requested(const char* step, int pid) { return rule_listed("GPUDX_CKPT_CRASH", step, pid); }
+
 inline bool hang_requested(const char* step, int pid) {
     const char* spec = std::getenv("GPUDX_CKPT_HANG");
     if (!spec) return false;

@@ -5,6 +5,7 @@
 //   GPUDX_CKPT_LOG=FILE            append one line per call: "cuCheckpointProcessLock pid=12 timeoutMs=0 -> 0"
 //   GPUDX_CKPT_FAIL=STEP[@PID]:CODE[,…]  return CODE from that step (init, lock, checkpoint, restore, unlock, state)
 //   GPUDX_CKPT_HANG=STEP[@PID]     never return from that step
+//   GPUDX_CKPT_CRASH=STEP[@PID]    abort() in that step (a driver crashing the caller)
 //   GPUDX_CKPT_GPUS=UUID|PCI|MODEL|FREE|TOTAL;…  the node's GPUs (also read by the NVML stand-in)
 //   GPUDX_CKPT_STATE_DIR=DIR       keep each PID's state in DIR/PID so separate gpudx runs see it
 //   GPUDX_CKPT_CUDA_VERSION=13000  what cuDriverGetVersion answers
@@ -64,6 +65,10 @@ CUresult finish(const char* step, int pid, const std::string& call_text, CUresul
     if (standin::hang_requested(step, pid)) {
         standin::log_line(call_text + " -> (hang)");
         for (;;) ::pause();
+    }
+    if (standin::crash_requested(step, pid)) {
+        standin::log_line(call_text + " -> (crash)");
+        std::abort();
     }
     CUresult rc = natural;
     if (auto injected = standin::injected_failure(step, pid)) rc = *injected;

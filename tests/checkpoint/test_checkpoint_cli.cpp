@@ -335,6 +335,21 @@ TEST_F(CheckpointCli, HungCheckpointIsUndoneByAFreshWorker) {
     EXPECT_NE(r.out.find("pid " + p + ": running"), std::string::npos) << r.out;
 }
 
+TEST_F(CheckpointCli, DriverCrashingTheWorkerIsReportedAndUndone) {
+    Target t;
+    auto p = std::to_string(t.pid);
+    auto r = gpudx("migrate " + p + " --device-map swap:0,1 --format json",
+                   "GPUDX_CKPT_CRASH=restore GPUDX_CKPT_STATE_DIR=" + work_.string());
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["failure"]["name"], "GPUDX_WORKER_LOST");
+    EXPECT_NE(j["failure"]["meaning"].get<std::string>().find("died of signal 6"), std::string::npos) << j["failure"];
+    // The fresh worker finds the process checkpointed; its undo restore crashes too (same fault), so the
+    // process is reported as left checkpointed with the command that brings it back.
+    EXPECT_EQ(j["final_states"][0]["state"], "checkpointed");
+    EXPECT_TRUE(t.alive());
+}
+
 TEST_F(CheckpointCli, RefusesAProcessOfAnotherUser) {
     if (::geteuid() == 0) {
         // As root, become nobody (65534) to ask for a process root owns.

@@ -9,12 +9,16 @@ rm -rf "$work"; mkdir -p "$work"
 "$gpudx" snapshot --no-driver --root "$work/capture" > "$work/replay.json"
 python3 - "$work/live.json" "$work/replay.json" "$work/capture" <<'PY'
 import json, sys
-VOLATILE = {"duration_ms", "collected_at", "root"}
+# caller_can_open is asked of the live machine only: a replay cannot know who will open the nodes.
+VOLATILE = {"duration_ms", "collected_at", "root", "caller_can_open"}
 def norm(v):
     if isinstance(v, dict): return {k: norm(x) for k, x in v.items() if k not in VOLATILE}
     if isinstance(v, list): return [norm(x) for x in v]
     return v
 live, replay = (norm(json.load(open(p))) for p in sys.argv[1:3])
+# The live kernel log is /dev/kmsg; its capture is _commands/dmesg.txt holding the same records.
+for snap in (live, replay):
+    snap.get("kernel_log", {}).pop("source", None)
 # Collectors whose sources change between two reads of a running machine: the kernel log grows and
 # processes come and go. Their content is compared by kind, not by count.
 if live != replay:

@@ -24,7 +24,7 @@ public:
         info_.driver_version = "580.159.04";
     }
     const DriverInfo& info() const override { return info_; }
-    std::vector<NodeGpu> gpus() override {
+    std::vector<CheckpointGpu> gpus() override {
         return {{0, kGpu0, "0000:00:06.0", "NVIDIA H200", 100ULL << 30, 141ULL << 30},
                 {1, kGpu1, "0000:00:07.0", "NVIDIA H200", 100ULL << 30, 141ULL << 30}};
     }

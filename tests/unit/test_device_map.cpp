@@ -10,13 +10,13 @@ const std::string kGpu1 = "GPU-40cd403d-66ba-4608-72b9-5be5031085dc";
 constexpr uint64_t kGiB = 1ULL << 30;
 
 // The h200x2 fixture's GPUs, 139.8 GiB free each.
-std::vector<NodeGpu> h200x2() {
+std::vector<CheckpointGpu> h200x2() {
     return {{0, kGpu0, "0000:00:06.0", "NVIDIA H200", 150110011392ULL, 150755000320ULL},
             {1, kGpu1, "0000:00:07.0", "NVIDIA H200", 150110011392ULL, 150755000320ULL}};
 }
 
-std::vector<NodeGpu> four() {
-    std::vector<NodeGpu> g;
+std::vector<CheckpointGpu> four() {
+    std::vector<CheckpointGpu> g;
     for (int i = 0; i < 4; ++i)
         g.push_back({i, "GPU-" + std::string(8, char('a' + i)) + "-0000-0000-0000-000000000000",
                      "0000:0" + std::to_string(i + 1) + ":00.0", "NVIDIA H100 80GB HBM3", 80 * kGiB, 81 * kGiB});

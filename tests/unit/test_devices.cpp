@@ -63,8 +63,9 @@ TEST(ProcParsers, CgroupV1AndV2) {
     auto v2 = parse_proc_cgroup("0::/system.slice/docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope\n");
     ASSERT_EQ(v2.size(), 1u);
     EXPECT_TRUE(v2[0].controllers.empty());
-    EXPECT_EQ(cgroup_directory(v2),
+    EXPECT_EQ(cgroup_directory(v2).directory,
               "/sys/fs/cgroup/system.slice/docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope");
+    EXPECT_EQ(cgroup_directory(v2, "/sys/fs/cgroup/unified").mount, "/sys/fs/cgroup/unified");
     auto owner = cgroup_owner(primary_cgroup_path(v2));
     EXPECT_EQ(owner.runtime, "docker");
     EXPECT_EQ(owner.container_id, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
@@ -74,7 +75,8 @@ TEST(ProcParsers, CgroupV1AndV2) {
                                 "garbage\n1:name=systemd:/user.slice\n");
     ASSERT_EQ(v1.size(), 3u);
     EXPECT_EQ(primary_cgroup_path(v1), "/slurm/uid_1000/job_1234/step_0/task_0");
-    EXPECT_EQ(cgroup_directory(v1), "/sys/fs/cgroup/devices/slurm/uid_1000/job_1234/step_0/task_0");
+    EXPECT_EQ(cgroup_directory(v1).directory, "/sys/fs/cgroup/devices/slurm/uid_1000/job_1234/step_0/task_0");
+    EXPECT_EQ(cgroup_directory(v1).mount, "/sys/fs/cgroup/devices");
     auto slurm = cgroup_owner(primary_cgroup_path(v1));
     EXPECT_EQ(slurm.runtime, "slurm");
     EXPECT_EQ(slurm.slurm_job_id, "1234");
@@ -125,14 +127,20 @@ TEST(Devices, HoldersFromRecordedFdLinks) {
     write(dir / "proc/4242/fd/6", "/dev/nvidia1");
     write(dir / "proc/99/comm", "bash\n");
     write(dir / "proc/99/fd/0", "/dev/pts/0");
+    write(dir / "proc/4343/status", "Name:\tworker\nState:\tZ (zombie)\nUid:\t0\t0\t0\t0\n");
+    write(dir / "proc/4343/cgroup", "0::/system.slice\n");
+    write(dir / "proc/4343/fd/9", "/dev/nvidia0");
     fs::create_directories(dir / "sys/fs/cgroup/system.slice");
     Root root(dir);
     CollectOptions opts;
     CollectContext ctx{root, opts};
     DevicesLayer d;
     collect_devices(ctx, d);
-    EXPECT_EQ(d.processes_scanned, 2u);
-    ASSERT_EQ(d.holders.size(), 1u);
+    EXPECT_EQ(d.processes_scanned, 3u);
+    ASSERT_EQ(d.holders.size(), 2u);
+    EXPECT_EQ(d.holders[1].pid, 4343);
+    EXPECT_EQ(d.holders[1].name, "worker");  // no comm file: the status Name
+    EXPECT_EQ(d.holders[1].cgroup_exists, true);
     auto& h = d.holders[0];
     EXPECT_EQ(h.pid, 4242);
     EXPECT_EQ(h.name, "python3");
@@ -151,6 +159,17 @@ TEST(Devices, HoldersFromRecordedFdLinks) {
     EXPECT_EQ(stuck->subjects[0].uuid, "GPU-40cd403d-66ba-4608-72b9-5be5031085dc");
     EXPECT_EQ(stuck->subjects[0].pci, "0000:00:07.0");
     EXPECT_NE(stuck->message.find("Slurm job 77"), std::string::npos);
+    int stuck_count = 0;
+    for (auto& f : findings)
+        if (f.id == "devices.stuck_holder") {
+            ++stuck_count;
+            if (f.message.find("pid 4343") != std::string::npos) {
+                EXPECT_NE(f.message.find("zombie"), std::string::npos);
+                ASSERT_EQ(f.subjects.size(), 1u);
+                EXPECT_EQ(f.subjects[0].uuid, "GPU-992cb470-9027-88f4-48a9-a9a329d6978d");
+            }
+        }
+    EXPECT_EQ(stuck_count, 2);
     fs::remove_all(dir);
 }
 

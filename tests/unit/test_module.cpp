@@ -88,6 +88,11 @@ const Finding* find(const std::vector<Finding>& f, std::string_view id) {
         if (x.id == id) return &x;
     return nullptr;
 }
+// Severity of a finding, nullopt when absent (so a missing finding fails the test instead of crashing it).
+std::optional<Severity> severity_of(const std::vector<Finding>& f, std::string_view id) {
+    auto* x = find(f, id);
+    return x ? std::optional<Severity>(x->severity) : std::nullopt;
+}
 }  // namespace
 
 TEST(ModuleParse, ProcModules) {
@@ -215,7 +220,7 @@ TEST(ModuleCollect, ModuleFileThroughLibkmod) {
     lib.soname = "libnvidia-ml.so.1";
     lib.chosen = LibraryCopy{"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "", "580.172.08", "ld.so.cache"};
     s.libraries.libraries.push_back(lib);
-    EXPECT_EQ(find(run_checks(s), "module.updated_not_rebooted")->severity, Severity::error);
+    EXPECT_EQ(severity_of(run_checks(s), "module.updated_not_rebooted"), Severity::error);
 }
 
 TEST(ModuleCollect, VermagicMismatchAndMissingFile) {
@@ -234,7 +239,8 @@ TEST(ModuleCollect, VermagicMismatchAndMissingFile) {
 
     fs::remove(ko);
     auto s = snapshot_of(fx.dir);
-    auto* miss = find(run_checks(s), "module.missing_for_kernel");
+    auto no_file = run_checks(s);
+    auto* miss = find(no_file, "module.missing_for_kernel");
     ASSERT_TRUE(miss);
     EXPECT_EQ(miss->severity, Severity::warning);  // loaded: this boot still works
 }
@@ -261,11 +267,12 @@ TEST(ModuleCollect, DkmsTree) {
     s.module.kernel_release = "6.11.0-1-generic";
     s.module.files_unavailable = "no module tree";
     s.module.dkms = e;
-    auto* f = find(run_checks(s), "module.dkms_build_failed");
+    auto findings = run_checks(s);
+    auto* f = find(findings, "module.dkms_build_failed");
     ASSERT_TRUE(f);
     EXPECT_EQ(f->severity, Severity::error);
     s.module.kernel_release = "6.8.0-45-generic";
-    EXPECT_EQ(find(run_checks(s), "module.dkms_build_failed")->severity, Severity::warning);
+    EXPECT_EQ(severity_of(run_checks(s), "module.dkms_build_failed"), Severity::warning);
 }
 
 TEST(ModuleChecks, NotLoadedExcludedAndNotInDriver) {
@@ -275,16 +282,18 @@ TEST(ModuleChecks, NotLoadedExcludedAndNotInDriver) {
     ASSERT_TRUE(find(f, "module.gpu_excluded"));
     EXPECT_EQ(find(f, "module.gpu_excluded")->severity, Severity::warning);
     EXPECT_EQ(find(f, "module.gpu_excluded")->subjects[0].uuid, "GPU-40cd403d-66ba-4608-72b9-5be5031085dc");
-    EXPECT_EQ(find(run_checks(s, 2u), "module.gpu_excluded")->severity, Severity::error);
+    EXPECT_EQ(severity_of(run_checks(s, 2u), "module.gpu_excluded"), Severity::error);
 
     s.module.nvidia_gpus.pop_back();
     s.module.nvidia_gpus[0].excluded = false;
-    auto* nid = find(run_checks(s), "module.gpu_not_in_driver");
+    auto after_drop = run_checks(s);
+    auto* nid = find(after_drop, "module.gpu_not_in_driver");
     ASSERT_TRUE(nid);
     EXPECT_EQ(nid->subjects[0].pci, "0000:00:07.0");
 
     s.module.loaded.clear();
-    auto* nl = find(run_checks(s), "module.not_loaded");
+    auto unloaded = run_checks(s);
+    auto* nl = find(unloaded, "module.not_loaded");
     ASSERT_TRUE(nl);
     EXPECT_EQ(nl->severity, Severity::error);
     EXPECT_EQ(nl->subjects.size(), 2u);

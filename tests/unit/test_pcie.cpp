@@ -116,10 +116,25 @@ TEST(PcieParse, SysfsHexAndClasses) {
     EXPECT_FALSE(is_nvswitch_class(0x1002, 0x068000));
 }
 
+TEST(PcieParse, UeventIdentity) {
+    auto u = parse_pci_uevent("DRIVER=nvidia\nPCI_CLASS=30200\nPCI_ID=10DE:2335\nPCI_SUBSYS_ID=10DE:18BF\n"
+                              "PCI_SLOT_NAME=0000:00:06.0\nMODALIAS=pci:v000010DEd00002335sv000010DEsd000018BFbc03sc02i00\n");
+    EXPECT_EQ(u.vendor_id, 0x10deu);
+    EXPECT_EQ(u.device_id, 0x2335u);
+    EXPECT_EQ(u.subsystem_device_id, 0x18bfu);
+    EXPECT_EQ(u.class_code, 0x030200u);
+    EXPECT_EQ(u.driver, "nvidia");
+    auto unbound = parse_pci_uevent("PCI_CLASS=60000\nPCI_ID=8086:0D57\nPCI_ID_BAD=x\n");
+    EXPECT_EQ(unbound.driver, "");
+    EXPECT_EQ(unbound.class_code, 0x060000u);
+    EXPECT_FALSE(parse_pci_uevent("PCI_ID=10DE\n").vendor_id);
+}
+
 TEST(PcieParse, ParentFromCanonicalPath) {
     EXPECT_EQ(parent_from_sysfs_path("/sys/devices/pci0000:00/0000:00:06.0"), "");
     EXPECT_EQ(parent_from_sysfs_path("/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:08.0/0000:03:00.0"),
               "0000:02:08.0");
+    EXPECT_EQ(parent_from_sysfs_path("../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0"), "0000:00:01.0");
 }
 
 TEST(PcieParse, PciIdsLooksUpOnlyWhatIsAsked) {
@@ -185,8 +200,10 @@ TEST(PcieCollect, FaultsFromAModifiedCapture) {
     fx.write("sys/devices/pci0000:00/0000:00:07.0/aer_dev_nonfatal", "CmpltTO 4\nTOTAL_ERR_NONFATAL 4\n");
     fx.write("sys/bus/pci/slots/17/address", "0000:00:07\n");
     // An attribute that cannot be read: a directory where a file should be.
-    fs::remove(fx.dir / "sys/devices/pci0000:00/0000:00:05.0/revision");
-    fs::create_directory(fx.dir / "sys/devices/pci0000:00/0000:00:05.0/revision");
+    fs::remove(fx.dir / kDevDir06 / "revision");
+    fs::create_directory(fx.dir / kDevDir06 / "revision");
+    // A uevent without ids: the separate attribute files are read instead.
+    fx.write("sys/devices/pci0000:00/0000:00:05.0/uevent", "garbage\n");
 
     CollectorStatus st;
     auto l = collect(fx.dir, &st);
@@ -198,8 +215,10 @@ TEST(PcieCollect, FaultsFromAModifiedCapture) {
     EXPECT_EQ(g7->aer_fatal.at("TOTAL_ERR_FATAL"), 1u);
     EXPECT_EQ(g7->link_current.width, 8u);
     ASSERT_EQ(st.problems.size(), 1u);
-    EXPECT_EQ(st.problems[0].path, "/sys/bus/pci/devices/0000:00:05.0/revision");
-    EXPECT_TRUE(device(l, "0000:00:05.0")->vendor_id);  // still listed
+    EXPECT_EQ(st.problems[0].path, "/sys/bus/pci/devices/0000:00:06.0/revision");
+    EXPECT_FALSE(device(l, "0000:00:06.0")->revision);  // still listed, without it
+    EXPECT_EQ(device(l, "0000:00:05.0")->vendor_id, 0x1af4u);
+    EXPECT_EQ(device(l, "0000:00:05.0")->driver, "virtio-pci");
 
     Snapshot s;
     s.pcie = l;

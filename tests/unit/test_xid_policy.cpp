@@ -156,6 +156,7 @@ TEST(KernelLogRules, XidIsAttributedToItsGpuWithRepeatsCounted) {
                           "[  100.000000] NVRM: Xid (PCI:0000:00:06): 79, pid=1234, name=python3, GPU has fallen off the bus.\n"
                           "[  160.500000] NVRM: Xid (PCI:0000:00:06): 79, pid=1300, name=torchrun, GPU has fallen off the bus.\n"
                           "[  200.250000] NVRM: Xid (PCI:0000:00:06): 79, pid=1234, name=python3, GPU has fallen off the bus.\n"
+                          "[  200.250010] NVRM: GPU 0000:00:06.0: GPU has fallen off the bus.\n"
                           "[  300.000000] NVRM: Xid (PCI:0000:00:07): 63, pid=77, name=app, Row Remapper: New row marked\n");
     Snapshot s = h200_with_log(log);
     auto findings = kernel_log_findings(s);

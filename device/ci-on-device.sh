@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The whole build and test suite on the GPU machine's many cores (GoogleTest built from carried sources).
+set -u
+start=$(date +%s)
+cmake -S . -B build-ci -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUDX_HEADERS_DIR=$PWD/.device-carry/include \
+  -DGPUDX_GTEST_SOURCE=$PWD/.device-carry/googletest > $OUT/ci-build.log 2>&1
+ninja -C build-ci -k 0 -j32 >> $OUT/ci-build.log 2>&1
+echo "build rc=$? in $(( $(date +%s) - start )) s"
+grep -E "error:|FAILED" $OUT/ci-build.log | head -20
+true || ( cd build-ci/tests && timeout 60 cuda-gdb -batch -ex run -ex bt --args ./gpudx_unit_tests --gtest_list_tests > $OUT/unit-gdb.log 2>&1 )
+grep -A25 "SIGSEGV" $OUT/unit-gdb.log | head -40
+mkdir -p tests/golden; ( cd build-ci && GPUDX_UPDATE_GOLDEN=1 timeout 120 ctest -L e2e -j16 > /dev/null 2>&1 )
+tar -czf $OUT/golden.tar.gz tests/golden
+cd build-ci && timeout 300 ctest -j16 --timeout 120 --output-on-failure > $OUT/ctest.log 2>&1
+echo "ctest rc=$?"
+grep -E "tests passed|\*\*\*" $OUT/ctest.log | head -60
