@@ -396,6 +396,8 @@ KernelLogFormat detect_log_format(std::string_view head) {
 std::string_view classify_topic(std::string_view m) {
     if (contains_word_ci(m, "xid")) return "xid";
     if (contains_ci(m, "nvrm")) return "nvrm";
+    // "kfd kfd: amdgpu: added device ...": the KFD driver's own line names amdgpu too.
+    if (m.starts_with("kfd")) return "kfd";
     if (contains_ci(m, "amdgpu")) return "amdgpu";
     if (contains_word_ci(m, "kfd")) return "kfd";
     if (contains_word_ci(m, "aer") || contains_ci(m, "pcie bus error")) return "aer";

@@ -32,8 +32,9 @@ struct FleetNode {
     std::vector<FleetXid> xids;
 };
 
-// Reads only the keys the report uses (the kernel log's lines, device holders, environment and collector
-// details are skipped while parsing). Errors name the problem; the caller adds the file name.
+// Reads only the fields the report uses, with a SAX reader that builds no JSON document (the kernel log's
+// lines, device holders, environment and collector details are only lexed). Errors name the problem
+// ("truncated, not valid JSON: ...", "not a gpudx snapshot ...", "snapshot does not match the schema: ...").
 Result<FleetNode> parse_fleet_snapshot(std::string_view json_text);
 Result<FleetNode> read_fleet_snapshot(const std::string& path, std::string& buffer);
 

@@ -10,7 +10,7 @@ rm -rf "$work"; mkdir -p "$work"
 python3 - "$work/live.json" "$work/replay.json" "$work/capture" <<'PY'
 import json, sys
 # caller_can_open is asked of the live machine only: a replay cannot know who will open the nodes.
-VOLATILE = {"duration_ms", "collected_at", "root", "caller_can_open"}
+VOLATILE = {"duration_ms", "collected_at", "root", "caller_can_open", "processes_scanned", "processes_unreadable"}
 def norm(v):
     if isinstance(v, dict): return {k: norm(x) for k, x in v.items() if k not in VOLATILE}
     if isinstance(v, list): return [norm(x) for x in v]

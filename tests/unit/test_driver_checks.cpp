@@ -132,7 +132,8 @@ TEST(DriverChecks, SystemDriverMismatchPointsAtTheLibraries) {
     s.cuda.caller.init_result = 803;
     s.cuda.caller.init_name = "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
     s.cuda.library_path = "/usr/local/nvidia/lib64/libcuda.so.1";
-    auto* f = find(run(s), "driver.cuda_init_failed");
+    auto findings = run(s);
+    auto* f = find(findings, "driver.cuda_init_failed");
     ASSERT_NE(f, nullptr);
     EXPECT_EQ(f->layer, Layer::libraries);
 }
@@ -153,7 +154,8 @@ TEST(DriverChecks, TimedOutCallIsUnresponsiveAndNamesTheCall) {
 TEST(DriverChecks, UserSpaceVersionDifferentFromKernelIsALibrariesFinding) {
     auto s = h200_like();
     s.nvml.driver_version = "570.86.15";
-    auto* f = find(run(s), "driver.version_mismatch");
+    auto findings = run(s);
+    auto* f = find(findings, "driver.version_mismatch");
     ASSERT_NE(f, nullptr);
     EXPECT_EQ(f->layer, Layer::libraries);
     EXPECT_NE(f->message.find("570.86.15"), std::string::npos);
@@ -198,7 +200,8 @@ TEST(DriverChecks, FabricStateMattersOnlyWithNvswitches) {
 TEST(DriverChecks, GpuLostIsAnError) {
     auto s = h200_like();
     s.nvml.devices[1].errors.push_back("nvmlDeviceGetUUID: NVML_ERROR_GPU_IS_LOST (15, GPU is lost)");
-    auto* f = find(run(s), "driver.gpu_lost");
+    auto findings = run(s);
+    auto* f = find(findings, "driver.gpu_lost");
     ASSERT_NE(f, nullptr);
     EXPECT_EQ(f->subjects[0].uuid, kUuid1);
 }

@@ -105,6 +105,44 @@ TEST(FleetParse, TruncatedAndForeignJsonAreErrorsThatSaySo) {
     EXPECT_NE(wrong_type.error().message.find("does not match the schema"), std::string::npos);
 }
 
+TEST(FleetParse, NullLayersAndNullChosenLibraryAreAccepted) {
+    auto n = parse_fleet_snapshot(
+        R"({"schema_version": 1, "pcie": null, "nvml": null, "host": {"hostname": "gpu-a009", "kernel_release": null},
+            "libraries": {"libraries": [{"soname": "libcuda.so.1", "chosen": null, "copies": []}]},
+            "module": {"nvidia_gpus": [{"address": "0000:00:06.0", "uuid": "GPU-1", "minor": null, "fields": {"x": "y"}}]},
+            "cuda": {"driver_version": 13000, "all": {"devices": [{"pci": "0000:00:07.0", "uuid": "GPU-2"}]}},
+            "kernel_log": {"lines": [{"text": "NVRM: Xid"}], "xids": [{"pci": "0000:00:06.0", "code": 48, "pid": null}]},
+            "collectors": [{"name": "pcie", "state": "ok"}], "future_key": {"nested": [1, 2, {"a": null}]}})");
+    ASSERT_TRUE(n) << n.error().message;
+    EXPECT_EQ(n->record.hostname, "gpu-a009");
+    ASSERT_EQ(n->record.libraries.size(), 1u);
+    EXPECT_EQ(n->record.libraries[0].path, "");
+    ASSERT_EQ(n->record.gpus.size(), 2u);
+    EXPECT_EQ(n->record.gpus[0].uuid, "GPU-1");
+    EXPECT_EQ(n->record.gpus[1].uuid, "GPU-2");  // from cuda.all
+    EXPECT_EQ(n->record.cuda_driver_version, 13000);
+    ASSERT_EQ(n->xids.size(), 1u);
+    EXPECT_EQ(n->xids[0].code, 48);
+}
+
+TEST(FleetParse, SchemaProblemsNameThePath) {
+    auto newer = parse_fleet_snapshot(R"({"schema_version": 9, "pcie": {}})");
+    ASSERT_FALSE(newer);
+    EXPECT_NE(newer.error().message.find("newer than this gpudx understands"), std::string::npos);
+    auto array = parse_fleet_snapshot(R"([{"schema_version": 1}])");
+    ASSERT_FALSE(array);
+    EXPECT_NE(array.error().message.find("not a gpudx snapshot"), std::string::npos);
+    auto no_pcie = parse_fleet_snapshot(R"({"schema_version": 1, "host": {}})");
+    ASSERT_FALSE(no_pcie);
+    auto bad_vbios = parse_fleet_snapshot(R"({"schema_version": 1, "pcie": {}, "module": {"nvidia_gpus": [{"vbios": 7}]}})");
+    ASSERT_FALSE(bad_vbios);
+    EXPECT_EQ(bad_vbios.error().message, "snapshot does not match the schema: module.nvidia_gpus.vbios is not a string");
+    auto devices_object = parse_fleet_snapshot(R"({"schema_version": 1, "pcie": {"devices": {}}})");
+    ASSERT_FALSE(devices_object);
+    EXPECT_EQ(devices_object.error().message,
+              "snapshot does not match the schema: pcie.devices is an object, expected an array");
+}
+
 TEST(FleetCsv, FieldsAreEscapedPerRfc4180) {
     EXPECT_EQ(csv_field("580.159.04"), "580.159.04");
     EXPECT_EQ(csv_field("a,b"), "\"a,b\"");

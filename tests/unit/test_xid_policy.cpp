@@ -121,7 +121,7 @@ TEST(XidPolicy, UnknownKeysAreErrorsWithTheirLine) {
                               "[xid.79]\nmeaning = \"m\"\nseverity = \"error\"\naction = \"a\"\ncolour = \"red\"\n",
                               "site.toml");
     ASSERT_FALSE(r);
-    EXPECT_NE(r.error().message.find("site.toml:10"), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("site.toml:9"), std::string::npos) << r.error().message;
     EXPECT_NE(r.error().message.find("colour"), std::string::npos);
     auto top = parse_xid_policy("version = \"1\"\nseverity = \"error\"\n", "p.toml");
     ASSERT_FALSE(top);
@@ -133,7 +133,7 @@ TEST(XidPolicy, BadValuesAreErrors) {
                                 "[xid.79]\nmeaning = \"m\"\nseverity = \"fatal\"\naction = \"a\"\n",
                                 "p.toml");
     ASSERT_FALSE(sev);
-    EXPECT_NE(sev.error().message.find("p.toml:8"), std::string::npos) << sev.error().message;
+    EXPECT_NE(sev.error().message.find("p.toml:7"), std::string::npos) << sev.error().message;
     EXPECT_NE(sev.error().message.find("fatal"), std::string::npos);
     auto code = parse_xid_policy("version = \"1\"\n[default]\nseverity = \"warning\"\naction = \"a\"\n"
                                  "[xid.fallen]\nmeaning = \"m\"\nseverity = \"error\"\naction = \"a\"\n",
