@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev libkmod-dev
-  libgtest-dev libgmock-dev libbenchmark-dev pci.ids
+  libgtest-dev libgmock-dev libbenchmark-dev pci.ids kmod python3 xz-utils
 )
 if [[ "${1:-}" == "--with-integration" ]]; then
   packages+=(slurmctld slurmd munge prometheus-node-exporter prometheus)

@@ -165,8 +165,9 @@ std::vector<DkmsEntry> read_dkms_tree(const Root& root, std::vector<ReadProblem>
                 if (!arches) continue;
                 for (auto& arch : *arches) {
                     std::string adir = vdir + "/" + kernel + "/" + arch;
-                    DkmsEntry e{module, version, kernel, arch, {}, {}};
-                    if (root.exists(adir + "/log/make.log")) e.log = adir + "/log/make.log";
+                    DkmsEntry e{sanitize_utf8(module), sanitize_utf8(version), sanitize_utf8(kernel),
+                                sanitize_utf8(arch), {}, {}};
+                    if (root.exists(adir + "/log/make.log")) e.log = sanitize_utf8(adir + "/log/make.log");
                     if (has_module_files(root, adir + "/module")) {
                         e.state = root.exists(mdir + "/kernel-" + kernel + "-" + arch) ? "installed" : "built";
                     } else if (!e.log.empty()) {
@@ -185,7 +186,9 @@ std::vector<DkmsEntry> read_dkms_tree(const Root& root, std::vector<ReadProblem>
                 bool superseded = std::any_of(built_or_failed.begin(), built_or_failed.end(), [&](auto& e) {
                     return e.kernel == kernel && e.state != "failed" && (arch.empty() || e.arch == arch);
                 });
-                if (!superseded) built_or_failed.push_back({module, version, kernel, arch, "failed", build_log});
+                if (!superseded)
+                    built_or_failed.push_back({sanitize_utf8(module), sanitize_utf8(version), sanitize_utf8(kernel),
+                                               sanitize_utf8(arch), "failed", sanitize_utf8(build_log)});
             } else if (text.error().sys_errno != ENOENT) {
                 problems.push_back({build_log, text.error().message});
             }
@@ -215,16 +218,16 @@ void search_module_files(const Root& root, const std::string& dir, std::string_v
 
 std::string in_root_path(const Root& root, const std::string& host) {
     std::string base = root.base().string();
-    if (base == "/" || !host.starts_with(base + "/")) return host;
-    return host.substr(base.size());
+    if (base == "/" || !host.starts_with(base + "/")) return sanitize_utf8(host);
+    return sanitize_utf8(host.substr(base.size()));
 }
 
-// Each module file costs a read of the whole file (decompressed when compressed), so only the modules a
-// GPU node loads are looked up.
+// Reading a module file's modinfo costs a read of the whole file, decompressed when it is compressed (tens
+// of milliseconds for a zstd nvidia.ko), so only the modules the rules compare are examined.
 std::vector<std::string> modules_to_examine(const ModuleLayer& layer) {
-    std::vector<std::string> names = {"nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm"};
+    std::vector<std::string> names = {"nvidia"};
     for (auto& m : layer.loaded)
-        if (m.name == "amdgpu" || m.name == "nvidia_peermem") names.push_back(m.name);
+        if (m.name == "amdgpu") names.push_back(m.name);
     return names;
 }
 
@@ -254,6 +257,8 @@ void examine_module_files(const Root& root, ModuleLayer& layer, std::vector<Read
         layer.files_unavailable = ctx.error().message;
         return;
     }
+    // libkmod reads these behind the root's back: stat() them so that a recording root (gpudx gather) keeps them.
+    root.exists(layer.module_dir + "/modules.dep.bin");
     std::optional<std::string> modules_dep;  // read once, only when the binary index does not know a name
     for (auto& name : modules_to_examine(layer)) {
         std::string host = ctx->indexed_path(name), found_by = "modules.dep.bin";
@@ -288,6 +293,7 @@ void examine_module_files(const Root& root, ModuleLayer& layer, std::vector<Read
             host = h->string();
             found_by = "search";
         }
+        root.exists(in_root_path(root, host));
         auto info = ctx->file_info(host);
         if (!info) {
             ModuleFile f;
@@ -306,7 +312,7 @@ void examine_module_files(const Root& root, ModuleLayer& layer, std::vector<Read
 }
 
 void read_amdgpu(const Root& root, ModuleLayer& layer, std::vector<ReadProblem>& problems) {
-    if (auto v = root.read_file("/sys/module/amdgpu/version", 4096)) layer.amdgpu_version = std::string(trim(*v));
+    if (auto v = root.read_file("/sys/module/amdgpu/version", 4096)) layer.amdgpu_version = sanitize_utf8(trim(*v));
     // Firmware versions of each bound card: /sys/bus/pci/drivers/amdgpu/<addr>/fw_version/*_fw_version.
     auto bound = root.list_dir("/sys/bus/pci/drivers/amdgpu");
     if (!bound) return;
@@ -322,7 +328,7 @@ void read_amdgpu(const Root& root, ModuleLayer& layer, std::vector<ReadProblem>&
                 problems.push_back({dir + "/" + f, v.error().message});
                 continue;
             }
-            layer.amdgpu_firmware[addr->str() + "/" + f] = sanitize_utf8(trim(*v));
+            layer.amdgpu_firmware[addr->str() + "/" + sanitize_utf8(f)] = sanitize_utf8(trim(*v));
         }
     }
 }

@@ -22,7 +22,7 @@ std::string name_after_id(std::string_view text, size_t id_pos) {
     size_t start = id_pos + 4;
     size_t end = text.find('\n', start);
     if (end == std::string_view::npos) end = text.size();
-    return std::string(trim(text.substr(start, end - start)));
+    return sanitize_utf8(trim(text.substr(start, end - start)));
 }
 
 // The vendor block runs from its line to the next line that does not start with a tab or '#'.
@@ -148,6 +148,8 @@ private:
 PciIdNames lookup_pci_ids(const Root& root, const std::vector<std::pair<uint16_t, uint16_t>>& wanted) {
     if (wanted.empty()) return {};
     for (const char* path : {"/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids", "/usr/share/pci.ids"}) {
+        // stat() first: it is how a recording root (gpudx gather) learns that the file was used.
+        if (!root.exists(path)) continue;
         auto host = root.host_path(path);
         if (!host) continue;
         MappedFile file(*host);

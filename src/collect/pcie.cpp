@@ -118,7 +118,7 @@ struct DeviceReader {
 
     std::optional<std::string> link_target(const std::string& path) const {
         auto r = root.read_link(path);
-        if (r) return link_basename(*r);
+        if (r) return sanitize_utf8(link_basename(*r));
         if (r.error().sys_errno != ENOENT) problems.push_back({path, r.error().message});
         return std::nullopt;
     }
@@ -127,6 +127,8 @@ struct DeviceReader {
     // that stopped answering (all ones). Two bytes through pread, not the whole 4 KiB file: on a VM every
     // config dword read is a trap.
     std::optional<uint16_t> config_vendor(const std::string& path) const {
+        // stat() first: it is how a recording root (gpudx gather) learns that the file was used.
+        if (!root.exists(path)) return std::nullopt;
         auto host = root.host_path(path);
         if (!host) return std::nullopt;
         int fd = ::open(host->c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -155,7 +157,7 @@ std::map<std::string, std::string> read_slots(const Root& root, std::vector<Read
             continue;
         }
         auto addr = PciAddress::parse(std::string(trim(*text)) + ".0");
-        if (addr) by_device[addr->str().substr(0, 10)] = name;
+        if (addr) by_device[addr->str().substr(0, 10)] = sanitize_utf8(name);
     }
     return by_device;
 }
@@ -178,7 +180,7 @@ CollectorStatus collect_pcie(const CollectContext& ctx, PcieLayer& layer) {
     for (auto& name : *names) {
         auto addr = PciAddress::parse(name);
         if (!addr) {
-            st.problems.push_back({std::string(kDevicesDir) + "/" + name, "entry is not a PCI address"});
+            st.problems.push_back({sanitize_utf8(std::string(kDevicesDir) + "/" + name), "entry is not a PCI address"});
             continue;
         }
         PciDevice d;
@@ -221,11 +223,11 @@ CollectorStatus collect_pcie(const CollectContext& ctx, PcieLayer& layer) {
         if (detail) {
             d.revision = rd.hex_attr(base + "revision");
             if (auto t = rd.attr(base + "current_link_speed")) {
-                d.link_current.speed_text = std::string(trim(*t));
+                d.link_current.speed_text = sanitize_utf8(trim(*t));
                 d.link_current.speed_gts = parse_link_speed(*t);
             }
             if (auto t = rd.attr(base + "max_link_speed")) {
-                d.link_max.speed_text = std::string(trim(*t));
+                d.link_max.speed_text = sanitize_utf8(trim(*t));
                 d.link_max.speed_gts = parse_link_speed(*t);
             }
             // A width of 0 means the link is down or not trained: keep it, it is the evidence.

@@ -54,7 +54,7 @@ struct ModuleLayer {
     bool nvidia_gpus_listed = false;  // /proc/driver/nvidia/gpus could be listed (absence there then means something)
     std::string module_dir;           // /lib/modules/<release>, in the root
     std::string files_unavailable;    // why module files were not examined; empty when they were
-    std::vector<ModuleFile> files;  // nvidia, nvidia_uvm, amdgpu ... for the running kernel
+    std::vector<ModuleFile> files;  // nvidia (and amdgpu when loaded) for the running kernel
     std::vector<DkmsEntry> dkms;
     std::optional<std::string> amdgpu_version;
     std::map<std::string, std::string> amdgpu_firmware;

@@ -210,7 +210,8 @@ VerifyReport evaluate_identity(int pid, std::string_view maps_text, const std::o
         std::string driver = bus_or_empty(o.driver_bus), current = bus_or_empty(o.current_bus);
         auto owner_of = [&](const std::string& bus) {
             auto it = uuid_at.find(bus);
-            return it == uuid_at.end() ? std::string("no GPU of this node") : it->second;
+            if (it == uuid_at.end()) return std::string("no GPU of this node");
+            return it->second.starts_with("gpu-") ? "GPU-" + it->second.substr(4) : it->second;
         };
         if (!v.node_bus.empty() && !current.empty() && v.node_bus != current) {
             v.verdict = IdentityVerdict::unknown;
@@ -239,7 +240,7 @@ VerifyReport evaluate_identity(int pid, std::string_view maps_text, const std::o
         } else {
             v.verdict = IdentityVerdict::corrected;
             v.explanation = fmt::format(
-                "the driver still reports {} ({}) after a restore; the shim answers {}, where {} sits ({} answers "
+                "the driver still reports {} ({}) after a restore; the shim answers {}, where {} sits ({} answer(s) "
                 "corrected so far)",
                 driver, owner_of(driver), current, o.uuid, o.corrected);
         }

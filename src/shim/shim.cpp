@@ -453,9 +453,12 @@ void note_handed(Slot& s, uint64_t address) {
     }
 }
 
+// Plain loads first: on the hot path nothing is written unless something changed.
 void note_driver(Slot& s, uint64_t address, int domain_digits) {
     if (address == kNoAddress) return;
-    s.driver_domain_digits.store(domain_digits, std::memory_order_relaxed);
+    if (s.driver_domain_digits.load(std::memory_order_relaxed) != domain_digits)
+        s.driver_domain_digits.store(domain_digits, std::memory_order_relaxed);
+    if (s.driver_address.load(std::memory_order_relaxed) == address) return;
     if (s.driver_address.exchange(address, std::memory_order_relaxed) != address) request_publish(true);
 }
 
@@ -463,8 +466,9 @@ void note_driver(Slot& s, uint64_t address, int domain_digits) {
 void note_correction(int dev, CorrectionKind kind, const char* call, uint64_t driver_said, const View* v,
                      const char* detail = nullptr) {
     Slot& s = g_slots[dev];
-    bool first = s.corrected.fetch_add(1, std::memory_order_relaxed) == 0;
-    uint32_t before = s.logged.fetch_or(kind, std::memory_order_relaxed);
+    uint64_t count = s.corrected.fetch_add(1, std::memory_order_relaxed);
+    uint32_t before = kind;
+    if (!(s.logged.load(std::memory_order_relaxed) & kind)) before = s.logged.fetch_or(kind, std::memory_order_relaxed);
     if (!(before & kind) && detail) {
         log_line("ordinal %d: %s: %s", dev, call, detail);
     } else if (!(before & kind)) {
@@ -475,7 +479,9 @@ void note_correction(int dev, CorrectionKind kind, const char* call, uint64_t dr
         log_line("ordinal %d (%s): %s: driver says %s, that UUID's card is at %s (%s); answering %s", dev, u, call,
                  was, now, source_name(v->source), now);
     }
-    request_publish(first);
+    // The first correction is news; later ones only move a count, flushed at most once a second and
+    // looked at every 64th time so the hot path does not read the clock.
+    if (count == 0 || (count & 63) == 0) request_publish(count == 0);
 }
 
 // ---- Publishing the process's view for `gpudx verify` ----

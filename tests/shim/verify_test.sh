@@ -17,13 +17,15 @@ case $case_name in
                        GPUDX_SHIM_NVML=0 LD_PRELOAD="$shim") ;;
 esac
 
-coproc PROBE { env "${env_args[@]}" "$probe" serve; }
-probe_pid=$PROBE_PID
+coproc PROBE { exec env "${env_args[@]}" "$probe" serve; }
+coproc_pid=$PROBE_PID  # bash unsets PROBE_PID once the coprocess ends
+probe_pid=""  # the probe prints its own PID first (the coproc's PID may be a subshell's)
 # Reads the probe's output up to its next "ready" line.
 wait_ready() {
   local line
   while IFS= read -r -t 10 line <&"${PROBE[0]}"; do
     echo "probe: $line"
+    [[ $line == pid\ * ]] && probe_pid=${line#pid }
     [[ $line == ready ]] && return 0
   done
   fail "probe did not answer"; return 1
@@ -77,7 +79,7 @@ esac
 "$gpudx" verify 999999999 >/dev/null 2>&1; rc=$?
 [[ $rc == 64 ]] || fail "verify of a missing PID: exit $rc, want 64"
 echo quit >&"${PROBE[1]}"
-wait "$probe_pid" 2>/dev/null
+wait "$coproc_pid" 2>/dev/null
 [[ $case_name == no_shim || ! -e $state_dir/gpudx-shim.$probe_pid ]] || fail "state file left behind after exit"
 echo "verify_test $case_name: $failures failure(s)"
 exit $((failures > 0))
