@@ -121,8 +121,11 @@ def main():
     else:
         problems.append(f"no expect file in {o.scenario}")
 
-    compare_golden(os.path.join(o.golden, name + ".snapshot.json"), normalise(snapshot, tree), "snapshot", problems)
-    compare_golden(os.path.join(o.golden, name + ".diagnose.json"), normalise(report, tree), "diagnose", problems)
+    # A scenario whose output depends on what the host offers (libkmod reads the module files) is checked
+    # by its expect file alone: a golden file would hold one machine's answer.
+    if not os.path.exists(os.path.join(o.scenario, "no-golden")):
+        compare_golden(os.path.join(o.golden, name + ".snapshot.json"), normalise(snapshot, tree), "snapshot", problems)
+        compare_golden(os.path.join(o.golden, name + ".diagnose.json"), normalise(report, tree), "diagnose", problems)
     for p in problems:
         print("FAIL:", p)
     print(f"scenario {name}: boundary={boundary} findings={sorted(ids)} exit={rc}")
