@@ -17,8 +17,8 @@ ref=$(median_ms "$gpudx" snapshot --no-driver --root "$here/tests/fixtures/h200x
 live=$(median_ms "$gpudx" snapshot --no-driver)
 printf '%-48s %10s %8s\n' "what (median of $runs)" "ms" "ratio"
 printf '%-48s %10s %8s\n' "gpudx snapshot --no-driver --root h200x2" "$ref" "1.00"
-printf '%-48s %10s %8.2f\n' "gpudx snapshot --no-driver (this machine)" "$live" "$(echo "$live / $ref" | bc -l)"
+printf '%-48s %10s %8.2f\n' "gpudx snapshot --no-driver (this machine)" "$live" "$(awk -v a="$live" -v b="$ref" 'BEGIN{print a/b}')"
 if command -v nvidia-smi > /dev/null; then
   smi=$(runs=10 median_ms nvidia-smi -q)
-  printf '%-48s %10s %8.2f\n' "nvidia-smi -q" "$smi" "$(echo "$smi / $ref" | bc -l)"
+  printf '%-48s %10s %8.2f\n' "nvidia-smi -q" "$smi" "$(awk -v a="$smi" -v b="$ref" 'BEGIN{print a/b}')"
 fi
