@@ -11,6 +11,6 @@ true || ( cd build-ci/tests && timeout 60 cuda-gdb -batch -ex run -ex bt --args 
 grep -A25 "SIGSEGV" $OUT/unit-gdb.log | head -40
 mkdir -p tests/golden; ( cd build-ci && GPUDX_UPDATE_GOLDEN=1 timeout 120 ctest -L e2e -j16 > /dev/null 2>&1 )
 tar -czf $OUT/golden.tar.gz tests/golden
-cd build-ci && timeout 300 ctest -j16 --timeout 120 --output-on-failure > $OUT/ctest.log 2>&1
+cd build-ci && LD_LIBRARY_PATH=$PWD/../.device-carry/lib timeout 300 ctest -j16 --timeout 120 --output-on-failure > $OUT/ctest.log 2>&1
 echo "ctest rc=$?"
 grep -E "tests passed|\*\*\*" $OUT/ctest.log | head -60
