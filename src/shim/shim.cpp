@@ -641,7 +641,7 @@ __attribute__((destructor)) void shim_fini() {
 
 // ---- cuGetProcAddress: substitute only the identity entry points ----
 
-void substitute_proc(const char* symbol, void** pfn) {
+void substitute_proc(const char* symbol, void** pfn, int cuda_version) {
     if (!pfn || !*pfn) return;
     void* p = *pfn;
     if (is_own(p)) return;
@@ -656,6 +656,13 @@ void substitute_proc(const char* symbol, void** pfn) {
         return;
     }
     int i = interposed_index(symbol);
+    if (i == kGetProcAddress) {
+        // A pointer that is neither exported function (a driver-internal alias): the ABI follows the version
+        // asked for (cuGetProcAddress_v2 came with 12.0), and our wrapper calls the exported equivalent.
+        int variant = cuda_version >= 12000 ? kGetProcAddressV2 : kGetProcAddress;
+        if (real(variant)) *pfn = wrapper_of(variant);
+        return;
+    }
     if (i == kGetPCIBusId || i == kGetByPCIBusId || i == kGetAttribute) {
         // These have one ABI; the exported symbol and what the driver hands out behave the same.
         if (!g_real[i].load(std::memory_order_acquire)) store_real(i, p);
@@ -725,7 +732,7 @@ GPUDX_SHIM_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int 
     auto fn = real_as<gpudx::cu::GetProcAddress>(kGetProcAddress);
     if (!fn) return gpudx::CUDA_ERROR_NOT_FOUND;
     CUresult rc = fn(symbol, pfn, cudaVersion, flags);
-    if (rc == gpudx::CUDA_SUCCESS) substitute_proc(symbol, pfn);
+    if (rc == gpudx::CUDA_SUCCESS) substitute_proc(symbol, pfn, cudaVersion);
     return rc;
 }
 
@@ -735,7 +742,7 @@ GPUDX_SHIM_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, i
     if (!fn) return gpudx::CUDA_ERROR_NOT_FOUND;
     CUresult rc = fn(symbol, pfn, cudaVersion, flags, symbolStatus);
     if (rc == gpudx::CUDA_SUCCESS && (!symbolStatus || *symbolStatus == gpudx::CU_GET_PROC_ADDRESS_SUCCESS))
-        substitute_proc(symbol, pfn);
+        substitute_proc(symbol, pfn, cudaVersion);
     return rc;
 }
 

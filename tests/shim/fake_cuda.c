@@ -63,7 +63,7 @@ static void init_once(void) {
     for (int i = 0; i < g_count; ++i) {
         for (char* p = items[i]; *p; ++p)
             if (*p >= 'a' && *p <= 'f') *p = (char)(*p - 'a' + 'A');
-        snprintf(g_bus[i], sizeof g_bus[i], "%s", items[i]);
+        snprintf(g_bus[i], sizeof g_bus[i], "%.15s", items[i]);
         sscanf(g_bus[i], "%x:%x:%x", &g_domain[i], &g_busnum[i], &g_slot[i]);
     }
     int n = split(uuids ? uuids : "GPU-992cb470-9027-88f4-48a9-a9a329d6978d,GPU-40cd403d-66ba-4608-72b9-5be5031085dc",
@@ -143,7 +143,16 @@ EXPORT CUresult cuDeviceGetUuid(CUuuid* u, CUdevice d) { return cuDeviceGetUuid_
 EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, unsigned long long flags);
 EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsigned long long flags, int* status);
 
+/* With FAKE_CUDA_INTERNAL_GETPROC set, asking for cuGetProcAddress hands out driver-internal aliases
+ * (not the exported symbols), as a driver is free to do. */
+static CUresult internal_get_proc(const char* s, void** p, int v, unsigned long long f) { return cuGetProcAddress(s, p, v, f); }
+static CUresult internal_get_proc_v2(const char* s, void** p, int v, unsigned long long f, int* st) {
+    return cuGetProcAddress_v2(s, p, v, f, st);
+}
+
 static void* lookup(const char* symbol, int version) {
+    if (strcmp(symbol, "cuGetProcAddress") == 0 && getenv("FAKE_CUDA_INTERNAL_GETPROC"))
+        return version >= 12000 ? (void*)&internal_get_proc_v2 : (void*)&internal_get_proc;
     if (strcmp(symbol, "cuGetProcAddress") == 0)
         return version >= 12000 ? (void*)&cuGetProcAddress_v2 : (void*)&cuGetProcAddress;
     if (strcmp(symbol, "cuDeviceGetUuid") == 0)

@@ -155,10 +155,7 @@ void check_path(const Path& p, const char* const want_bus[2], const char* phase)
         unsigned want_dom = 0, want_b = 0, want_slot = 0;
         std::sscanf(want_bus[d], "%x:%x:%x", &want_dom, &want_b, &want_slot);
         check(dom == int(want_dom) && b == int(want_b) && slot == int(want_slot), where + ": PCI attributes");
-        int other = 0;
-        char sentinel = 'x';
-        (void)sentinel;
-        other = p.attr(&dom, 16, d);  // any other attribute passes through
+        int other = p.attr(&dom, 16, d);  // any other attribute passes through
         check(other == 0 && dom == 132, where + ": other attribute passes through");
         int found = -1;
         int brc = p.by_bus_id(&found, want_bus[d]);
