@@ -14,6 +14,9 @@ struct DiagnoseOptions {
     std::optional<unsigned> expect_gpus;  // --expect-gpus N
     std::string since;                    // kernel-log window; empty: current boot
     const XidPolicy* xid_policy = nullptr;  // null: the built-in default
+    // Findings from comparisons made outside the rule families (the node record of `--baseline`): they
+    // count toward the layers, the boundary and the verdict like any other.
+    std::vector<Finding> extra_findings;
 };
 
 struct CheckContext {

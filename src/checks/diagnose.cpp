@@ -67,6 +67,7 @@ Diagnosis diagnose(const Snapshot& snapshot, const DiagnoseOptions& options) {
                                   "Report this as a gpudx bug with the snapshot attached (gpudx snapshot -o FILE)."});
         }
     }
+    d.findings.insert(d.findings.end(), options.extra_findings.begin(), options.extra_findings.end());
     std::stable_sort(d.findings.begin(), d.findings.end(), [](const Finding& a, const Finding& b) {
         if (a.severity != b.severity) return a.severity > b.severity;
         return a.layer < b.layer;
