@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -87,12 +88,30 @@ void ProbeChannel::write_line(std::string_view tag, std::string_view text) {
     write_all(fd_, line.data(), line.size());
 }
 
-void ProbeChannel::progress(std::string_view call) { write_line("P", call); }
+ProbeChannel::ProbeChannel(int fd, std::string name)
+    : fd_(fd), name_(std::move(name)), tracing_(std::getenv("GPUDX_PROBE_TRACE") != nullptr),
+      last_(std::chrono::steady_clock::now()) {}
+
+void ProbeChannel::trace(std::string_view what) {
+    if (!tracing_) return;
+    auto now = std::chrono::steady_clock::now();
+    std::string line = fmt::format("gpudx probe {} +{:.3f} ms {}\n", name_, ms_between(last_, now), what);
+    last_ = now;
+    write_all(STDERR_FILENO, line.data(), line.size());
+}
+
+void ProbeChannel::progress(std::string_view call) {
+    trace(call);
+    write_line("P", call);
+}
 void ProbeChannel::result(const nlohmann::json& j) {
     // dump() escapes control characters, so the document stays on one line; invalid UTF-8 is replaced.
     write_line("R", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
-void ProbeChannel::done() { write_line("E", {}); }
+void ProbeChannel::done() {
+    trace("(done)");
+    write_line("E", {});
+}
 
 bool consume_probe_lines(std::string& buffer, ProbeOutcome& out) {
     bool ended = false;
@@ -141,7 +160,7 @@ std::vector<ProbeOutcome> run_probes(const std::vector<ProbeSpec>& specs) {
             // Child: only this probe's work, then _exit (no atexit handlers, no parent's destructors).
             ::signal(SIGPIPE, SIG_DFL);
             isolate_child_descriptors(fds[1]);
-            ProbeChannel ch(fds[1]);
+            ProbeChannel ch(fds[1], specs[i].name);
             try {
                 specs[i].body(ch);
             } catch (...) {
