@@ -7,10 +7,7 @@ cmake -S . -B build-ci -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUDX_HEADER
 ninja -C build-ci -k 0 -j32 >> $OUT/ci-build.log 2>&1
 echo "build rc=$? in $(( $(date +%s) - start )) s"
 grep -E "error:|FAILED" $OUT/ci-build.log | head -20
-true || ( cd build-ci/tests && timeout 60 cuda-gdb -batch -ex run -ex bt --args ./gpudx_unit_tests --gtest_list_tests > $OUT/unit-gdb.log 2>&1 )
-grep -A25 "SIGSEGV" $OUT/unit-gdb.log | head -40
-mkdir -p tests/golden; ( cd build-ci && GPUDX_UPDATE_GOLDEN=1 timeout 120 ctest -L e2e -j16 > /dev/null 2>&1 )
-tar -czf $OUT/golden.tar.gz tests/golden
+# The golden files are compared, not rewritten: a run with GPUDX_UPDATE_GOLDEN=1 would pass by construction.
 cd build-ci && LD_LIBRARY_PATH=$PWD/../.device-carry/lib timeout 300 ctest -j16 --timeout 120 --output-on-failure > $OUT/ctest.log 2>&1
 echo "ctest rc=$?"
 grep -E "tests passed|\*\*\*" $OUT/ctest.log | head -60
