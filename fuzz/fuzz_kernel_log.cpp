@@ -1,0 +1,56 @@
+// The kernel-log scanner (collect/kernel_log_parse.hpp) over every format, fed in arbitrary chunks: raw
+// /dev/kmsg records, dmesg, dmesg -T, journalctl -k short and short-iso, syslog kern.log.
+// Controls come from the end of the input (FuzzedDataProvider), so a plain log file is a good seed.
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include "collect/kernel_log_parse.hpp"
+#include "fuzz.hpp"
+#include "model/layer_json.hpp"
+
+namespace {
+
+nlohmann::json scan(std::string_view log, const gpudx::KernelLogScanOptions& o, std::optional<gpudx::KernelLogFormat> format,
+                    size_t chunk) {
+    gpudx::KernelLogScanner scanner(o);
+    if (format) scanner.set_format(*format);
+    for (size_t i = 0; i < log.size(); i += chunk) scanner.feed(log.substr(i, chunk));
+    auto r = scanner.finish("fuzz");
+    if (!r) return nlohmann::json{{"error", r.error().message}};
+    nlohmann::json j;
+    gpudx::layer_to_json(j, *r);
+    return j;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    using namespace gpudx;
+    FuzzedDataProvider fdp(data, size);
+    unsigned format_pick = fdp.ConsumeIntegralInRange<unsigned>(0, 7);
+    size_t chunk = fdp.ConsumeIntegralInRange<size_t>(1, 512);
+    KernelLogScanOptions o;
+    o.max_line_bytes = fdp.ConsumeIntegralInRange<size_t>(16, 300);
+    o.max_kept_lines = fdp.ConsumeIntegralInRange<size_t>(0, 6);
+    o.max_kept_xids = fdp.ConsumeIntegralInRange<size_t>(0, 6);
+    switch (fdp.ConsumeIntegralInRange<int>(0, 3)) {
+        case 1: o.since = "12.5"; break;
+        case 2: o.since = "2026-11-30 06:28:08"; break;
+        case 3: o.since = "Nov 30 06:28:08"; break;
+        default: break;
+    }
+    std::string log = fdp.ConsumeRemainingBytesAsString();
+
+    std::optional<KernelLogFormat> format;
+    if (format_pick <= static_cast<unsigned>(KernelLogFormat::syslog)) format = static_cast<KernelLogFormat>(format_pick);
+
+    // The result must not depend on how the bytes arrive (the collector reads /dev/kmsg record by record
+    // and files in blocks), and must be writable as JSON.
+    auto whole = scan(log, o, format, log.size() + 1);
+    auto pieces = scan(log, o, format, chunk);
+    fuzz::require_json_writable(whole);
+    if (whole != pieces) {
+        std::fprintf(stderr, "whole:  %s\npieces: %s\n", whole.dump().c_str(), pieces.dump().c_str());
+        FUZZ_REQUIRE(whole == pieces);
+    }
+    return 0;
+}

@@ -1,0 +1,32 @@
+// Per-process procfs files: status, cgroup, stat, environ, maps (collect/proc_cgroup.hpp, ops/verify.hpp,
+// ops/checkpoint.hpp).
+#include "collect/proc_cgroup.hpp"
+#include "fuzz.hpp"
+#include "ops/checkpoint.hpp"
+#include "ops/verify.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    using namespace gpudx;
+    auto in = fuzz::text(data, size);
+
+    auto st = parse_proc_status(in);
+    (void)parse_status_uid(in);
+    (void)parse_nspid(in);
+    (void)parse_start_ticks(in);
+    (void)environ_value(in, "CUDA_VISIBLE_DEVICES");
+    (void)shim_mapping(in);
+    (void)identity_caching_libraries(in);
+
+    auto lines = parse_proc_cgroup(in);
+    auto path = primary_cgroup_path(lines);
+    auto where = cgroup_directory(lines);
+    auto owner = cgroup_owner(path);
+    (void)cgroup_owner(in);
+    // The container id, when found, is the 64 hex digits the runtimes use.
+    if (!owner.container_id.empty())
+        FUZZ_REQUIRE(owner.container_id.size() == 64 &&
+                     owner.container_id.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos);
+    (void)st;
+    (void)where;
+    return 0;
+}
