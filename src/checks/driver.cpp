@@ -148,6 +148,15 @@ std::string explain_cuinit(const Snapshot& s, int rc, Layer& layer) {
 }
 
 void check_cuda_init(const Snapshot& s, std::vector<Finding>& out) {
+    if (!s.cuda.load_error.empty() && !nvidia_pcie_gpus(s).empty()) {
+        auto f = make("driver.cuda_not_loaded", Severity::warning,
+                      "libcuda.so.1 could not be loaded, although NVIDIA GPUs are on the PCIe bus: CUDA programs "
+                      "cannot start");
+        f.evidence.push_back({"dlopen(libcuda.so.1)", s.cuda.load_error});
+        f.next_step = "Install the driver's user-space package matching the kernel module (see the libraries layer), "
+                      "or in a container run with the NVIDIA container runtime so the library is injected.";
+        out.push_back(std::move(f));
+    }
     const auto& v = s.cuda.caller;
     if (!v.init_result || *v.init_result == 0) return;
     int rc = *v.init_result;

@@ -230,7 +230,10 @@ void check_pcie(const CheckContext& ctx, std::vector<Finding>& out) {
     auto* st = s.collector("pcie");
     // No data (a container without /sys, a capture without it) says nothing about the bus.
     if (!st || st->state != CollectorState::ok) return;
-    if (s.pcie.gpus.empty()) {
+    // A device whose vendor or class could not be read may be a GPU: then "no GPU" would be a guess.
+    bool unidentified = std::any_of(s.pcie.devices.begin(), s.pcie.devices.end(),
+                                    [](const PciDevice& d) { return !d.vendor_id || !d.class_code; });
+    if (s.pcie.gpus.empty() && !unidentified) {
         Finding f;
         f.id = "pcie.no_gpu";
         f.layer = Layer::pcie;

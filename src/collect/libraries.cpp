@@ -119,7 +119,10 @@ private:
             // A capture made before gpudx existed recorded `ldconfig -p` instead of the binary cache.
             if (root_.is_live()) return;
             auto text = root_.read_file("/_commands/ldconfig-p.txt");
-            if (!text) return;
+            if (!text) {
+                if (text.error().sys_errno != ENOENT) problem("/_commands/ldconfig-p.txt", text.error().message);
+                return;
+            }
             auto parsed = parse_ldconfig_p(*text);
             if (!parsed) {
                 problem("/_commands/ldconfig-p.txt", parsed.error().message);

@@ -379,6 +379,12 @@ CollectorStatus collect_module(const CollectContext& ctx, ModuleLayer& layer) {
             auto text = root.read_file(path, 64 * 1024);
             if (!text) {
                 problems.push_back({path, text.error().message});
+                // The directory alone says the driver has this GPU: keep it, what it could not read unknown.
+                if (auto a = PciAddress::parse(d)) {
+                    NvidiaProcGpu g;
+                    g.address = a->str();
+                    layer.nvidia_gpus.push_back(std::move(g));
+                }
                 continue;
             }
             auto g = parse_nvidia_gpu_information(*text, d);

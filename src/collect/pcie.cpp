@@ -270,6 +270,13 @@ CollectorStatus collect_pcie(const CollectContext& ctx, PcieLayer& layer) {
         st.state = CollectorState::no_data;
         st.message = "no PCI devices listed";
         st.path = std::string(kDevicesDir);
+    } else if (std::none_of(layer.devices.begin(), layer.devices.end(),
+                            [](const PciDevice& d) { return d.vendor_id && d.class_code; })) {
+        // Listed but not one identifiable (unreadable sysfs): an error, never "no GPU on the bus".
+        st.state = CollectorState::error;
+        st.message = fmt::format("could not read the vendor or class of any of the {} PCI devices listed{}",
+                                 layer.devices.size(), st.problems.empty() ? "" : ": " + st.problems.front().message);
+        st.path = st.problems.empty() ? std::string(kDevicesDir) : st.problems.front().path;
     }
     return st;
 }

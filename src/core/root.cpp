@@ -37,10 +37,15 @@ std::string join_path(const std::vector<std::string>& parts) {
     return out;
 }
 
-// A capture records some links as small files holding the target text.
-std::optional<std::string> recorded_link_target(const std::string& host) {
+// A capture records some links as small files holding the target text. `open_errno`, when given, gets the
+// reason the file could not be opened (0 when it opened but holds no link target).
+std::optional<std::string> recorded_link_target(const std::string& host, int* open_errno = nullptr) {
+    if (open_errno) *open_errno = 0;
     int fd = ::open(host.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return std::nullopt;
+    if (fd < 0) {
+        if (open_errno) *open_errno = errno;
+        return std::nullopt;
+    }
     char buf[kMaxRecordedLinkBytes + 1];
     ssize_t n = ::read(fd, buf, sizeof buf);
     ::close(fd);
@@ -105,8 +110,10 @@ Result<std::string> Root::resolve(std::string_view path, bool follow_last, bool 
             if (n < 0) return std::unexpected(os_error("cannot read link", std::string(path), errno));
             target = std::string(buf, static_cast<size_t>(n));
         } else if (S_ISREG(st.st_mode) && !last) {
-            target = recorded_link_target(host);
-            if (!target) return std::unexpected(os_error("cannot read", std::string(path), ENOTDIR));
+            int err = 0;
+            target = recorded_link_target(host, &err);
+            // An unreadable recorded link is reported as what it is (EACCES, EIO), not as "not a directory".
+            if (!target) return std::unexpected(os_error("cannot read", std::string(path), err ? err : ENOTDIR));
         } else if (S_ISREG(st.st_mode) && last && follow_last && follow_recorded_last) {
             // Only a target that exists in the capture: a regular file may hold path-like text.
             target = recorded_link_target(host);
