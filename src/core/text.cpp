@@ -123,10 +123,20 @@ std::string sanitize_utf8(std::string_view s) {
 }
 
 std::string strip_control(std::string_view s) {
-    std::string out(s);
-    for (auto& c : out) {
-        auto u = static_cast<unsigned char>(c);
-        if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f) c = '?';
+    std::string in = sanitize_utf8(s);
+    std::string out;
+    out.reserve(in.size());
+    for (size_t i = 0; i < in.size(); ++i) {
+        auto u = static_cast<unsigned char>(in[i]);
+        // C1 controls U+0080..U+009F, two bytes in UTF-8: U+009B (CSI) acts like ESC [ on many terminals.
+        if (u == 0xC2 && i + 1 < in.size() && static_cast<unsigned char>(in[i + 1]) <= 0x9F) {
+            out += '?';
+            ++i;
+        } else if (u < 0x20 || u == 0x7f) {
+            out += '?';
+        } else {
+            out += in[i];
+        }
     }
     return out;
 }

@@ -25,7 +25,9 @@ std::vector<std::pair<std::string, std::string>> parse_key_values(std::string_vi
 
 // Invalid UTF-8 sequences replaced with U+FFFD so the text can go into JSON.
 std::string sanitize_utf8(std::string_view s);
-// Control characters (terminal escapes) replaced by '?'; for text printed to a terminal.
+// For one value printed to a terminal (a process name, a path, a message): every C0 and C1 control
+// character, DEL, newline and tab included, replaced by '?', invalid UTF-8 by U+FFFD. A process named
+// "x\n\033[2J" can then neither move the cursor nor forge a line of the report.
 std::string strip_control(std::string_view s);
 
 }  // namespace gpudx

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "model/json_support.hpp"
+
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
 
@@ -153,10 +155,13 @@ nlohmann::json identity_to_json(const IdentityTable& t) {
             {"mig_uuids", r.mig_uuids},
         });
     }
-    return {{"cuda_visible_devices", t.cuda_visible_devices},
-            {"cuda_device_order", t.cuda_device_order},
-            {"sources", {{"pcie", t.pcie_read}, {"procfs", t.procfs_read}, {"nvml", t.nvml_read}, {"cuda", t.cuda_read}}},
-            {"gpus", std::move(rows)}};
+    nlohmann::json j = {
+        {"cuda_visible_devices", t.cuda_visible_devices},
+        {"cuda_device_order", t.cuda_device_order},
+        {"sources", {{"pcie", t.pcie_read}, {"procfs", t.procfs_read}, {"nvml", t.nvml_read}, {"cuda", t.cuda_read}}},
+        {"gpus", std::move(rows)}};
+    repair_utf8(j);
+    return j;
 }
 
 std::string render_identity_text(const IdentityTable& t) {
@@ -201,7 +206,7 @@ std::string render_identity_text(const IdentityTable& t) {
 
 std::string render_identity_csv(const IdentityTable& t) {
     auto field = [](std::string s) {
-        if (s.find_first_of(",\"\n") == std::string::npos) return s;
+        if (s.find_first_of(",\"\r\n") == std::string::npos) return s;  // RFC 4180: these need quotes
         std::string q = "\"";
         for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
         return q + "\"";

@@ -51,6 +51,7 @@ nlohmann::json snapshot_to_json(const Snapshot& s) {
         layer_to_json(cj, c);
         cs.push_back(std::move(cj));
     }
+    repair_utf8(j);
     return j;
 }
 

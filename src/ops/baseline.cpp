@@ -166,6 +166,7 @@ nlohmann::json node_record_to_json(const NodeRecord& r) {
     j["cuda_driver_version"] = r.cuda_driver_version;
     j["cuda_version"] = cuda_version_text(r.cuda_driver_version);
     j["gpus"] = r.gpus;
+    repair_utf8(j);
     return j;
 }
 

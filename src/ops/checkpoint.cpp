@@ -26,6 +26,7 @@
 #include "core/text.hpp"
 #include "driver/cuda_abi.hpp"
 #include "driver/nvml_abi.hpp"
+#include "model/json_support.hpp"
 #include "ops/verify.hpp"
 
 namespace gpudx {
@@ -795,6 +796,19 @@ Result<void> check_process_access(const Root& root, int pid, unsigned caller_uid
     if (!status) return fail(fmt::format("no process {} ({})", pid, status.error().message), path);
     auto uid = parse_status_uid(*status);
     if (!uid) return fail(fmt::format("cannot tell who owns process {}: no Uid line in {}", pid, path), path);
+    // Like ptrace's rule: a process one started that runs with other credentials (a setuid program) is not
+    // one's own. Uid: real, effective, saved, filesystem.
+    if (caller_uid != 0 && *uid == caller_uid) {
+        for (auto line : split_lines(*status)) {
+            if (!line.starts_with("Uid:")) continue;
+            for (auto f : split_ws(line.substr(4)))
+                if (auto u = parse_uint(f); !u || *u != caller_uid)
+                    return fail(fmt::format("refusing process {}: it runs with the credentials of uid {} (a setuid "
+                                            "program), not only yours (uid {}); run as root to act on it",
+                                            pid, f, caller_uid),
+                                path);
+        }
+    }
     if (caller_uid != 0 && *uid != caller_uid)
         return fail(fmt::format("refusing process {}: it belongs to uid {}, not to you (uid {}); run as root to act "
                                 "on another user's process",
@@ -1102,6 +1116,7 @@ json checkpoint_result_to_json(const CheckpointCommandResult& r) {
     }
     j["notes"] = r.notes;
     j["seconds"] = r.report.seconds;
+    repair_utf8(j);
     return j;
 }
 

@@ -416,6 +416,7 @@ nlohmann::json verify_report_to_json(const VerifyReport& r) {
                                  {"explanation", o.explanation}});
     }
     j["cannot_correct"] = r.cannot_correct;
+    repair_utf8(j);
     return j;
 }
 

@@ -1,5 +1,6 @@
 #include <nlohmann/json.hpp>
 
+#include "model/json_support.hpp"
 #include "render/report.hpp"
 
 namespace gpudx {
@@ -41,6 +42,7 @@ nlohmann::json diagnosis_to_json(const Snapshot& s, const Diagnosis& d) {
     for (auto& c : s.collectors)
         cols.push_back({{"name", c.name}, {"state", to_string(c.state)}, {"message", c.message}, {"path", c.path},
                         {"duration_ms", c.duration_ms}});
+    repair_utf8(j);
     return j;
 }
 

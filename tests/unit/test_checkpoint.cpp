@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -206,6 +208,24 @@ TEST(CheckpointSafety, OwnProcessIsAllowedAndOthersRefusedUnlessRoot) {
     }
     EXPECT_TRUE(check_process_access(live, ::getpid(), 0));  // root may
     EXPECT_FALSE(check_process_access(live, -5, 0));
+}
+
+TEST(CheckpointSafety, SetuidProcessOfTheCallerIsNotItsOwn) {
+    // A process the caller started that runs as root (real uid the caller's, effective 0): refused like
+    // ptrace would, unless the caller is root.
+    auto dir = std::filesystem::temp_directory_path() / ("gpudx-setuid-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir / "proc/4242");
+    std::ofstream(dir / "proc/4242/status") << "Name:\tpasswd\nUid:\t1000\t0\t0\t0\nGid:\t1000\t1000\t1000\t1000\n";
+    std::filesystem::create_directories(dir / "proc/4243");
+    std::ofstream(dir / "proc/4243/status") << "Name:\tpython3\nUid:\t1000\t1000\t1000\t1000\n";
+    Root root(dir);
+    auto refused = check_process_access(root, 4242, 1000);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("credentials of uid 0"), std::string::npos) << refused.error().message;
+    EXPECT_TRUE(check_process_access(root, 4242, 0));
+    EXPECT_TRUE(check_process_access(root, 4243, 1000));
+    EXPECT_FALSE(check_process_access(root, 4243, 1001));
+    std::filesystem::remove_all(dir);
 }
 
 TEST(CheckpointCommand, BadMapIsRefusedBeforeTheDriverLocksAnything) {
