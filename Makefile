@@ -2,8 +2,11 @@
 BUILD ?= build
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 JOBS ?= $(shell nproc)
+SANITIZE_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 
 .PHONY: all deps build run test bench clean
+.PHONY: test-sanitize test-tsan fuzz
 
 all: build
 
@@ -22,6 +25,26 @@ run: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer, in a build directory of its own
+# (docs/reliability.md). Tests that preload a library into an instrumented program (the shim, the fault
+# injector) load it ahead of libasan, which ASan refuses unless verify_asan_link_order=0.
+test-sanitize: deps
+	cmake -S . -B $(SANITIZE_BUILD) -G Ninja $(CMAKE_FLAGS) -DGPUDX_SANITIZE=ON
+	cmake --build $(SANITIZE_BUILD) -j $(JOBS)
+	cd $(SANITIZE_BUILD) && ASAN_OPTIONS=verify_asan_link_order=0 UBSAN_OPTIONS=print_stacktrace=1 \
+		ctest --output-on-failure -j $(JOBS)
+
+# The preload shim and its tests under ThreadSanitizer (label shim), in a build directory of its own.
+test-tsan: deps
+	cmake -S . -B $(TSAN_BUILD) -G Ninja $(CMAKE_FLAGS) -DGPUDX_TSAN=ON
+	cmake --build $(TSAN_BUILD) --target shim_tests -j $(JOBS)
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" ctest --output-on-failure -L shim
+
+# Every libFuzzer target for FUZZ_SECONDS (default 30) each, with clang in build-fuzz; fails on any crash.
+fuzz:
+	bash scripts/install-deps.sh --with-fuzz
+	BUILD_JOBS=$(JOBS) bash fuzz/run.sh
 
 bench: build
 	cmake --build $(BUILD) --target benchmarks -j $(JOBS)

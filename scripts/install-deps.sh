@@ -6,11 +6,16 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev libkmod-dev
-  libgtest-dev libgmock-dev libbenchmark-dev pci.ids kmod python3 xz-utils
+  libgtest-dev libgmock-dev libbenchmark-dev pci.ids kmod python3 xz-utils strace
 )
 if [[ "${1:-}" == "--with-integration" ]]; then
   packages+=(slurmctld slurmd munge prometheus-node-exporter prometheus)
 fi
+
+# make fuzz: clang 16 compiles, clang 14's libFuzzer runtime links (fuzz/CMakeLists.txt says why).
+for arg in "$@"; do
+  if [[ $arg == --with-fuzz ]]; then packages+=(clang-16 libclang-rt-16-dev libclang-rt-14-dev); fi
+done
 
 missing=()
 for p in "${packages[@]}"; do
