@@ -4,6 +4,7 @@
 #include "app/common.hpp"
 #include "checks/diagnose.hpp"
 #include "checks/xid_policy.hpp"
+#include "ops/baseline.hpp"
 #include "render/formats.hpp"
 #include "render/report.hpp"
 
@@ -18,6 +19,7 @@ struct DiagnoseCmdOptions {
     bool verbose = false;
     std::optional<unsigned> expect_gpus;
     std::string xid_policy;
+    std::string baseline;
 };
 
 int run_diagnose(const DiagnoseCmdOptions& o) {
@@ -32,6 +34,11 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
     DiagnoseOptions dopts;
     dopts.expect_gpus = o.expect_gpus;
     dopts.since = o.node.since;
+    if (!o.baseline.empty()) {
+        auto record = load_node_record(o.baseline);
+        if (!record) throw UsageError{o.baseline + ": " + record.error().message};
+        dopts.extra_findings = diff_against_baseline(*record, s);
+    }
     XidPolicy xid_policy;
     if (!o.xid_policy.empty()) {
         auto p = load_xid_policy_file(o.xid_policy);
@@ -79,6 +86,10 @@ CommandRegistrar reg{
              ->check(CLI::IsMember({"text", "json", "prom", "slurm", "npd", "nagios"}));
          cmd.add_option("-o,--output", o->output, "Write to FILE (atomically) instead of stdout")->type_name("FILE");
          cmd.add_option("--expect-gpus", o->expect_gpus, "Number of GPUs this node should have on PCIe");
+         cmd.add_option("--baseline", o->baseline,
+                        "Also compare with this node record (`gpudx baseline save`): a card missing, moved or "
+                        "replaced, a link trained lower, a driver, kernel or library change")
+             ->type_name("FILE");
          cmd.add_option("--xid-policy", o->xid_policy,
                         "Xid severities from this TOML file (format of data/xid-policy.toml; see `gpudx xid --list`)")
              ->type_name("FILE");
@@ -90,6 +101,7 @@ CommandRegistrar reg{
              "With --format npd: 0 OK, 1 problem, 2 unknown. With --format nagios: 0 OK, 1 warning, 2 critical, "
              "3 unknown.\n\n"
              "Examples:\n  gpudx diagnose\n  gpudx diagnose --root tests/fixtures/h200x2 --expect-gpus 2\n"
+             "  gpudx diagnose --baseline /var/lib/gpudx/node.json\n"
              "  gpudx diagnose --from node.json --format json");
          return [o] { return run_diagnose(*o); };
      }}};

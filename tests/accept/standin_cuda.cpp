@@ -4,6 +4,7 @@
 //   no_device        cuInit answers CUDA_ERROR_NO_DEVICE
 //   wrong_bytes_d2h  device-to-host copies deliver one wrong byte
 //   wrong_bytes_peer peer copies deliver one wrong byte
+//   wrong_bytes_d2d  device-to-device copies deliver one wrong byte
 //   hang_peer        peer copies never return (the watchdog must catch it)
 // GPUDX_STANDIN_GPUS sets the GPU count (default 2); each has 64 MiB and 4 multiprocessors.
 // CUDA_VISIBLE_DEVICES (indices or UUID prefixes) is honoured like the real driver does.
@@ -201,6 +202,7 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, vo
 }
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes, void*) {
     std::memcpy(reinterpret_cast<void*>(dst), reinterpret_cast<void*>(src), bytes);
+    if (fault() == "wrong_bytes_d2d") corrupt(reinterpret_cast<void*>(dst), bytes);
     return 0;
 }
 CUresult cuMemcpyPeerAsync(CUdeviceptr dst, void*, CUdeviceptr src, void*, size_t bytes, void*) {
