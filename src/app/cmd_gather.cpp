@@ -26,6 +26,9 @@ int run_gather(const GatherCmdOptions& o) {
     if (!r) throw UsageError{r.error().path.empty() ? r.error().message : r.error().path + ": " + r.error().message};
     fmt::print(stderr, "gpudx: captured {} files, {} links, {} device nodes, {} command outputs into {}\n", r->files,
                r->links, r->device_nodes, r->commands.size(), o.output);
+    if (r->placeholders)
+        fmt::print(stderr, "gpudx: {} files (libraries) kept as empty placeholders: gpudx reads no more than their "
+                           "presence\n", r->placeholders);
     for (auto& p : r->problems) fmt::print(stderr, "gpudx: not captured: {}\n", p);
     fmt::print(stderr, "gpudx: replay with: gpudx diagnose --root {}\n",
                g.as_directory ? o.output : "<the unpacked directory>");
@@ -44,10 +47,14 @@ CommandRegistrar reg{{"gather", "Capture what gpudx reads on this node as a tree
                           cmd.add_option("--deadline", o->node.deadline_s, "Seconds each driver layer may take")
                               ->capture_default_str();
                           cmd.add_flag("--no-driver", o->node.no_driver, "Do not load NVML or the CUDA driver");
+                          cmd.add_option("--driver-lib-dir", o->node.driver_lib_dir,
+                                         "Load libnvidia-ml.so.1 and libcuda.so.1 from DIR")
+                              ->type_name("DIR");
                           cmd.footer(
                               "Captures every file, link and device node the collectors read (sysfs, procfs, /etc, "
                               "/dev),\nthe kernel log, the GPU-related environment variables, and command outputs, "
-                              "in the format\ndescribed in docs/capture-format.md.\n\n"
+                              "in the format\ndescribed in docs/capture-format.md, and what NVML and the CUDA driver answered "
+                              "(_driver/answers.json),\nwhich the stand-in libraries of tests/standins replay.\n\n"
                               "Examples:\n  gpudx gather node17.tar.gz\n  gpudx gather --dir /tmp/node17 && gpudx "
                               "diagnose --root /tmp/node17");
                           return [o] { return run_gather(*o); };

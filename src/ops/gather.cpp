@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -18,6 +19,7 @@
 
 #include "collect/collectors.hpp"
 #include "core/text.hpp"
+#include "driver/probe.hpp"
 
 extern char** environ;
 
@@ -32,6 +34,11 @@ public:
     RecordingRoot() : Root("/") {}
     Result<std::string> read_file(std::string_view p, size_t max) const override {
         note(p, Kind::file);
+        {
+            std::lock_guard lock(mu_);
+            size_t& limit = read_limits_[std::string(p)];
+            limit = std::max(limit, max);
+        }
         return Root::read_file(p, max);
     }
     Result<std::vector<std::string>> list_dir(std::string_view p) const override {
@@ -51,6 +58,12 @@ public:
         std::lock_guard lock(mu_);
         return seen_;
     }
+    // The most bytes any collector asked to read of `p` (0 when it was never read as a file).
+    size_t read_limit(const std::string& p) const {
+        std::lock_guard lock(mu_);
+        auto it = read_limits_.find(p);
+        return it == read_limits_.end() ? 0 : it->second;
+    }
 
 private:
     void note(std::string_view p, Kind k) const {
@@ -59,7 +72,10 @@ private:
     }
     mutable std::mutex mu_;
     mutable std::set<std::pair<std::string, Kind>> seen_;
+    mutable std::map<std::string, size_t> read_limits_;
 };
+
+constexpr size_t kMaxCapturedFile = 64 * 1024 * 1024;
 
 // Writes the capture tree: links become files holding their target (the h200x2 format),
 // device nodes become NAME.devnode holding "0oMODE MAJOR:MINOR".
@@ -68,7 +84,10 @@ public:
     CaptureWriter(fs::path dir, GatherSummary& summary) : dir_(std::move(dir)), summary_(summary) {}
 
     // Follows the path on the live machine component by component, recording every link on the way.
-    void capture(const std::string& path, RecordingRoot::Kind kind) {
+    // `read_limit`: the most bytes gpudx reads of the file (a library is only opened to tell a link recorded
+    // as a file from an ELF object), so a larger file is kept as an empty placeholder: it exists, as in the
+    // live tree, and replays the same.
+    void capture(const std::string& path, RecordingRoot::Kind kind, size_t read_limit = kMaxCapturedFile) {
         std::vector<std::string> todo;
         for (auto c : split(path, '/'))
             if (!c.empty() && c != ".") todo.emplace_back(c);
@@ -105,7 +124,7 @@ public:
                 ensure_dir(cur);
                 if (last && kind == RecordingRoot::Kind::dir) capture_listing(cur);
             } else if (last) {
-                capture_object(cur, st);
+                capture_object(cur, st, read_limit);
             }
         }
     }
@@ -140,7 +159,7 @@ private:
         ++summary_.links;
     }
 
-    void capture_object(const std::string& inroot, const struct stat& st) {
+    void capture_object(const std::string& inroot, const struct stat& st, size_t read_limit = kMaxCapturedFile) {
         if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
             write_text(inroot + ".devnode", fmt::format("0o{:o} {}:{}", static_cast<unsigned>(st.st_mode),
                                                         ::major(st.st_rdev), ::minor(st.st_rdev)));
@@ -149,7 +168,15 @@ private:
         }
         if (!S_ISREG(st.st_mode)) return;
         Root live("/");
-        auto text = live.read_file(inroot, 64 * 1024 * 1024);
+        auto text = live.read_file(inroot, std::min(read_limit, kMaxCapturedFile));
+        if (!text && text.error().sys_errno == EFBIG && read_limit < kMaxCapturedFile) {
+            fs::path p = dir_ / inroot.substr(1);
+            std::error_code ec;
+            if (fs::exists(p, ec)) return;  // already captured whole through another path
+            write_text(inroot, {});
+            ++summary_.placeholders;
+            return;
+        }
         if (!text) {
             summary_.problems.push_back(fmt::format("{}: {}", inroot, text.error().message));
             return;
@@ -271,9 +298,13 @@ Result<GatherSummary> gather(const GatherOptions& options) {
 
     RecordingRoot root;
     CollectOptions copts = options.collect;
+    // The recorded driver answers must list every GPU, whatever CUDA_VISIBLE_DEVICES the caller has: the
+    // stand-in libcuda applies the capture's recorded environment itself on replay.
+    copts.all_devices = copts.probe_driver && copts.probe_cuda;
     auto snapshot = take_snapshot(root, copts);
     CaptureWriter writer(staging, summary);
-    for (auto& [path, kind] : root.seen()) writer.capture(path, kind);
+    for (auto& [path, kind] : root.seen())
+        writer.capture(path, kind, kind == RecordingRoot::Kind::file ? root.read_limit(path) : kMaxCapturedFile);
 
     std::string env;
     for (auto& [k, v] : copts.environment)
@@ -298,6 +329,12 @@ Result<GatherSummary> gather(const GatherOptions& options) {
         }
     }
     writer.write_text("/_commands/gpudx-snapshot.json", snapshot_to_json(snapshot).dump(2) + "\n");
+    // What NVML and the CUDA driver answered, in the stand-in libraries' scenario format, so that
+    // `gpudx diagnose --root CAPTURE --driver-lib-dir <stand-ins>` replays the driver layers too.
+    if (copts.probe_driver && (!snapshot.nvml.library_path.empty() || !snapshot.cuda.library_path.empty())) {
+        writer.write_text("/_driver/answers.json", record_driver_answers(snapshot.nvml, snapshot.cuda).dump(1) + "\n");
+        summary.commands.push_back("_driver/answers.json (NVML and CUDA answers)");
+    }
     writer.write_text("/_commands/README", "Captured by gpudx " GPUDX_VERSION
                                            " gather at " + snapshot.collected_at +
                                                ". Replay with: gpudx diagnose --root <this directory>\n"

@@ -1,5 +1,7 @@
 // End to end: generate a seeded slice of a fleet, run `gpudx fleet report` over it and compare every count
 // with the generator's manifest; check the generator is deterministic.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -47,8 +49,12 @@ std::string gen_command(unsigned seed, unsigned count, unsigned bad, const fs::p
            " --bad " + std::to_string(bad) + " --out '" + dir.string() + "' 2>&1";
 }
 
+// ctest runs every test of this file as its own process, often at the same time: each process generates
+// under its own folder, or one process would delete the slice another is reading.
+fs::path process_work_dir() { return fs::path(GPUDX_FLEET_WORK_DIR) / std::to_string(::getpid()); }
+
 fs::path generate(const std::string& name, unsigned seed, unsigned count, unsigned bad) {
-    fs::path dir = fs::path(GPUDX_FLEET_WORK_DIR) / name;
+    fs::path dir = process_work_dir() / name;
     fs::remove_all(dir);
     auto r = run(gen_command(seed, count, bad, dir));
     EXPECT_EQ(r.status, 0) << r.out;
@@ -63,6 +69,7 @@ protected:
         dir_ = generate("slice-seed7", 7, 50, 2);
         manifest_ = json::parse(slurp(dir_ / "manifest.json"));
     }
+    static void TearDownTestSuite() { fs::remove_all(process_work_dir()); }
     static inline fs::path dir_;
     static inline json manifest_;
 };
