@@ -9,14 +9,30 @@ import argparse, json, os, shlex, shutil, stat, subprocess, sys
 VOLATILE_KEYS = {"duration_ms", "collected_at"}
 
 
-def normalise(value, root):
+def normalise(value, places):
+    """Drops volatile keys and writes the machine's paths as <root>, <standins>, <scenario>."""
     if isinstance(value, dict):
-        return {k: normalise(v, root) for k, v in value.items() if k not in VOLATILE_KEYS}
+        return {k: normalise(v, places) for k, v in value.items() if k not in VOLATILE_KEYS}
     if isinstance(value, list):
-        return [normalise(v, root) for v in value]
+        return [normalise(v, places) for v in value]
     if isinstance(value, str):
-        return value.replace(root, "<root>")
+        for path, name in places:
+            value = value.replace(path, name)
+        return value
     return value
+
+
+def standin_scenarios(scenario):
+    """tests/standins/scenarios (the stand-ins' recorded answers), for setup.sh as $STANDIN_SCENARIOS:
+    $STANDIN_SCENARIOS when set, else found next to this script or next to the scenario's folder."""
+    if os.environ.get("STANDIN_SCENARIOS"):
+        return os.environ["STANDIN_SCENARIOS"]
+    here = os.path.dirname(os.path.abspath(__file__))
+    for cand in (os.path.join(here, "..", "standins", "scenarios"),
+                 os.path.join(os.path.abspath(scenario), "..", "..", "standins", "scenarios")):
+        if os.path.isdir(cand):
+            return os.path.normpath(cand)
+    return ""
 
 
 def run(cmd):
@@ -59,7 +75,11 @@ def main():
             p = os.path.join(dirpath, n)
             if not os.path.islink(p):
                 os.chmod(p, os.stat(p).st_mode | stat.S_IWUSR | (stat.S_IXUSR if n in dirnames else 0))
-    setup = subprocess.run(["bash", os.path.join(o.scenario, "setup.sh")], cwd=tree, capture_output=True, text=True)
+    scenario_dir = os.path.abspath(o.scenario).rstrip("/")
+    standins_dir = os.path.abspath(o.standins).rstrip("/")
+    env = dict(os.environ, STANDIN_SCENARIOS=standin_scenarios(o.scenario), SCENARIO=scenario_dir)
+    setup = subprocess.run(["bash", os.path.join(scenario_dir, "setup.sh")], cwd=tree, capture_output=True, text=True,
+                           env=env)
     if setup.returncode != 0:
         print(f"setup.sh failed ({setup.returncode}):\n{setup.stdout}{setup.stderr}")
         return 1
@@ -67,7 +87,10 @@ def main():
     args = []
     args_file = os.path.join(o.scenario, "args")
     if os.path.exists(args_file):
-        args = shlex.split(open(args_file).read().replace("@STANDINS@", o.standins).replace("@ROOT@", tree))
+        text = open(args_file).read()
+        for key, value in (("@STANDINS@", standins_dir), ("@ROOT@", tree), ("@SCENARIO@", scenario_dir)):
+            text = text.replace(key, value)
+        args = shlex.split(text)
     if "--driver-lib-dir" not in args:
         args.append("--no-driver")
     # Options that only diagnose takes stay out of the snapshot's command line.
@@ -124,8 +147,9 @@ def main():
     # A scenario whose output depends on what the host offers (libkmod reads the module files) is checked
     # by its expect file alone: a golden file would hold one machine's answer.
     if not os.path.exists(os.path.join(o.scenario, "no-golden")):
-        compare_golden(os.path.join(o.golden, name + ".snapshot.json"), normalise(snapshot, tree), "snapshot", problems)
-        compare_golden(os.path.join(o.golden, name + ".diagnose.json"), normalise(report, tree), "diagnose", problems)
+        places = [(tree, "<root>"), (standins_dir, "<standins>"), (scenario_dir, "<scenario>")]
+        compare_golden(os.path.join(o.golden, name + ".snapshot.json"), normalise(snapshot, places), "snapshot", problems)
+        compare_golden(os.path.join(o.golden, name + ".diagnose.json"), normalise(report, places), "diagnose", problems)
     for p in problems:
         print("FAIL:", p)
     print(f"scenario {name}: boundary={boundary} findings={sorted(ids)} exit={rc}")
