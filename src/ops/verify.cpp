@@ -10,6 +10,7 @@
 
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
+#include "model/json_support.hpp"
 
 namespace gpudx {
 
