@@ -127,6 +127,10 @@ static double s(C::time_point a) { return std::chrono::duration<double>(C::now()
 int main(int argc, char** argv) {
     auto t_all = C::now();
     int pid = std::atoi(argv[1]);
+    if (std::getenv("RAW_WITH_NVML")) {  // as gpudx's worker does: NVML initialised in the same process
+        void* nv = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+        if (nv) reinterpret_cast<int (*)()>(dlsym(nv, "nvmlInit_v2"))();
+    }
     void* h = dlopen("libcuda.so.1", RTLD_NOW);
     auto t = C::now();
     int rc = reinterpret_cast<cu::Init>(dlsym(h, "cuInit"))(0);

@@ -78,15 +78,15 @@ private:
 constexpr size_t kMaxCapturedFile = 64 * 1024 * 1024;
 
 // Writes the capture tree: links become files holding their target (the h200x2 format),
-// device nodes become NAME.devnode holding "0oMODE MAJOR:MINOR".
+// device nodes become NAME.devnode holding "0oMODE MAJOR:MINOR uid=UID gid=GID".
 class CaptureWriter {
 public:
     CaptureWriter(fs::path dir, GatherSummary& summary) : dir_(std::move(dir)), summary_(summary) {}
 
     // Follows the path on the live machine component by component, recording every link on the way.
-    // `read_limit`: the most bytes gpudx reads of the file (a library is only opened to tell a link recorded
-    // as a file from an ELF object), so a larger file is kept as an empty placeholder: it exists, as in the
-    // live tree, and replays the same.
+    // `read_limit`: the most bytes gpudx reads of the file, 0 when it only looked at it (a library is only
+    // opened to tell a link recorded as a file from an ELF object), so a larger file is kept as an empty
+    // placeholder: it exists, as in the live tree, and replays the same.
     void capture(const std::string& path, RecordingRoot::Kind kind, size_t read_limit = kMaxCapturedFile) {
         std::vector<std::string> todo;
         for (auto c : split(path, '/'))
@@ -161,20 +161,29 @@ private:
 
     void capture_object(const std::string& inroot, const struct stat& st, size_t read_limit = kMaxCapturedFile) {
         if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
-            write_text(inroot + ".devnode", fmt::format("0o{:o} {}:{}", static_cast<unsigned>(st.st_mode),
-                                                        ::major(st.st_rdev), ::minor(st.st_rdev)));
+            // The owner too: whether a user in the video/render group may open /dev/kfd depends on it.
+            write_text(inroot + ".devnode", fmt::format("0o{:o} {}:{} uid={} gid={}", static_cast<unsigned>(st.st_mode),
+                                                        ::major(st.st_rdev), ::minor(st.st_rdev),
+                                                        static_cast<unsigned>(st.st_uid), static_cast<unsigned>(st.st_gid)));
             ++summary_.device_nodes;
             return;
         }
         if (!S_ISREG(st.st_mode)) return;
         Root live("/");
-        auto text = live.read_file(inroot, std::min(read_limit, kMaxCapturedFile));
-        if (!text && text.error().sys_errno == EFBIG && read_limit < kMaxCapturedFile) {
+        auto placeholder = [&] {
             fs::path p = dir_ / inroot.substr(1);
             std::error_code ec;
             if (fs::exists(p, ec)) return;  // already captured whole through another path
             write_text(inroot, {});
-            ++summary_.placeholders;
+            if (st.st_size > 0) ++summary_.placeholders;
+        };
+        if (read_limit == 0) {  // only looked at (stat, exists), never read
+            placeholder();
+            return;
+        }
+        auto text = live.read_file(inroot, std::min(read_limit, kMaxCapturedFile));
+        if (!text && text.error().sys_errno == EFBIG && read_limit < kMaxCapturedFile) {
+            placeholder();
             return;
         }
         if (!text) {
@@ -303,8 +312,9 @@ Result<GatherSummary> gather(const GatherOptions& options) {
     copts.all_devices = copts.probe_driver && copts.probe_cuda;
     auto snapshot = take_snapshot(root, copts);
     CaptureWriter writer(staging, summary);
+    // A file only stat()ed (a library whose presence is what matters) is kept as an empty placeholder.
     for (auto& [path, kind] : root.seen())
-        writer.capture(path, kind, kind == RecordingRoot::Kind::file ? root.read_limit(path) : kMaxCapturedFile);
+        writer.capture(path, kind, kind == RecordingRoot::Kind::file ? root.read_limit(path) : 0);
 
     std::string env;
     for (auto& [k, v] : copts.environment)

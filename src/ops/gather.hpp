@@ -17,7 +17,7 @@ struct GatherOptions {
 
 struct GatherSummary {
     size_t files = 0, links = 0, directories = 0, device_nodes = 0;
-    size_t placeholders = 0;  // files larger than gpudx ever reads of them (libraries), kept empty
+    size_t placeholders = 0;  // non-empty files gpudx never reads whole (libraries), kept empty
     std::vector<std::string> commands;  // command outputs saved under _commands/
     std::vector<std::string> problems;
 };
