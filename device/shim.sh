@@ -13,6 +13,8 @@
 # of the reproduction) and with LD_PRELOAD=libgpudx_shim.so (every live path must report the new GPU's
 # bus id; NCCL init + all-reduce must pass). Raw before/after lines go to $OUT/<target>-<variant>*.log,
 # the verdicts to $OUT/summary.txt. Runs as root from the repository root; ~3-5 minutes.
+# SHIM_CASES="nccl" runs only some cases (drv also runs rt); MIGRATE_WITH_GPUDX=1 moves the targets with
+# `gpudx migrate PID... --device-map swap:0,1` (build-device/gpudx) instead of the small controller.
 set -u
 OUT=${OUT:-$PWD/out-shim}
 mkdir -p "$OUT"
@@ -304,7 +306,13 @@ run_case() {
     [[ -n $pid ]] || { failed "$name: target never became ready"; cat "$log"; kill "${pids[@]}" 2>/dev/null; return 1; }
     targets+=("$pid")
   done
-  "$W/ctl" "${targets[@]}" >"$OUT/$name.ctl.log" 2>&1 || { failed "$name: checkpoint/restore failed"; cat "$OUT/$name.ctl.log"; }
+  if [[ ${MIGRATE_WITH_GPUDX:-0} == 1 && -n $GPUDX ]]; then
+    # The whole job through gpudx: every rank locked before any is checkpointed, then restored, unlocked.
+    "$GPUDX" migrate "${targets[@]}" --device-map swap:0,1 >"$OUT/$name.ctl.log" 2>&1 ||
+      { failed "$name: gpudx migrate failed"; cat "$OUT/$name.ctl.log"; }
+  else
+    "$W/ctl" "${targets[@]}" >"$OUT/$name.ctl.log" 2>&1 || { failed "$name: checkpoint/restore failed"; cat "$OUT/$name.ctl.log"; }
+  fi
   touch "$go"
   # verify while the drv target lingers after its report
   if [[ -n $GPUDX && $name == drv-* ]]; then
@@ -331,8 +339,11 @@ judge() {
   cat "$@" | grep -q 'memory CORRUPT' && failed "$name: device memory corrupted"
 }
 
+# SHIM_CASES picks the cases (default all): drv, rt, nccl.
+CASES=" ${SHIM_CASES:-drv rt nccl} "
 for v in 0 1; do
   label=$([[ $v == 1 ]] && echo shim || echo noshim)
+  [[ $CASES == *" drv "* ]] || continue
   run_case drv-$label $v "$W/drv"; judge drv-$label $v "$OUT/drv-$label.log"
   if [[ $HAVE_RT == 1 ]]; then
     run_case rt-$label $v "$W/rt"; judge rt-$label $v "$OUT/rt-$label.log"
@@ -344,6 +355,7 @@ BUS0=$(awk -F', ' 'NR==1{print $3}' "$OUT/gpus.txt" | sed 's/^0000//')
 BUS1=$(awk -F', ' 'NR==2{print $3}' "$OUT/gpus.txt" | sed 's/^0000//')
 for v in 0 1; do
   label=$([[ $v == 1 ]] && echo shim || echo noshim)
+  [[ $CASES == *" nccl "* ]] || continue
   run_case nccl-$label $v nccl
   r0=$(grep '^after rank=0 ord' "$OUT/nccl-$label-rank0.log" | sed 's/.*cuBus=\([^ ]*\).*/\1/')
   want=$([[ $v == 1 ]] && echo "$BUS1" || echo "$BUS0")
