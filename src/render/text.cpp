@@ -55,7 +55,7 @@ std::string render_diagnosis_text(const Snapshot& s, const Diagnosis& d, const R
                    : f.severity == Severity::warning ? p.yellow() + "WARN " + p.reset()
                                                      : "info ";
         out += fmt::format("{} [{}] {}\n", sev, f.id, strip_control(f.message));
-        for (auto& g : f.subjects) out += fmt::format("      gpu: {}\n", describe(g));
+        for (auto& g : f.subjects) out += fmt::format("      gpu: {}\n", strip_control(describe(g)));
         for (auto& e : f.evidence)
             out += fmt::format("      {}evidence: {} = {}{}\n", p.dim(), strip_control(e.source), strip_control(e.value), p.reset());
         if (!f.next_step.empty()) out += fmt::format("      next: {}\n", strip_control(f.next_step));
@@ -75,29 +75,33 @@ std::string render_diagnosis_text(const Snapshot& s, const Diagnosis& d, const R
 
 std::string render_snapshot_text(const Snapshot& s) {
     std::string out;
-    out += fmt::format("host {}  kernel {}  collected {}\n", strip_control(s.host.hostname), s.host.kernel_release,
-                       s.collected_at);
+    // Every value below comes from the node (or a saved snapshot): stripped of control characters.
+    auto clean = [](std::string_view v) { return strip_control(v); };
+    out += fmt::format("host {}  kernel {}  collected {}\n", clean(s.host.hostname), clean(s.host.kernel_release),
+                       clean(s.collected_at));
     out += fmt::format("PCIe: {} devices, {} GPUs, {} NVSwitch bridges\n", s.pcie.devices.size(), s.pcie.gpus.size(),
                        s.pcie.nvswitches.size());
     for (auto& d : s.pcie.devices) {
         if (!d.is_gpu && !d.is_nvswitch) continue;
-        out += fmt::format("  {} {} driver={} link={}x{}/{}x{} numa={} slot={}\n", d.address,
-                           d.device_name.empty() ? "GPU" : d.device_name, d.driver.empty() ? "none" : d.driver,
-                           d.link_current.speed_text, d.link_current.width.value_or(0), d.link_max.speed_text,
-                           d.link_max.width.value_or(0), d.numa_node.value_or(-1), d.slot.empty() ? "-" : d.slot);
+        out += fmt::format("  {} {} driver={} link={}x{}/{}x{} numa={} slot={}\n", clean(d.address),
+                           d.device_name.empty() ? "GPU" : clean(d.device_name), d.driver.empty() ? "none" : clean(d.driver),
+                           clean(d.link_current.speed_text), d.link_current.width.value_or(0), clean(d.link_max.speed_text),
+                           d.link_max.width.value_or(0), d.numa_node.value_or(-1), d.slot.empty() ? "-" : clean(d.slot));
     }
-    out += fmt::format("Module: {}\n", s.module.nvidia_driver_version.value_or("nvidia not loaded"));
-    for (auto& g : s.module.nvidia_gpus) out += fmt::format("  {} {} minor={}\n", g.address, g.uuid, g.minor ? std::to_string(*g.minor) : "?");
-    out += fmt::format("Kernel log: {} ({} kept lines, {} Xid events)\n", s.kernel_log.source, s.kernel_log.lines.size(),
+    out += fmt::format("Module: {}\n", clean(s.module.nvidia_driver_version.value_or("nvidia not loaded")));
+    for (auto& g : s.module.nvidia_gpus)
+        out += fmt::format("  {} {} minor={}\n", clean(g.address), clean(g.uuid), g.minor ? std::to_string(*g.minor) : "?");
+    out += fmt::format("Kernel log: {} ({} kept lines, {} Xid events)\n", clean(s.kernel_log.source), s.kernel_log.lines.size(),
                        s.kernel_log.xids.size());
     out += "Libraries:\n";
     for (auto& l : s.libraries.libraries)
-        out += fmt::format("  {:<24} {}\n", l.soname, l.chosen ? l.chosen->real_path : std::string("not found"));
+        out += fmt::format("  {:<24} {}\n", clean(l.soname), l.chosen ? clean(l.chosen->real_path) : std::string("not found"));
     out += fmt::format("Device nodes: {}, processes holding them: {}\n", s.devices.nodes.size(), s.devices.holders.size());
-    out += fmt::format("Container: {}\n", s.environment.container.in_container ? s.environment.container.runtime : "none");
+    out += fmt::format("Container: {}\n", s.environment.container.in_container ? clean(s.environment.container.runtime) : "none");
     out += "Collectors:\n";
     for (auto& c : s.collectors)
-        out += fmt::format("  {:<12} {:<9} {:>8.2f} ms  {}\n", c.name, to_string(c.state), c.duration_ms, strip_control(c.message));
+        out += fmt::format("  {:<12} {:<9} {:>8.2f} ms  {}\n", strip_control(c.name), to_string(c.state), c.duration_ms,
+                           strip_control(c.message));
     return out;
 }
 

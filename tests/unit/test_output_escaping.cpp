@@ -108,10 +108,21 @@ TEST(OutputEscaping, TextOutputStripsTerminalControlsFromProcessNames) {
         expect_no_terminal_controls(text);
         // The name's newline cannot start a line of its own: the forged text stays on the finding's line.
         EXPECT_EQ(text.find("\n?[2J"), std::string::npos) << text;
-        EXPECT_NE(text.find("py\"th\\on??[2J??]0;owned????31m?"), std::string::npos) << text;
+        EXPECT_NE(text.find("py\"th\\on??[2J?]0;owned??31m?\xEF\xBF\xBD"), std::string::npos) << text;
     }
     expect_no_terminal_controls(render_snapshot_text(s));
     expect_no_terminal_controls(render_findings_text(d.findings));
+}
+
+TEST(OutputEscaping, TextOutputStripsControlsFromGpuNames) {
+    // A UUID is read from procfs and NVML: it reaches the "gpu:" line of every finding that names the GPU.
+    Snapshot s;
+    Diagnosis d;
+    d.findings.push_back({"devices.holder", Layer::devices, Severity::error,
+                          {GpuRef{"GPU-\x1b[2J\nforged line", "0000:00:07.0\x1b]0;t\x07"}}, "m", {}, "n"});
+    std::string text = render_diagnosis_text(s, d, RenderOptions{});
+    expect_no_terminal_controls(text);
+    EXPECT_EQ(text.find("\nforged line"), std::string::npos) << text;
 }
 
 TEST(OutputEscaping, TextOutputKeepsItsOwnColoursOnly) {
