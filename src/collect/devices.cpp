@@ -40,7 +40,8 @@ DeviceNode describe_node(const Root& root, const std::string& path) {
     n.path = path;
     auto st = root.stat(path);
     if (!st) {
-        n.type = "missing";
+        // Only a node that is not there is missing; one that cannot be examined is unknown (collect_nodes says why).
+        n.type = st.error().sys_errno == ENOENT || st.error().sys_errno == ENOTDIR ? "missing" : "unknown";
         return n;
     }
     n.type = type_name(st->type);
@@ -80,6 +81,14 @@ void collect_nodes(const Root& root, DevicesLayer& layer, CollectorStatus& statu
             for (auto& c : *list)
                 if (c.starts_with("renderD")) layer.nodes.push_back(describe_node(root, "/dev/dri/" + c));
     }
+}
+
+// Nodes that exist but could not be examined (EACCES on a directory of /dev, an unreadable record): a
+// problem each, with the reason.
+void record_unknown_nodes(const Root& root, const DevicesLayer& layer, CollectorStatus& status) {
+    for (auto& n : layer.nodes)
+        if (n.type == "unknown")
+            if (auto st = root.stat(n.path); !st) status.problems.push_back({n.path, st.error().message});
 }
 
 void collect_holders(const Root& root, DevicesLayer& layer, CollectorStatus& status) {
@@ -148,6 +157,7 @@ void collect_holders(const Root& root, DevicesLayer& layer, CollectorStatus& sta
 CollectorStatus collect_devices(const CollectContext& ctx, DevicesLayer& layer) {
     auto st = status_ok("devices");
     collect_nodes(ctx.root, layer, st);
+    record_unknown_nodes(ctx.root, layer, st);
     collect_holders(ctx.root, layer, st);
     return st;
 }

@@ -278,6 +278,9 @@ Result<FileInfo> Root::stat(std::string_view path) const {
                     return fi;
                 }
             }
+        } else if (rec.error().sys_errno != ENOENT) {
+            // The node is recorded but its record cannot be read: say why, never "no such file".
+            return std::unexpected(rec.error());
         }
     }
     return std::unexpected(os_error("cannot stat", std::string(path), err));

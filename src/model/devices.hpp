@@ -7,7 +7,7 @@ namespace gpudx {
 
 struct DeviceNode {
     std::string path;  // /dev/nvidia0
-    std::string type;  // char, block, directory, missing, other
+    std::string type;  // char, block, directory, missing, other, unknown (exists, could not be examined)
     std::optional<uint32_t> major, minor;
     std::optional<uint32_t> mode;  // permission bits
     std::optional<bool> caller_can_open;  // unknown when replaying a capture
