@@ -48,14 +48,19 @@ const KmodApi& api() {
             a.error = std::string("libkmod.so.2 not available: ") + (e ? e : "dlopen failed");
             return;
         }
-        bool ok = bind(a, a.new_ctx, "kmod_new") & bind(a, a.unref_ctx, "kmod_unref") &
-                  bind(a, a.module_new_from_name, "kmod_module_new_from_name") &
-                  bind(a, a.module_new_from_path, "kmod_module_new_from_path") &
-                  bind(a, a.module_unref, "kmod_module_unref") & bind(a, a.module_get_path, "kmod_module_get_path") &
-                  bind(a, a.module_get_info, "kmod_module_get_info") &
-                  bind(a, a.info_get_key, "kmod_module_info_get_key") &
-                  bind(a, a.info_get_value, "kmod_module_info_get_value") &
-                  bind(a, a.info_free_list, "kmod_module_info_free_list") & bind(a, a.list_next, "kmod_list_next");
+        // Every symbol is looked up (a braced list evaluates in order, all of it) so the error names each missing one.
+        bool ok = true;
+        for (bool bound : {bind(a, a.new_ctx, "kmod_new"), bind(a, a.unref_ctx, "kmod_unref"),
+                           bind(a, a.module_new_from_name, "kmod_module_new_from_name"),
+                           bind(a, a.module_new_from_path, "kmod_module_new_from_path"),
+                           bind(a, a.module_unref, "kmod_module_unref"),
+                           bind(a, a.module_get_path, "kmod_module_get_path"),
+                           bind(a, a.module_get_info, "kmod_module_get_info"),
+                           bind(a, a.info_get_key, "kmod_module_info_get_key"),
+                           bind(a, a.info_get_value, "kmod_module_info_get_value"),
+                           bind(a, a.info_free_list, "kmod_module_info_free_list"),
+                           bind(a, a.list_next, "kmod_list_next")})
+            ok = ok && bound;
         a.set_log_fn = reinterpret_cast<decltype(a.set_log_fn)>(::dlsym(a.handle, "kmod_set_log_fn"));  // optional
         if (!ok) {
             ::dlclose(a.handle);
