@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 SANITIZE_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 
-.PHONY: all deps build run test bench clean
+.PHONY: all deps build run test test-integration bench clean
 .PHONY: test-sanitize test-tsan fuzz
 
 all: build
@@ -25,6 +25,13 @@ run: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# Against the real programs operators run (Slurm daemons, promtool, node_exporter, cpack/dpkg-deb): installs
+# them, then runs the tests labelled `integration`. GPUDX_REQUIRE_INTEGRATION=1 turns their "skipped, not
+# installed" into a failure, so this target cannot pass by skipping. Slurm's test needs root.
+test-integration: build
+	bash scripts/install-deps.sh --with-integration
+	cd $(BUILD) && GPUDX_REQUIRE_INTEGRATION=1 ctest --output-on-failure -L integration
 
 # The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer, in a build directory of its own
 # (docs/reliability.md). Tests that preload a library into an instrumented program (the shim, the fault

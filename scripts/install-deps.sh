@@ -9,7 +9,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev pci.ids kmod python3 xz-utils strace
 )
 if [[ "${1:-}" == "--with-integration" ]]; then
-  packages+=(slurmctld slurmd munge prometheus-node-exporter prometheus)
+  # tests/integration: a one-node Slurm cluster, node_exporter's textfile collector, promtool (in prometheus),
+  # dpkg-deb for the package test.
+  packages+=(slurmctld slurmd munge prometheus-node-exporter prometheus dpkg)
 fi
 
 # make fuzz: clang 16 compiles, clang 14's libFuzzer runtime links (fuzz/CMakeLists.txt says why).

@@ -1,3 +1,7 @@
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "app/command.hpp"
@@ -5,6 +9,7 @@
 #include "checks/diagnose.hpp"
 #include "checks/xid_policy.hpp"
 #include "ops/baseline.hpp"
+#include "ops/slurm.hpp"
 #include "render/formats.hpp"
 #include "render/report.hpp"
 
@@ -20,9 +25,32 @@ struct DiagnoseCmdOptions {
     std::optional<unsigned> expect_gpus;
     std::string xid_policy;
     std::string baseline;
+    bool drain = false;
+    std::string slurm_node;
+    std::string scontrol;
 };
 
+// Drains or resumes this node in Slurm once the report is out (docs/integration.md). Failing to talk to Slurm
+// is its own exit code, so a health checker never mistakes it for a verdict about the GPUs.
+int drain_or_resume(const DiagnoseCmdOptions& o, const Diagnosis& d) {
+    SlurmDrainOptions so;
+    std::map<std::string, std::string> env;
+    if (const char* v = std::getenv("SLURMD_NODENAME")) env["SLURMD_NODENAME"] = v;
+    so.node = o.slurm_node.empty() ? default_slurm_node_name(env) : o.slurm_node;
+    if (!o.scontrol.empty()) so.scontrol = o.scontrol;
+    else if (const char* v = std::getenv("GPUDX_SCONTROL"); v && *v) so.scontrol = v;
+    auto r = apply_slurm_drain(so, d.exit_code, slurm_reason(d));
+    if (!r) {
+        std::fprintf(stderr, "gpudx: --drain: %s\n", r.error().message.c_str());
+        return kExitSchedulerFailed;
+    }
+    std::fprintf(stderr, "gpudx: %s\n", r->message.c_str());
+    return 0;
+}
+
 int run_diagnose(const DiagnoseCmdOptions& o) {
+    if (o.drain && !o.from.empty())
+        throw UsageError{"--drain acts on the node gpudx runs on: it cannot be combined with --from"};
     Snapshot s;
     if (!o.from.empty()) {
         auto loaded = load_snapshot_file(o.from);
@@ -70,6 +98,7 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
         text = render_diagnosis_text(s, d, r);
     }
     write_output(o.output, text);
+    if (o.drain && drain_or_resume(o, d) != 0) return kExitSchedulerFailed;
     return exit_code;
 }
 
@@ -94,15 +123,29 @@ CommandRegistrar reg{
                         "Xid severities from this TOML file (format of data/xid-policy.toml; see `gpudx xid --list`)")
              ->type_name("FILE");
          cmd.add_flag("-v,--verbose", o->verbose, "Also show info findings and collector timings");
+         cmd.add_flag("--drain", o->drain,
+                      "Slurm: drain this node on an error finding (reason: the --format slurm line); resume it when "
+                      "healthy again, but only if gpudx drained it");
+         cmd.add_option("--node", o->slurm_node,
+                        "Slurm node name for --drain (default: SLURMD_NODENAME, else the short host name)")
+             ->type_name("NAME");
+         cmd.add_option("--scontrol", o->scontrol, "scontrol to run for --drain (default: $GPUDX_SCONTROL, else scontrol)")
+             ->type_name("PATH");
          cmd.footer(
              "Layers, bottom up: pcie, module, kernel_log, libraries, devices, driver, container, allocation.\n"
              "The failure boundary is the lowest layer with an error; fix it first.\n\n"
-             "Exit codes: 0 healthy, 1 error findings, 2 warnings only, 3 could not evaluate, 64 usage error.\n"
+             "Exit codes: 0 healthy, 1 error findings, 2 warnings only, 3 could not evaluate, 64 usage error,\n"
+             "69 --drain could not read or change the node's Slurm state (scontrol missing, failing, or node unknown).\n"
              "With --format npd: 0 OK, 1 problem, 2 unknown. With --format nagios: 0 OK, 1 warning, 2 critical, "
              "3 unknown.\n\n"
              "Examples:\n  gpudx diagnose\n  gpudx diagnose --root tests/fixtures/h200x2 --expect-gpus 2\n"
              "  gpudx diagnose --baseline /var/lib/gpudx/node.json\n"
-             "  gpudx diagnose --from node.json --format json");
+             "  gpudx diagnose --from node.json --format json\n"
+             "  gpudx diagnose --format prom -o /var/lib/prometheus/node-exporter/gpudx.prom\n"
+             "  gpudx diagnose --format slurm --drain      # as Slurm's HealthCheckProgram (docs/integration.md)\n\n"
+             "--drain never resumes a node drained by someone else or for another reason: gpudx knows its own\n"
+             "drains by the reason prefix \"gpudx:\". It leaves the node alone when the diagnosis could not\n"
+             "evaluate it (exit 3).");
          return [o] { return run_diagnose(*o); };
      }}};
 

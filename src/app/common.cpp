@@ -42,6 +42,13 @@ CollectOptions make_collect_options(const NodeOptions& o, const Root& root) {
     c.environment = load_environment(root);
     c.driver_deadline = std::chrono::milliseconds(static_cast<long>(o.deadline_s * 1000));
     c.probe_driver = !o.no_driver;
+    // A capture holds the driver's recorded answers, not a driver: probing would ask THIS machine's NVML and
+    // CUDA and mix their answers with the capture's files. They replay only through the stand-ins.
+    if (c.probe_driver && !root.is_live() && o.driver_lib_dir.empty()) {
+        c.probe_driver = false;
+        c.driver_not_probed_reason =
+            "a capture: driver answers replay only through --driver-lib-dir <stand-ins>; see docs/capture-format.md";
+    }
     c.all_devices = o.all_devices;
     c.probe_cuda = !o.no_cuda;
     if (!o.driver_lib_dir.empty()) c.driver_library_dir = o.driver_lib_dir;
@@ -66,6 +73,7 @@ void write_output(const std::string& path, const std::string& text) {
     }
     std::filesystem::path target(path);
     auto dir = target.parent_path().empty() ? std::filesystem::path(".") : target.parent_path();
+    // Hidden and not ending in .prom: node_exporter's textfile collector never picks up a half-written file.
     std::string tmp = (dir / ("." + target.filename().string() + ".tmpXXXXXX")).string();
     int fd = ::mkstemp(tmp.data());
     if (fd < 0) throw UsageError{"cannot write " + path + ": " + std::strerror(errno)};
@@ -81,13 +89,25 @@ void write_output(const std::string& path, const std::string& text) {
         }
         off += static_cast<size_t>(n);
     }
+    // mkstemp makes the file 0600; node_exporter and health checkers often run as another user.
     ::fchmod(fd, 0644);
-    ::fsync(fd);
-    ::close(fd);
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        int err = errno;
+    // The data must be on disk before the rename makes it visible, or a crash could leave an empty file
+    // under the final name.
+    int err = ::fsync(fd) == 0 ? 0 : errno;
+    if (::close(fd) != 0 && err == 0) err = errno;
+    if (err != 0) {
         ::unlink(tmp.c_str());
         throw UsageError{"cannot write " + path + ": " + std::strerror(err)};
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        err = errno;
+        ::unlink(tmp.c_str());
+        throw UsageError{"cannot write " + path + ": " + std::strerror(err)};
+    }
+    // And the rename itself survives a crash only once the directory is synced.
+    if (int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+        ::fsync(dfd);
+        ::close(dfd);
     }
 }
 

@@ -119,7 +119,15 @@ CollectorStatus read_kmsg(const CollectContext& ctx, KernelLog& out) {
 
 CollectorStatus collect_kernel_log(const CollectContext& ctx, KernelLog& out) {
     if (ctx.options.kernel_log_file) return read_user_file(ctx, *ctx.options.kernel_log_file, out);
-    if (!ctx.root.is_live()) return read_captured(ctx, out);
+    if (!ctx.root.is_live()) {
+        // A live host mounted under --root (a DaemonSet's /host) has no capture's dmesg.txt, but its real
+        // /dev/kmsg; a capture records device nodes as .devnode files, never as real ones.
+        if (!ctx.root.exists("/_commands/dmesg.txt")) {
+            auto kmsg = ctx.root.stat("/dev/kmsg");
+            if (kmsg && kmsg->type == FileType::char_device && !kmsg->recorded_devnode) return read_kmsg(ctx, out);
+        }
+        return read_captured(ctx, out);
+    }
     return read_kmsg(ctx, out);
 }
 

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <set>
+#include <tuple>
+
 #include "core/text.hpp"
 
 namespace gpudx {
@@ -28,15 +32,20 @@ std::string render_prometheus(const Snapshot& s, const Diagnosis& d) {
     std::string out;
     out += "# HELP gpudx_finding A finding of gpudx diagnose, one series per finding and GPU (value 1).\n";
     out += "# TYPE gpudx_finding gauge\n";
+    std::set<std::tuple<std::string, std::string, std::string>> seen;
     for (auto& f : d.findings) {
         auto emit = [&](const GpuRef& g) {
             out += fmt::format("gpudx_finding{{id=\"{}\",layer=\"{}\",severity=\"{}\",uuid=\"{}\",pci=\"{}\"}} 1\n",
                                escape_prometheus_label(f.id), to_string(f.layer), to_string(f.severity),
                                escape_prometheus_label(g.uuid), escape_prometheus_label(g.pci));
         };
-        if (f.subjects.empty()) emit(GpuRef{});
-        // Two findings with the same id on the same GPU would be duplicate series: the first stands.
-        for (auto& g : f.subjects) emit(g);
+        // Two findings with the same id on the same GPU would be duplicate series, and node_exporter drops
+        // the whole file over one duplicate: the first stands.
+        auto once = [&](const GpuRef& g) {
+            if (seen.insert({f.id, g.uuid, g.pci}).second) emit(g);
+        };
+        if (f.subjects.empty()) once(GpuRef{});
+        for (auto& g : f.subjects) once(g);
     }
     out += "# HELP gpudx_layer_status State of each layer: 1 for the current state, 0 for the others.\n";
     out += "# TYPE gpudx_layer_status gauge\n";
@@ -91,20 +100,35 @@ std::string slurm_reason(const Diagnosis& d) {
     if (!f) return {};
     std::string subject = short_subject(*f);
     std::string more = d.findings.size() > 1 && d.findings[1].severity == Severity::error ? " (+more)" : "";
-    std::string reason = "gpudx " + f->id + (subject.empty() ? "" : " " + subject) + more;
+    // The prefix is how `diagnose --drain` recognises its own drains (src/ops/slurm.hpp): keep it first.
+    std::string prefix = std::string(kSlurmReasonPrefix) + " ";
+    std::string reason = prefix + f->id + (subject.empty() ? "" : " " + subject) + more;
     if (reason.size() > 80 && !subject.empty()) {
         // The UUID is the longest part: keep its first group, the PCI address stays whole.
         auto& g = f->subjects.front();
-        std::string shortened = g.uuid.substr(0, std::min<size_t>(g.uuid.size(), 12)) + " " + g.pci;
-        reason = "gpudx " + f->id + " " + shortened + more;
+        std::string shortened = g.uuid.substr(0, std::min<size_t>(g.uuid.size(), 12));
+        if (!g.pci.empty()) shortened += (shortened.empty() ? "" : " ") + g.pci;
+        reason = prefix + f->id + (shortened.empty() ? "" : " " + shortened) + more;
     }
-    return strip_control(fit(reason, 80));
+    // Slurm keeps the reason in its state files and prints it in sinfo, sacct and emails: plain ASCII, and
+    // at most 80 bytes so `sinfo -R` shows it whole.
+    std::string ascii;
+    for (char c : reason) {
+        auto u = static_cast<unsigned char>(c);
+        ascii += (u < 0x20 || u >= 0x7f) ? '?' : c;
+    }
+    if (ascii.size() > 80) ascii = ascii.substr(0, 77) + "...";
+    return ascii;
 }
 
 PluginResult node_problem_detector(const Diagnosis& d) {
     if (d.exit_code == kExitUnknown) return {2, "gpudx: could not evaluate any layer"};
     auto* f = most_severe(d, Severity::error);
-    if (!f) return {0, fit(fmt::format("gpudx: {} ({} warnings)", d.verdict, d.findings.size()), 80)};
+    if (!f) {
+        auto warnings = std::count_if(d.findings.begin(), d.findings.end(),
+                                      [](auto& x) { return x.severity == Severity::warning; });
+        return {0, fit(fmt::format("gpudx: {} ({} warnings)", d.verdict, warnings), 80)};
+    }
     std::string subject = short_subject(*f);
     return {1, strip_control(fit(fmt::format("{} {}: {}", f->id, subject, f->message), 80))};
 }

@@ -1,6 +1,7 @@
 #pragma once
 // Renderers for the systems operators already run. Each takes the same snapshot and diagnosis.
 #include <string>
+#include <string_view>
 
 #include "checks/diagnose.hpp"
 #include "model/snapshot.hpp"
@@ -11,8 +12,11 @@ namespace gpudx {
 std::string render_prometheus(const Snapshot& s, const Diagnosis& d);
 std::string escape_prometheus_label(std::string_view value);
 
-// One line of at most 80 characters naming the most severe finding's check, GPU UUID and PCI address:
-// the reason Slurm shows for a drained node. Empty when healthy.
+// Every Slurm reason gpudx writes starts with this; `diagnose --drain` knows its own drains by it.
+inline constexpr std::string_view kSlurmReasonPrefix = "gpudx:";
+
+// The reason Slurm shows for a drained node: one line of at most 80 ASCII characters,
+// "gpudx: <check id> <GPU UUID> <PCI address>" for the most severe error. Empty when there is none.
 std::string slurm_reason(const Diagnosis& d);
 
 // node-problem-detector custom plugin: message of at most 80 characters; exit 0 OK, 1 problem, 2 unknown.

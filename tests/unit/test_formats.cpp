@@ -75,3 +75,57 @@ TEST(Formats, FitCutsOnUtf8Boundary) {
     EXPECT_LE(r.size(), 80u);
     EXPECT_EQ(r.substr(r.size() - 3), "\xE2\x80\xA6");
 }
+
+TEST(Formats, SlurmReasonIsPrefixedAsciiAndAtMost80Bytes) {
+    auto one = diagnosis_with({{"pcie.fell_off_bus", Layer::pcie, Severity::error, {kGpu0}, "y", {}, {}}});
+    auto r = slurm_reason(one);
+    // Short enough to keep the whole UUID.
+    EXPECT_EQ(r, "gpudx: pcie.fell_off_bus GPU-992cb470-9027-88f4-48a9-a9a329d6978d 0000:00:06.0");
+    EXPECT_EQ(r.rfind(kSlurmReasonPrefix, 0), 0u);
+    // Too long with "(+more)": the UUID keeps its first group, the address stays whole.
+    auto two = diagnosis_with({{"pcie.fell_off_bus", Layer::pcie, Severity::error, {kGpu0}, "y", {}, {}},
+                               {"module.not_loaded", Layer::module, Severity::error, {}, "z", {}, {}}});
+    r = slurm_reason(two);
+    EXPECT_EQ(r, "gpudx: pcie.fell_off_bus GPU-992cb470 0000:00:06.0 (+more)");
+    // A hostile or absurd id cannot push it past 80 bytes or out of ASCII.
+    auto odd = diagnosis_with({{std::string(100, 'x') + "\xC3\xA9\n", Layer::pcie, Severity::error, {kGpu0}, "y", {}, {}}});
+    r = slurm_reason(odd);
+    EXPECT_LE(r.size(), 80u);
+    EXPECT_EQ(r.rfind("gpudx: xxx", 0), 0u);
+    for (char c : r) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << r;
+}
+
+TEST(Formats, PrometheusWritesNoDuplicateSeries) {
+    // node_exporter rejects the whole textfile over one duplicate series.
+    auto d = diagnosis_with({{"kernel_log.xid", Layer::kernel_log, Severity::error, {kGpu0, kGpu0}, "Xid 79", {}, {}},
+                             {"kernel_log.xid", Layer::kernel_log, Severity::error, {kGpu0}, "Xid 48", {}, {}}});
+    auto text = render_prometheus(Snapshot{}, d);
+    auto first = text.find("gpudx_finding{id=\"kernel_log.xid\"");
+    ASSERT_NE(first, std::string::npos);
+    EXPECT_EQ(text.find("gpudx_finding{id=\"kernel_log.xid\"", first + 1), std::string::npos) << text;
+}
+
+TEST(Formats, HostileLabelValuesStayInsideTheirSample) {
+    GpuRef hostile{"GPU-\"} 1\nfake_metric{a=\"b\\", "0000:00:06.0"};
+    auto d = diagnosis_with({{"devices.holder", Layer::devices, Severity::error, {hostile}, "x", {}, {}}});
+    auto text = render_prometheus(Snapshot{}, d);
+    EXPECT_EQ(text.find("\nfake_metric"), std::string::npos) << text;
+    EXPECT_NE(text.find("uuid=\"GPU-\\\"} 1\\nfake_metric{a=\\\"b\\\\\",pci=\"0000:00:06.0\"} 1\n"), std::string::npos)
+        << text;
+    // Invalid UTF-8 is replaced, so the exposition stays valid UTF-8.
+    EXPECT_EQ(escape_prometheus_label("a\xff" "b"), "a\xEF\xBF\xBD" "b");
+}
+
+TEST(Formats, NodeProblemDetectorMessageFitsIn80AndCountsWarnings) {
+    auto warn = diagnosis_with({{"driver.persistence_off", Layer::driver, Severity::warning, {kGpu0}, "off", {}, {}},
+                                {"pcie.info", Layer::pcie, Severity::info, {}, "i", {}, {}}});
+    auto r = node_problem_detector(warn);
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_EQ(r.message, "gpudx: degraded (1 warnings)");
+    auto bad = diagnosis_with({{"pcie.fell_off_bus", Layer::pcie, Severity::error, {kGpu0},
+                                "0000:00:06.0 reads all ones: the GPU fell off the bus\nsecond line", {}, {}}});
+    r = node_problem_detector(bad);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_LE(r.message.size(), 80u);
+    EXPECT_EQ(r.message.find('\n'), std::string::npos);
+}
