@@ -101,6 +101,7 @@ void collect_holders(const Root& root, DevicesLayer& layer, CollectorStatus& sta
     std::string v2_mount = "/sys/fs/cgroup";
     if (!root.exists("/sys/fs/cgroup/cgroup.controllers") && root.exists("/sys/fs/cgroup/unified/cgroup.controllers"))
         v2_mount = "/sys/fs/cgroup/unified";
+    const auto self = static_cast<uint64_t>(::getpid());
     for (auto& entry : *proc) {
         auto pid = parse_uint(entry);
         if (!pid || *pid == 0 || *pid > INT32_MAX) continue;
@@ -126,9 +127,14 @@ void collect_holders(const Root& root, DevicesLayer& layer, CollectorStatus& sta
         if (h.devices.empty()) continue;
         std::sort(h.devices.begin(), h.devices.end());
         h.pid = static_cast<int>(*pid);
+        auto status_text = root.read_file(base + "/status", 1 << 16);
+        ProcStatus st;
+        if (status_text) st = parse_proc_status(*status_text);
+        // gpudx's own driver probes (children of this process) hold the GPUs while /proc is scanned: they
+        // are not the node's holders.
+        if (root.is_live() && (*pid == self || (st.ppid && *st.ppid == self))) continue;
         if (auto comm = root.read_file(base + "/comm", 4096)) h.name = sanitize_utf8(trim(*comm));
-        if (auto text = root.read_file(base + "/status", 1 << 16)) {
-            auto st = parse_proc_status(*text);
+        if (status_text) {
             h.uid = st.uid;
             h.state = st.state;
             if (h.name.empty()) h.name = sanitize_utf8(st.name);

@@ -21,6 +21,8 @@ ProcStatus parse_proc_status(std::string_view text) {
             if (!value.empty()) st.state = std::string(value.substr(0, 1));
         } else if (key == "Name") {
             st.name = std::string(value);
+        } else if (key == "PPid") {
+            if (auto u = parse_uint(value); u && *u <= UINT32_MAX) st.ppid = static_cast<uint32_t>(*u);
         }
     }
     return st;

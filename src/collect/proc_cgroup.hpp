@@ -13,6 +13,7 @@ struct ProcStatus {
     std::optional<uint32_t> uid;  // real uid, first field of "Uid:"
     std::string state;            // "Z" from "State:\tZ (zombie)"
     std::string name;             // "Name:"
+    std::optional<uint32_t> ppid; // "PPid:"
 };
 ProcStatus parse_proc_status(std::string_view text);
 

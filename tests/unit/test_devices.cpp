@@ -57,6 +57,11 @@ TEST(ProcParsers, StatusGivesUidStateAndName) {
     ASSERT_TRUE(st.uid);
     EXPECT_EQ(*st.uid, 1000u);
     EXPECT_FALSE(parse_proc_status("Uid:\tbogus\n").uid);
+    // PPid tells gpudx's own probe children apart from the node's GPU holders.
+    auto child = parse_proc_status("Name:\tgpudx\nPid:\t5001\nPPid:\t5000\n");
+    ASSERT_TRUE(child.ppid);
+    EXPECT_EQ(*child.ppid, 5000u);
+    EXPECT_FALSE(parse_proc_status("PPid:\t-1\n").ppid);
 }
 
 TEST(ProcParsers, CgroupV1AndV2) {
