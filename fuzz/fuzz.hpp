@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/json_support.hpp"
+
 namespace gpudx::fuzz {
 
 inline std::string_view text(const uint8_t* data, size_t size) {
@@ -20,14 +22,22 @@ inline std::string_view text(const uint8_t* data, size_t size) {
     std::abort();
 }
 
-// Whatever a parser keeps ends up in JSON output, and nlohmann::json::dump() throws on invalid UTF-8,
-// which would lose the whole report: every kept string must be writable.
+// nlohmann::json::dump() throws on invalid UTF-8, which would lose the whole report. A document that gpudx
+// writes without repairing it (matrix, fleet, accept, xid: their strings come from TOML and JSON, valid by
+// construction) must be writable as it is.
 inline void require_json_writable(const nlohmann::json& j) {
     try {
         (void)j.dump();
     } catch (const nlohmann::json::exception& e) {
         violated(e.what(), __FILE__, __LINE__);
     }
+}
+
+// What a parser of node files keeps reaches a printed document (snapshot, diagnosis, ids, verify) through
+// repair_utf8, as those documents are printed: the repaired document must be writable.
+inline void require_printable(nlohmann::json j) {
+    repair_utf8(j);
+    require_json_writable(j);
 }
 
 // Splits the input at the first NUL (or newline when there is none) into two independent strings.

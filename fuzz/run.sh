@@ -37,10 +37,18 @@ run_one() {
     local seeds=()
     [[ -d $src/fuzz/corpus/$name ]] && seeds+=("$src/fuzz/corpus/$name")
     [[ -d $build/fuzz-seeds/$name ]] && seeds+=("$build/fuzz-seeds/$name")
+    local rc=0
     "$build/fuzz/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-        -artifact_prefix="$dir/artifacts/" "$dir/corpus" "${seeds[@]}" >"$dir/log" 2>&1
-    echo $? >"$dir/rc"
+        -artifact_prefix="$dir/artifacts/" "$dir/corpus" "${seeds[@]}" >"$dir/log" 2>&1 || rc=$?
+    echo "$rc" >"$dir/rc"
 }
+
+# Symbolized stack traces in the sanitizer reports.
+if [[ -z ${ASAN_SYMBOLIZER_PATH:-} ]]; then
+    for s in llvm-symbolizer-16 llvm-symbolizer llvm-symbolizer-14; do
+        if command -v "$s" >/dev/null; then export ASAN_SYMBOLIZER_PATH=$(command -v "$s"); break; fi
+    done
+fi
 
 running=0
 for t in "${targets[@]}"; do
@@ -60,16 +68,16 @@ for t in "${targets[@]}"; do
     dir=$build/fuzz-runs/$t
     execs=$(grep -ho 'stat::number_of_executed_units: [0-9]*' "$dir/log" | tail -1 | awk '{print $2}')
     crashes=$(find "$dir/artifacts" -type f | wc -l)
-    rc=$(cat "$dir/rc")
+    rc=$(cat "$dir/rc" 2>/dev/null || echo 1)
     if [[ $rc != 0 && $crashes == 0 ]]; then crashes=1; fi
     printf '%-26s %14s %8s\n' "$t" "${execs:-?}" "$crashes"
     if [[ $crashes != 0 ]]; then status=1; fi
 done
 for t in "${targets[@]}"; do
     dir=$build/fuzz-runs/$t
-    [[ $(cat "$dir/rc") == 0 ]] && continue
+    [[ $(cat "$dir/rc" 2>/dev/null) == 0 ]] && continue
     echo
-    echo "=== $t failed (exit $(cat "$dir/rc")); log $dir/log"
+    echo "=== $t failed (exit $(cat "$dir/rc" 2>/dev/null)); log $dir/log"
     grep -A30 -m1 -E '^==[0-9]+==|runtime error|fuzz property violated|ERROR: libFuzzer' "$dir/log" | head -40 || tail -20 "$dir/log"
     for a in "$dir"/artifacts/*; do
         [[ -f $a ]] && echo "reproduce: $build/fuzz/$t $a"

@@ -31,7 +31,7 @@ std::map<std::string, uint64_t> parse_aer_counters(std::string_view text) {
         if (fields.size() != 2) continue;
         auto n = parse_uint(fields[1]);
         if (!n) continue;
-        out[std::string(fields[0])] = *n;
+        out[sanitize_utf8(fields[0])] = *n;  // counter names go into the JSON as keys
     }
     return out;
 }

@@ -101,17 +101,38 @@ std::vector<std::pair<std::string, std::string>> parse_key_values(std::string_vi
     return out;
 }
 
+namespace {
+
+// Length of the well-formed UTF-8 sequence starting at s[i] (Unicode, table 3-7), or 0. Overlong forms,
+// surrogates (U+D800..U+DFFF) and code points past U+10FFFF are not well formed: JSON writers refuse them.
+size_t utf8_sequence_length(std::string_view s, size_t i) {
+    auto byte = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+    unsigned char c = byte(0);
+    if (c < 0x80) return 1;
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c == 0xE0) len = 3, lo = 0xA0;
+    else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) len = 3;
+    else if (c == 0xED) len = 3, hi = 0x9F;
+    else if (c == 0xF0) len = 4, lo = 0x90;
+    else if (c >= 0xF1 && c <= 0xF3) len = 4;
+    else if (c == 0xF4) len = 4, hi = 0x8F;
+    else return 0;
+    if (i + len > s.size() || byte(1) < lo || byte(1) > hi) return 0;
+    for (size_t k = 2; k < len; ++k)
+        if ((byte(k) & 0xC0) != 0x80) return 0;
+    return len;
+}
+
+}  // namespace
+
 std::string sanitize_utf8(std::string_view s) {
     std::string out;
     out.reserve(s.size());
     size_t i = 0;
     while (i < s.size()) {
-        auto c = static_cast<unsigned char>(s[i]);
-        size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-        bool ok = len > 0 && i + len <= s.size();
-        for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) >> 6) == 0x2;
-        if (ok && len == 2 && c < 0xc2) ok = false;  // overlong
-        if (ok) {
+        if (size_t len = utf8_sequence_length(s, i); len > 0) {
             out.append(s.substr(i, len));
             i += len;
         } else {

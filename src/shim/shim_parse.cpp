@@ -71,6 +71,9 @@ size_t put_hex(char* out, uint64_t value, int width, bool upper) {
 }
 
 size_t format_bus_id(uint64_t a, int domain_digits, bool upper, char* out, size_t cap) {
+    // A domain above 0xffff (Intel VMD domains start at 0x10000) takes eight digits whatever the spelling
+    // asked for: four would silently name another domain.
+    if (address_domain(a) > 0xffff) domain_digits = 8;
     size_t need = static_cast<size_t>(domain_digits) + 8;  // ":bb:dd.f"
     if (a == kNoAddress || !out || cap < need + 1) return 0;
     char* p = out;

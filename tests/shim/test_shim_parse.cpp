@@ -79,3 +79,22 @@ TEST(ShimParse, InformationFileOfTheH200Fixture) {
     EXPECT_FALSE(info.has_uuid);
     EXPECT_EQ(info.location, kNoAddress);
 }
+
+// fuzz_shim_parse, crash-9ec9ccae (" 2000c1:00.0\n", read as domain 0x2000c1): formatted in CUDA's four-digit
+// spelling the domain lost its high digits and named another device. A domain above 0xffff (Intel VMD
+// domains start at 0x10000) is always written with eight digits.
+TEST(ShimParse, WideDomainIsNeverTruncated) {
+    std::string in = " 2000c1:00.0\n";
+    uint64_t a = parse_bus_id(in.data(), in.size());
+    ASSERT_NE(a, kNoAddress);
+    EXPECT_EQ(address_domain(a), 0x2000c1u);
+    char out[32];
+    size_t n = format_cuda_bus_id(a, 4, out, sizeof out);
+    EXPECT_EQ(std::string(out, n), "002000C1:00:00.0");
+    EXPECT_EQ(parse_bus_id(out, n), a);
+    uint64_t vmd = pack_address(0x10000, 0x01, 0, 0);
+    n = format_cuda_bus_id(vmd, 4, out, sizeof out);
+    EXPECT_EQ(std::string(out, n), "00010000:01:00.0");
+    // CUDA's 13-byte buffer cannot hold it: refused (the shim then returns the driver's own answer).
+    EXPECT_EQ(format_cuda_bus_id(vmd, 4, out, 13), 0u);
+}
