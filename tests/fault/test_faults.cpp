@@ -16,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -237,14 +238,19 @@ Ran driver_run(const std::string& command, const std::string& scenario, const st
 }  // namespace
 
 TEST(DriverFaults, NvmlInitFailingWithEachCode) {
-    // Uninitialized, invalid argument, not supported, no permission, driver not loaded, insufficient power,
-    // lib/RM version mismatch, GPU lost, unknown.
-    for (int code : {1, 2, 3, 4, 9, 8, 18, 15, 999}) {
+    // Every nvmlReturn_t NVML defines (1..29 and NVML_ERROR_UNKNOWN), and one it does not.
+    std::vector<int> codes;
+    for (int code = 1; code <= 29; ++code) codes.push_back(code);
+    codes.push_back(999);
+    codes.push_back(12345);
+    for (int code : codes) {
         SCOPED_TRACE(code);
         auto scenario = scenario_with({{"faults", {{{"call", "nvmlInit"}, {"result", code}}}}});
         auto snap = driver_run("snapshot", scenario, kStandins);
         EXPECT_VALID_JSON(snap);
         EXPECT_EQ(snap.json["nvml"]["init_result"], code);
+        EXPECT_NE(snap.json["nvml"]["init_error"].get<std::string>().find("(" + std::to_string(code)), std::string::npos)
+            << snap.json["nvml"]["init_error"];
         EXPECT_EQ((*collector(snap.json, "nvml"))["state"], "error");
         EXPECT_EQ((*collector(snap.json, "cuda"))["state"], "ok");  // one layer's failure loses nothing else
         auto diag = driver_run("diagnose --format json", scenario, kStandins);
