@@ -123,6 +123,7 @@ def main():
     ap.add_argument("--gpudx", required=True)
     ap.add_argument("--work", required=True)
     o = ap.parse_args()
+    o.source, o.gpudx, o.work = (os.path.abspath(p) for p in (o.source, o.gpudx, o.work))
     shutil.rmtree(o.work, ignore_errors=True)
     os.makedirs(o.work)
     tree = os.path.join(o.work, "fell-off-bus")

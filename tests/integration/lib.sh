@@ -24,7 +24,8 @@ require_cmd() {
 # build_scenario FIXTURE SCENARIO_DIR OUT: a writable copy of the capture with the scenario's setup.sh applied,
 # as tests/e2e/run_scenario.py builds it.
 build_scenario() {
-  local fixture=$1 scenario=$2 out=$3
+  local fixture scenario out=$3
+  fixture=$(realpath "$1") scenario=$(realpath "$2")
   rm -rf "$out"
   mkdir -p "$(dirname "$out")"
   cp -a "$fixture" "$out"

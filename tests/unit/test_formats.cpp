@@ -129,3 +129,8 @@ TEST(Formats, NodeProblemDetectorMessageFitsIn80AndCountsWarnings) {
     EXPECT_LE(r.message.size(), 80u);
     EXPECT_EQ(r.message.find('\n'), std::string::npos);
 }
+
+TEST(Formats, NodeProblemDetectorShortensTheUuidBeforeTheMessage) {
+    auto bad = diagnosis_with({{"pcie.fell_off_bus", Layer::pcie, Severity::error, {kGpu0}, "config space reads all ones", {}, {}}});
+    EXPECT_EQ(node_problem_detector(bad).message, "pcie.fell_off_bus GPU-992cb470 0000:00:06.0: config space reads all ones");
+}

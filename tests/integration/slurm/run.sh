@@ -24,11 +24,17 @@ T=$(mktemp -d /tmp/gpudx-slurm.XXXXXX)
 pids=()
 cleanup() {
   local rc=$?
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do
-    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$p" 2>/dev/null || true
+  local i p
+  # Newest first (slurmd, slurmctld, munged): each still has the ones below it while it shuts down.
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    p=${pids[i]}
+    kill "$p" 2>/dev/null || continue
+    for _ in $(seq 200); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$p" 2>/dev/null; then
+      echo "note: PID $p did not stop within 20 s of SIGTERM: SIGKILL" >&2
+      kill -9 "$p" 2>/dev/null || true
+    fi
+    wait "$p" 2>/dev/null || true
   done
   cp -r "$T/log" "$work/" 2>/dev/null || true
   cp "$T"/*.log "$T/slurm.conf" "$work/" 2>/dev/null || true
