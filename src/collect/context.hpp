@@ -19,6 +19,8 @@ struct CollectOptions {
     // Deadline for each driver layer (NVML, CUDA).
     std::chrono::milliseconds driver_deadline{5000};
     bool probe_driver = true;   // false: skip NVML and CUDA (host layers only)
+    // Why the driver layers were not probed, recorded as the nvml and cuda collectors' message; empty: --no-driver.
+    std::string driver_not_probed_reason;
     bool all_devices = false;   // also evaluate CUDA with CUDA_VISIBLE_DEVICES/CUDA_DEVICE_ORDER unset
     bool probe_cuda = true;     // false: NVML only (cuInit alone costs ~430 ms on an H200 node)
     // Directory holding the stand-in or real driver libraries to load instead of the loader's choice.

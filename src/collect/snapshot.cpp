@@ -89,8 +89,10 @@ Snapshot take_snapshot(const Root& root, const CollectOptions& options) {
     if (driver.valid())
         for (auto& st : driver.get()) s.collectors.push_back(std::move(st));
     else {
-        s.collectors.push_back(status_no_data("nvml", "driver layers not probed (--no-driver)"));
-        s.collectors.push_back(status_no_data("cuda", "driver layers not probed (--no-driver)"));
+        std::string why = options.driver_not_probed_reason.empty() ? "driver layers not probed (--no-driver)"
+                                                                    : options.driver_not_probed_reason;
+        s.collectors.push_back(status_no_data("nvml", why));
+        s.collectors.push_back(status_no_data("cuda", why));
     }
     return s;
 }

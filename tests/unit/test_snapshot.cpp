@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <cstdio>
+
 #include <nlohmann/json.hpp>
 
 #include "checks/diagnose.hpp"
@@ -70,4 +74,44 @@ TEST(Diagnose, NothingCollectedIsUnknownNotHealthy) {
     auto d = diagnose(s, o);
     EXPECT_EQ(d.exit_code, kExitUnknown);
     EXPECT_EQ(d.verdict, "unknown");
+}
+
+// A capture holds recorded driver answers, not a driver: `--root` never asks this machine's NVML or CUDA.
+TEST(Diagnose, CaptureWithoutDriverLibDirDoesNotProbeThisMachinesDriver) {
+    auto run = [](const std::string& args) {
+        std::string out;
+        FILE* p = ::popen((std::string(GPUDX_BINARY) + " " + args + " 2>/dev/null").c_str(), "r");
+        if (!p) return out;
+        char buf[4096];
+        size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+        ::pclose(p);
+        return out;
+    };
+    const std::string reason =
+        "a capture: driver answers replay only through --driver-lib-dir <stand-ins>; see docs/capture-format.md";
+    auto snap = nlohmann::json::parse(run("snapshot --root " + kH200), nullptr, false);
+    ASSERT_FALSE(snap.is_discarded());
+    int driver_collectors = 0;
+    for (auto& c : snap["collectors"])
+        if (c["name"] == "nvml" || c["name"] == "cuda") {
+            ++driver_collectors;
+            EXPECT_EQ(c["state"], "no_data") << c.dump();
+            EXPECT_EQ(c["message"], reason) << c.dump();
+        }
+    EXPECT_EQ(driver_collectors, 2);
+    EXPECT_EQ(snap["nvml"]["library_path"], "");  // nothing was loaded
+    EXPECT_EQ(snap["nvml"]["load_error"], "");
+
+    auto diag = nlohmann::json::parse(run("diagnose --format json --root " + kH200), nullptr, false);
+    ASSERT_FALSE(diag.is_discarded());
+    bool seen = false;
+    for (auto& l : diag["layers"])
+        if (l["layer"] == "driver") {
+            seen = true;
+            EXPECT_EQ(l["state"], "not_evaluated") << l.dump();
+            EXPECT_NE(l["reason"].get<std::string>().find(reason), std::string::npos) << l.dump();
+        }
+    EXPECT_TRUE(seen) << diag.dump();
+    for (auto& f : diag["findings"]) EXPECT_NE(f["layer"], "driver") << f.dump();
 }
