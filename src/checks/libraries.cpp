@@ -6,6 +6,7 @@
 
 #include "checks/check_context.hpp"
 #include "core/text.hpp"
+#include "core/version.hpp"
 
 namespace gpudx {
 namespace {
@@ -106,7 +107,13 @@ void multiple_copies(const ResolvedLibrary& lib, std::vector<Finding>& out) {
         else versions.insert(c.version);
     }
     if (versions.size() < 2 && !unknown) return;  // identical copies do no harm
-    bool differ = versions.size() >= 2;
+    // A version written with fewer components ("13", from a soname) may be the same release as a full one
+    // ("13.1.80", from the file): they differ only when two of them contradict each other.
+    bool differ = false;
+    for (auto a = versions.begin(); a != versions.end(); ++a)
+        for (auto b = std::next(a); b != versions.end(); ++b)
+            if (!versions_compatible(*a, *b)) differ = true;
+    if (!differ && !unknown) return;
     Finding f;
     f.id = "libs.multiple_copies";
     f.layer = Layer::libraries;

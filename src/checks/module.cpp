@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include "checks/check_context.hpp"
+#include "core/version.hpp"
 
 namespace gpudx {
 namespace {
@@ -162,8 +163,11 @@ void check_dkms(const CheckContext& ctx, std::vector<Finding>& out) {
     const auto& m = ctx.snapshot.module;
     for (auto& e : m.dkms) {
         if (e.state != "failed" || !gpu_related_dkms(e.module)) continue;
+        // Settled only by a good build of this version or a newer one for that kernel: an older version still
+        // installed is what the failed upgrade was meant to replace (the failure is the news).
         bool replaced = std::any_of(m.dkms.begin(), m.dkms.end(), [&](auto& o) {
-            return o.module == e.module && o.kernel == e.kernel && (o.state == "built" || o.state == "installed");
+            return o.module == e.module && o.kernel == e.kernel && (o.state == "built" || o.state == "installed") &&
+                   compare_versions(o.version, e.version) >= 0;
         });
         if (replaced) continue;
         bool running = e.kernel.empty() || e.kernel == m.kernel_release;

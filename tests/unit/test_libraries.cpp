@@ -219,3 +219,23 @@ TEST(LibraryRules, RuntimeNewerThanTheDriverBranch) {
     s.libraries.libraries[1].chosen->version = "12.2.140";
     EXPECT_EQ(by_id(run_libraries(s), "libs.runtime_too_new"), nullptr);
 }
+
+TEST(LibraryRules, SonameMajorAndFullVersionOfOneReleaseAreNotDifferentCopies) {
+    // libcudart.so.13 known only by its soname's "13" in one place and as 13.1.80 in another: one release.
+    Snapshot s;
+    s.collectors.push_back(status_ok("libraries"));
+    ResolvedLibrary rt;
+    rt.soname = "libcudart.so.13";
+    rt.copies = {{"/opt/conda/lib/libcudart.so.13", "/opt/conda/lib/libcudart.so.13", "13", "LD_LIBRARY_PATH", true},
+                 {"/usr/local/cuda/lib64/libcudart.so.13", "/usr/local/cuda/lib64/libcudart.so.13.1.80", "13.1.80",
+                  "ld.so.cache", true}};
+    rt.chosen = rt.copies[0];
+    s.libraries.libraries.push_back(rt);
+    EXPECT_EQ(by_id(run_libraries(s), "libs.multiple_copies"), nullptr);
+    // 12 and 13.1.80 contradict each other: still a warning.
+    s.libraries.libraries[0].copies[0].version = "12";
+    auto out = run_libraries(s);
+    auto* m = by_id(out, "libs.multiple_copies");
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->severity, Severity::warning);
+}

@@ -299,3 +299,28 @@ TEST(ModuleChecks, NotLoadedExcludedAndNotInDriver) {
     EXPECT_EQ(nl->subjects.size(), 2u);
     EXPECT_EQ(nl->subjects[0].uuid, "GPU-992cb470-9027-88f4-48a9-a9a329d6978d");
 }
+
+TEST(ModuleChecks, FailedUpgradeBuildIsReportedWhileAnOlderVersionIsInstalled) {
+    // The upgrade to 580.172.08 failed to build for the running kernel; 580.159.04 is still installed for it.
+    // The older install does not settle the failure: the next boot keeps the old driver (or none).
+    Snapshot s;
+    s.collectors.push_back(status_ok("module"));
+    s.module.kernel_release = kRelease;
+    s.module.files_unavailable = "no module tree";
+    s.module.dkms = {{"nvidia", "580.159.04", kRelease, "x86_64", "installed", ""},
+                     {"nvidia", "580.172.08", kRelease, "x86_64", "failed",
+                      "/var/lib/dkms/nvidia/580.172.08/build/make.log"}};
+    auto f = run_checks(s);
+    auto* failed = find(f, "module.dkms_build_failed");
+    ASSERT_TRUE(failed);
+    EXPECT_EQ(failed->severity, Severity::error);
+    EXPECT_NE(failed->message.find("nvidia/580.172.08"), std::string::npos) << failed->message;
+    // A newer (or the same) version built for that kernel does settle it.
+    s.module.dkms[0].version = "580.172.08";
+    EXPECT_EQ(find(run_checks(s), "module.dkms_build_failed"), nullptr);
+    s.module.dkms[0].version = "590.44.01";
+    EXPECT_EQ(find(run_checks(s), "module.dkms_build_failed"), nullptr);
+    // An install for another kernel does not.
+    s.module.dkms[0].kernel = "6.8.0-45-generic";
+    EXPECT_NE(find(run_checks(s), "module.dkms_build_failed"), nullptr);
+}

@@ -2,6 +2,7 @@
 
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
+#include "core/version.hpp"
 
 using namespace gpudx;
 
@@ -50,4 +51,22 @@ TEST(Text, SanitizesInvalidUtf8AndControlCharacters) {
     EXPECT_EQ(sanitize_utf8("ok\xff"), "ok\xEF\xBF\xBD");
     EXPECT_EQ(sanitize_utf8("caf\xC3\xA9"), "caf\xC3\xA9");
     EXPECT_EQ(strip_control("a\033[31mb"), "a?[31mb");
+}
+
+TEST(Versions, CompareComponentByComponentAsNumbers) {
+    EXPECT_LT(compare_versions("580.159.04", "580.172.08"), 0);
+    EXPECT_GT(compare_versions("580.159.04", "580.95.05"), 0);  // 159 > 95, not as text
+    EXPECT_EQ(compare_versions("580.159.04", "580.159.04"), 0);
+    EXPECT_LT(compare_versions("580", "580.159.04"), 0);
+    EXPECT_GT(compare_versions("590.44.01", "580.172.08"), 0);
+}
+
+TEST(Versions, AShorterVersionIsCompatibleWithItsLongerForm) {
+    EXPECT_TRUE(versions_compatible("13", "13.1.80"));
+    EXPECT_TRUE(versions_compatible("13.1.80", "13.1"));
+    EXPECT_TRUE(versions_compatible("13.1.80", "13.1.80"));
+    EXPECT_FALSE(versions_compatible("12", "13.1.80"));
+    EXPECT_FALSE(versions_compatible("13.1.80", "13.1.81"));
+    EXPECT_FALSE(versions_compatible("1", "13"));  // components, not characters
+    EXPECT_FALSE(versions_compatible("", "13"));
 }
