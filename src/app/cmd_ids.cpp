@@ -19,9 +19,12 @@ struct IdsOptions {
     std::string output;
 };
 
-// The findings that are about who is who: identity.* and the driver's missing-GPU counts.
+// The findings that are about who is who: identity.*, the driver's missing-GPU counts, and the environment's
+// GPU names that no GPU here answers to (CUDA_VISIBLE_DEVICES and the allocation variables).
 bool is_identity_finding(const Finding& f) {
-    return f.id.rfind("identity.", 0) == 0 || f.id == "driver.nvml_missing_gpu" || f.id == "driver.cuda_missing_gpu";
+    return f.id.rfind("identity.", 0) == 0 || f.id == "driver.nvml_missing_gpu" || f.id == "driver.cuda_missing_gpu" ||
+           f.id == "allocation.uuid_not_on_node" || f.id == "allocation.visible_devices_invalid" ||
+           f.id == "allocation.mig_uuid_unverified";
 }
 
 std::vector<Finding> identity_findings(const Snapshot& s) {
@@ -29,7 +32,9 @@ std::vector<Finding> identity_findings(const Snapshot& s) {
     CheckContext ctx{s, dopts};
     std::vector<Finding> all, out;
     for (auto& fam : check_families())
-        if (std::string_view(fam.name) == "identity" || std::string_view(fam.name) == "driver") fam.run(ctx, all);
+        if (std::string_view(fam.name) == "identity" || std::string_view(fam.name) == "driver" ||
+            std::string_view(fam.name) == "allocation")
+            fam.run(ctx, all);
     for (auto& f : all)
         if (is_identity_finding(f)) out.push_back(std::move(f));
     return out;

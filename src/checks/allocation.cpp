@@ -21,6 +21,10 @@ Evidence env_evidence(const std::string& name, const std::string& value) {
     return {"environment " + name, value.empty() ? "\"\"" : value};
 }
 
+bool starts_with_mig_gpu(std::string_view text) {
+    return text.size() > 8 && (text.starts_with("MIG-GPU-") || text.starts_with("mig-gpu-"));
+}
+
 std::vector<GpuRef> refs(const CheckContext& ctx, const std::vector<NodeGpu>& gpus, const std::vector<size_t>& idx) {
     std::vector<GpuRef> out;
     for (auto i : idx) out.push_back(ctx.gpu(gpus[i].pci));
@@ -75,14 +79,58 @@ void by_index(const CheckContext& ctx, const std::string& value, const VisibleDe
     out.push_back(std::move(o));
 }
 
-void invalid_entries(const CheckContext&, const std::string& value, const VisibleDevices& cvd,
+// Whether NVML's device list was read: only then are MIG instance UUIDs known (procfs does not list them).
+bool nvml_read(const Snapshot& s) {
+    return s.nvml.device_count.has_value() && (!s.nvml.init_result || *s.nvml.init_result == 0);
+}
+
+// CUDA honours CUDA_VISIBLE_DEVICES up to the first entry that names no device: that entry and every entry
+// after it are ignored. The first such entry (bad syntax, an index past the last GPU, a UUID no GPU or MIG
+// instance here has, when that can be known), and the GPUs named after it that CUDA therefore drops.
+struct CutOff {
+    std::optional<size_t> entry;  // position in cvd.entries
+    std::vector<size_t> dropped;  // node GPUs named after it
+};
+
+CutOff cut_off(const Snapshot& s, const VisibleDevices& cvd, const std::vector<NodeGpu>& gpus) {
+    CutOff c;
+    bool migs_known = nvml_read(s);
+    auto names_nothing = [&](const VisibleEntry& e) {
+        if (e.type == VisibleEntryType::invalid) return true;
+        if (gpus.empty()) return false;  // nothing to resolve against: only the syntax can be judged
+        if (e.type == VisibleEntryType::mig_uuid && !migs_known && !starts_with_mig_gpu(e.text)) return false;
+        VisibleDevices one;
+        one.kind = VisibleDevicesKind::list;
+        one.entries = {e};
+        auto m = match_visible_devices(one, gpus);
+        return m.empty() || m[0].gpus.empty();
+    };
+    for (size_t i = 0; i < cvd.entries.size(); ++i)
+        if (names_nothing(cvd.entries[i])) {
+            c.entry = i;
+            break;
+        }
+    if (!c.entry || gpus.empty()) return c;
+    for (size_t i = *c.entry + 1; i < cvd.entries.size(); ++i) {
+        auto& e = cvd.entries[i];
+        if (e.type == VisibleEntryType::invalid) continue;
+        VisibleDevices one;
+        one.kind = VisibleDevicesKind::list;
+        one.entries = {e};
+        for (auto& m : match_visible_devices(one, gpus))
+            if (m.gpus.size() == 1 &&
+                std::find(c.dropped.begin(), c.dropped.end(), m.gpus[0]) == c.dropped.end())
+                c.dropped.push_back(m.gpus[0]);
+    }
+    return c;
+}
+
+void invalid_entries(const CheckContext& ctx, const std::string& value, const VisibleDevices& cvd,
                      const std::vector<NodeGpu>& gpus, std::vector<Finding>& out) {
     std::vector<std::string> problems;
     if (cvd.first_invalid) {
         auto& bad = cvd.entries[*cvd.first_invalid];
-        problems.push_back(fmt::format("entry \"{}\" is not an index, GPU-UUID or MIG-UUID: CUDA ignores it and every "
-                                       "entry after it ({} of {} entries honoured)",
-                                       bad.text, *cvd.first_invalid, cvd.entries.size()));
+        problems.push_back(fmt::format("entry \"{}\" is not an index, GPU-UUID or MIG-UUID", bad.text));
     }
     if (!gpus.empty()) {
         for (auto& m : match_visible_devices(cvd, gpus)) {
@@ -96,32 +144,64 @@ void invalid_entries(const CheckContext&, const std::string& value, const Visibl
     for (auto& e : cvd.effective())
         if (!seen.insert(e.text).second) problems.push_back(fmt::format("\"{}\" is listed twice", e.text));
     if (problems.empty()) return;
+    // An error when the bad entry costs the job GPUs it was meant to have (CUDA drops them); a warning when
+    // nothing usable comes after it.
+    auto cut = cut_off(ctx.snapshot, cvd, gpus);
     Finding f;
     f.id = "allocation.visible_devices_invalid";
     f.layer = Layer::allocation;
-    f.severity = Severity::warning;
+    f.severity = cut.dropped.empty() ? Severity::warning : Severity::error;
+    f.subjects = refs(ctx, gpus, cut.dropped);
     std::string joined;
     for (auto& p : problems) joined += (joined.empty() ? "" : "; ") + p;
-    f.message = "CUDA_VISIBLE_DEVICES is partly invalid: " + joined;
+    std::string consequence;
+    if (cut.entry) {
+        std::string dropped;
+        for (auto i : cut.dropped) dropped += (dropped.empty() ? "" : ", ") + describe(ctx.gpu(gpus[i].pci));
+        consequence = fmt::format(". CUDA honours only the {} entr{} before \"{}\"{}", *cut.entry,
+                                  *cut.entry == 1 ? "y" : "ies", cvd.entries[*cut.entry].text,
+                                  dropped.empty() ? std::string(" (no GPU of this node is named after it)")
+                                                  : ": it drops " + dropped + ", named after it");
+    }
+    f.message = "CUDA_VISIBLE_DEVICES is partly invalid: " + joined + consequence;
     f.evidence.push_back(env_evidence("CUDA_VISIBLE_DEVICES", value));
+    if (!gpus.empty()) f.evidence.push_back({"/proc/driver/nvidia/gpus", uuid_list(gpus)});
     f.next_step = "Set CUDA_VISIBLE_DEVICES to a comma-separated list of this node's GPU UUIDs (`nvidia-smi -L`).";
     out.push_back(std::move(f));
 }
 
 // UUIDs a job was given that no GPU here carries: the allocation was made for another node or a replaced card.
+// A MIG instance's UUID is known only from NVML: without NVML's list it is left unverified (info), never
+// called absent; with it, a GPU in MIG mode without instances is covered (its list is empty).
 void uuid_not_on_node(const CheckContext& ctx, const std::vector<NodeGpu>& gpus, std::vector<Finding>& out) {
     if (gpus.empty()) return;
-    bool have_mig = std::any_of(gpus.begin(), gpus.end(), [](auto& g) { return !g.mig_uuids.empty(); });
+    bool migs_known = nvml_read(ctx.snapshot);
     for (auto name : {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS"}) {
         auto value = var(ctx.snapshot, name);
         if (!value) continue;
         auto parsed = parse_visible_devices(value);
         for (auto& m : match_visible_devices(parsed, gpus)) {
             bool uuid = m.entry.type == VisibleEntryType::gpu_uuid;
-            bool old_mig = m.entry.type == VisibleEntryType::mig_uuid && m.entry.text.size() > 8 &&
-                           (m.entry.text.starts_with("MIG-GPU-") || m.entry.text.starts_with("mig-gpu-"));
-            bool mig = m.entry.type == VisibleEntryType::mig_uuid && (have_mig || old_mig);
-            if (!(uuid || mig) || !m.gpus.empty()) continue;
+            bool is_mig = m.entry.type == VisibleEntryType::mig_uuid;
+            // The old form names its parent GPU (MIG-GPU-<uuid>/gi/ci), which procfs knows.
+            bool mig_checkable = is_mig && (migs_known || starts_with_mig_gpu(m.entry.text));
+            if (is_mig && !mig_checkable) {
+                Finding f;
+                f.id = "allocation.mig_uuid_unverified";
+                f.layer = Layer::allocation;
+                f.severity = Severity::info;
+                f.message = fmt::format("{} names MIG instance {}, which cannot be checked: MIG instance UUIDs come "
+                                        "from NVML, and NVML was not read",
+                                        name, m.entry.text);
+                f.evidence.push_back(env_evidence(name, *value));
+                if (auto* c = ctx.snapshot.collector("nvml"))
+                    f.evidence.push_back({"nvml collector", c->message.empty() ? to_string(c->state) : c->message});
+                f.next_step = "Run gpudx without --no-driver (on a capture: --driver-lib-dir with the stand-ins), or "
+                              "compare with `nvidia-smi -L` on the node.";
+                out.push_back(std::move(f));
+                continue;
+            }
+            if (!(uuid || mig_checkable) || !m.gpus.empty()) continue;
             Finding f;
             f.id = "allocation.uuid_not_on_node";
             f.layer = Layer::allocation;

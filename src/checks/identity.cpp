@@ -60,16 +60,34 @@ void check_cuda_rows(const Snapshot& s, const IdentityTable& t, std::vector<Find
                 f.severity = Severity::error;
                 f.subjects.push_back(ref(*here));
                 if (owner && owner != here) f.subjects.push_back(ref(*owner));
+                bool nvml_agrees = !here->procfs_uuid.empty() && same_uuid(here->nvml_uuid, d.uuid);
                 f.message = owner && owner != here
                                 ? fmt::format("CUDA ordinal {} reports bus {} but the UUID of {} ({}): the bus id is stale",
                                               d.ordinal, d.pci, owner->pci, d.uuid)
+                            : nvml_agrees
+                                ? fmt::format("CUDA ordinal {} reports bus {} with UUID {}, as NVML does, but the kernel "
+                                              "driver has {} there",
+                                              d.ordinal, d.pci, d.uuid, here->procfs_uuid)
                                 : fmt::format("CUDA ordinal {} reports bus {} but UUID {}, which no GPU on this node has",
                                               d.ordinal, d.pci, d.uuid);
                 f.evidence = {{call_bus, d.bus_id}, {call_uuid, d.uuid}, {expected_src, expected}};
                 if (owner && owner != here)
                     f.evidence.push_back({owner->in_procfs ? procfs_path(owner->pci) : "nvmlDeviceGetPciInfo_v3",
                                           d.uuid + " at " + owner->pci});
-                f.next_step = kRestoreNextStep;
+                // NVML giving the same UUID as CUDA at this address means the user-space driver agrees with
+                // itself and it is the kernel driver's procfs that differs: not a restored process but libraries
+                // that talk to another driver (another node's libraries in a container, a replayed capture).
+                if (nvml_agrees) {
+                    f.evidence.push_back({fmt::format("nvmlDeviceGetUUID({})", here->nvml_index.value_or(0)),
+                                          here->nvml_uuid});
+                    f.next_step = "NVML agrees with CUDA here, so this is not a restored process: the user-space driver "
+                                  "(NVML and CUDA) answers for other GPUs than the kernel driver's procfs lists. The "
+                                  "loaded libnvidia-ml/libcuda do not talk to this node's kernel driver (a container "
+                                  "with another node's libraries, or a capture replayed with another node's answers); "
+                                  "see identity.nvml_uuid_mismatch and the libraries layer.";
+                } else {
+                    f.next_step = kRestoreNextStep;
+                }
                 out.push_back(std::move(f));
             }
         }
@@ -143,11 +161,22 @@ void check_nvml_rows(const IdentityTable& t, std::vector<Finding>& out) {
     }
 }
 
+// Where a row's UUID (IdentityRow::uuid()) comes from.
+std::string uuid_source(const IdentityRow& r) {
+    if (!r.procfs_uuid.empty()) return procfs_path(r.pci);
+    if (!r.nvml_uuid.empty()) return fmt::format("nvmlDeviceGetUUID({})", r.nvml_index.value_or(0));
+    return fmt::format("cuDeviceGetUuid_v2({})", r.cuda_ordinal.value_or(0));
+}
+
+// Two addresses claiming one UUID, as the driver sees the hardware (procfs or NVML). A row only CUDA names
+// carries the UUID of the GPU the process runs on at a bus id of its own: that is a stale or unknown bus id
+// (identity.cuda_stale_bus_id, identity.cuda_bus_unknown), not a second card.
 void check_duplicate_uuids(const IdentityTable& t, std::vector<Finding>& out) {
+    auto driver_named = [](const IdentityRow& r) { return !r.procfs_uuid.empty() || !r.nvml_uuid.empty(); };
     for (size_t i = 0; i < t.rows.size(); ++i)
         for (size_t j = i + 1; j < t.rows.size(); ++j) {
             const auto &a = t.rows[i], &b = t.rows[j];
-            if (a.procfs_uuid.empty() && a.nvml_uuid.empty()) continue;
+            if (!driver_named(a) || !driver_named(b)) continue;
             std::string ua = a.uuid(), ub = b.uuid();
             if (!same_uuid(ua, ub)) continue;
             Finding f;
@@ -156,57 +185,11 @@ void check_duplicate_uuids(const IdentityTable& t, std::vector<Finding>& out) {
             f.severity = Severity::error;
             f.subjects = {ref(a), ref(b)};
             f.message = fmt::format("UUID {} is reported at two PCI addresses: {} and {}", ua, a.pci, b.pci);
-            f.evidence = {{a.in_procfs ? procfs_path(a.pci) : "NVML", ua + " at " + a.pci},
-                          {b.in_procfs ? procfs_path(b.pci) : "NVML", ub + " at " + b.pci}};
+            f.evidence = {{uuid_source(a), ua + " at " + a.pci}, {uuid_source(b), ub + " at " + b.pci}};
             f.next_step = "Two cards cannot share a UUID: one source is stale (a restored process or a replayed "
                           "capture). Re-run on the live node.";
             out.push_back(std::move(f));
         }
-}
-
-// CUDA_VISIBLE_DEVICES: CUDA stops at the first entry that names no device, hiding the ones after it.
-void check_visible_devices(const IdentityTable& t, std::vector<Finding>& out) {
-    if (t.cuda_visible_devices == "<unset>") return;
-    size_t gpu_count = 0;
-    for (auto& r : t.rows)
-        if (r.vendor == "nvidia" || r.in_procfs || r.nvml_index) ++gpu_count;
-    if (gpu_count == 0) return;
-    auto entries = split(t.cuda_visible_devices, ',');
-    for (size_t i = 0; i < entries.size(); ++i) {
-        std::string e(trim(entries[i]));
-        if (e.empty()) break;
-        bool numeric = parse_uint(e).has_value();
-        std::string why;
-        if (numeric) {
-            if (*parse_uint(e) >= gpu_count) why = fmt::format("index {} but this node has {} GPU(s)", e, gpu_count);
-        } else {
-            std::string want = to_lower(e);
-            if (want.rfind("gpu-", 0) != 0 && want.rfind("mig-", 0) != 0) want = "gpu-" + want;
-            bool found = false;
-            for (auto& r : t.rows) {
-                std::vector<std::string> names = {r.procfs_uuid, r.nvml_uuid};
-                names.insert(names.end(), r.mig_uuids.begin(), r.mig_uuids.end());
-                for (auto& n : names)
-                    if (!n.empty() && to_lower(n).rfind(want, 0) == 0) found = true;
-            }
-            if (!found) why = fmt::format("UUID {} is not on this node", e);
-        }
-        if (why.empty()) continue;
-        Finding f;
-        f.id = numeric ? "identity.visible_devices_index_out_of_range" : "identity.visible_devices_unknown_uuid";
-        f.layer = Layer::allocation;
-        f.severity = Severity::error;
-        f.message = fmt::format("CUDA_VISIBLE_DEVICES entry {} names no GPU here ({}); CUDA ignores it and every "
-                                "entry after it",
-                                i, why);
-        f.evidence = {{"CUDA_VISIBLE_DEVICES", t.cuda_visible_devices}};
-        for (auto& r : t.rows)
-            if (!r.uuid().empty()) f.evidence.push_back({"GPU on this node", r.uuid() + " at " + r.pci});
-        f.next_step = "The job was given a GPU of another node, or a stale allocation. Check the scheduler's "
-                      "allocation (Slurm gres, Kubernetes device plugin) and use UUIDs from `gpudx ids` on this node.";
-        out.push_back(std::move(f));
-        break;
-    }
 }
 
 }  // namespace
@@ -216,7 +199,8 @@ void check_identity(const CheckContext& ctx, std::vector<Finding>& out) {
     check_cuda_rows(ctx.snapshot, t, out);
     check_nvml_rows(t, out);
     check_duplicate_uuids(t, out);
-    check_visible_devices(t, out);
+    // CUDA_VISIBLE_DEVICES entries that name no GPU here are the allocation family's (allocation.uuid_not_on_node,
+    // allocation.visible_devices_invalid).
 }
 
 }  // namespace gpudx

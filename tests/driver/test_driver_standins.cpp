@@ -22,6 +22,7 @@ using namespace std::chrono_literals;
 namespace gpudx {
 void check_driver(const CheckContext&, std::vector<Finding>&);
 void check_identity(const CheckContext&, std::vector<Finding>&);
+void check_allocation(const CheckContext&, std::vector<Finding>&);
 }  // namespace gpudx
 
 namespace {
@@ -86,16 +87,19 @@ Ran run_gpudx(const std::string& args) {
     return r;
 }
 
-std::vector<Finding> checks(const Probed& p) {
+std::vector<Finding> checks(const Probed& p, std::map<std::string, std::string> env = {}) {
     Snapshot s;
     s.nvml = p.nvml;
     s.cuda = p.cuda;
     s.collectors = p.statuses;
+    s.environment.variables = std::move(env);
+    s.collectors.push_back(status_ok("environment"));
     DiagnoseOptions o;
     CheckContext ctx{s, o};
     std::vector<Finding> out;
     check_driver(ctx, out);
     check_identity(ctx, out);
+    check_allocation(ctx, out);
     return out;
 }
 
@@ -258,11 +262,11 @@ TEST(Standins, VisibleDevicesAreAppliedInTheChild) {
 
     auto r = probe({{"CUDA_VISIBLE_DEVICES", "GPU-deadbeef"}}, true);
     EXPECT_EQ(r.cuda.caller.init_result, 100);
-    auto fs = checks(r);
+    auto fs = checks(r, {{"CUDA_VISIBLE_DEVICES", "GPU-deadbeef"}});
     auto it = std::find_if(fs.begin(), fs.end(), [](auto& f) { return f.id == "driver.cuda_init_failed"; });
     ASSERT_NE(it, fs.end());
     EXPECT_EQ(it->layer, Layer::allocation);
-    EXPECT_TRUE(has(fs, "identity.visible_devices_unknown_uuid"));
+    EXPECT_TRUE(has(fs, "allocation.uuid_not_on_node"));
 }
 
 TEST(Standins, StaleBusIdAfterRestoreIsAnIdentityFinding) {

@@ -148,21 +148,59 @@ TEST(IdentityChecks, NvmlAndProcfsUuidDisagree) {
     EXPECT_EQ(it->evidence[1].source, "nvmlDeviceGetUUID(1)");
 }
 
-TEST(IdentityChecks, VisibleDevicesNamingAUuidNotOnThisNode) {
+TEST(IdentityChecks, VisibleDevicesEntriesAreLeftToTheAllocationFamily) {
+    // An entry that names no GPU here is allocation.uuid_not_on_node / allocation.visible_devices_invalid
+    // (test_environment.cpp): the identity family no longer reports it a second time.
     auto s = node();
-    s.cuda.caller.cuda_visible_devices = "GPU-40cd403d,GPU-deadbeef-0000";
+    for (auto cvd : {"GPU-40cd403d,GPU-deadbeef-0000", "0,2", "MIG-0b8e2c47-3d19-5a6f-b1e4-7c2d90f31a58"}) {
+        s.cuda.caller.cuda_visible_devices = cvd;
+        EXPECT_TRUE(run(s).empty()) << cvd;
+    }
+}
+
+TEST(IdentityChecks, DuplicateUuidIgnoresRowsOnlyCudaNames) {
+    // A process restored from another node: CUDA answers this node's UUIDs at the source node's bus ids.
+    auto s = node();
+    s.cuda.caller.devices[0].bus_id = s.cuda.caller.devices[0].pci = "0000:1b:00.0";
+    s.cuda.caller.devices[1].bus_id = s.cuda.caller.devices[1].pci = "0000:43:00.0";
     auto fs = run(s);
-    ASSERT_EQ(fs.size(), 1u);
-    EXPECT_EQ(fs[0].id, "identity.visible_devices_unknown_uuid");
-    EXPECT_EQ(fs[0].layer, Layer::allocation);
-    EXPECT_NE(fs[0].message.find("entry 1"), std::string::npos);
-    EXPECT_NE(fs[0].message.find("GPU-deadbeef-0000 is not on this node"), std::string::npos);
-    s.cuda.caller.cuda_visible_devices = "40cd403d-66ba,0";  // prefix without GPU-, and an index
-    EXPECT_TRUE(run(s).empty());
-    s.cuda.caller.cuda_visible_devices = "0,2";
-    fs = run(s);
-    ASSERT_EQ(fs.size(), 1u);
-    EXPECT_EQ(fs[0].id, "identity.visible_devices_index_out_of_range");
+    EXPECT_EQ(std::count_if(fs.begin(), fs.end(), [](auto& f) { return f.id == "identity.duplicate_uuid"; }), 0);
+    EXPECT_EQ(std::count_if(fs.begin(), fs.end(), [](auto& f) { return f.id == "identity.cuda_bus_unknown"; }), 2);
+
+    // NVML placing a GPU at a second address is a duplicate, and its source is named by the call.
+    auto t = node();
+    t.nvml.devices[0].bus_id = "00000000:00:08.0";
+    t.nvml.devices[0].pci = "0000:00:08.0";
+    auto ts = run(t);
+    auto it = std::find_if(ts.begin(), ts.end(), [](auto& f) { return f.id == "identity.duplicate_uuid"; });
+    ASSERT_NE(it, ts.end());
+    ASSERT_EQ(it->evidence.size(), 2u);
+    EXPECT_EQ(it->evidence[0].source, "/proc/driver/nvidia/gpus/0000:00:06.0/information");
+    EXPECT_EQ(it->evidence[1].source, "nvmlDeviceGetUUID(0)");
+    EXPECT_EQ(it->evidence[1].value, std::string(kUuid0) + " at 0000:00:08.0");
+}
+
+TEST(IdentityChecks, StaleBusIdWhereNvmlAgreesWithCudaIsNotCalledARestore) {
+    // procfs has GPU-992cb470 at 0000:00:06.0; NVML and CUDA both answer another node's UUID there: the
+    // libraries talk to another driver, no process was restored.
+    auto s = node();
+    const char* other = "GPU-8480b21b-5e18-6aeb-d0bb-b9c8434b36d6";
+    s.nvml.devices[0].uuid = other;
+    s.cuda.caller.devices[0].uuid = other;
+    auto fs = run(s);
+    auto it = std::find_if(fs.begin(), fs.end(), [](auto& f) { return f.id == "identity.cuda_stale_bus_id"; });
+    ASSERT_NE(it, fs.end());
+    EXPECT_EQ(it->next_step.find("cuda-checkpoint"), std::string::npos) << it->next_step;
+    EXPECT_NE(it->next_step.find("NVML agrees with CUDA"), std::string::npos) << it->next_step;
+    EXPECT_NE(it->message.find("as NVML does, but the kernel driver has " + std::string(kUuid0)), std::string::npos)
+        << it->message;
+    // Where NVML agrees with procfs, the restore signature stands.
+    auto r = node();
+    r.cuda.caller.devices[0].uuid = other;
+    auto rs = run(r);
+    auto st = std::find_if(rs.begin(), rs.end(), [](auto& f) { return f.id == "identity.cuda_stale_bus_id"; });
+    ASSERT_NE(st, rs.end());
+    EXPECT_NE(st->next_step.find("cuda-checkpoint"), std::string::npos);
 }
 
 TEST(IdentityRender, CsvAndJsonCarryEverySource) {
@@ -170,7 +208,8 @@ TEST(IdentityRender, CsvAndJsonCarryEverySource) {
     auto csv = render_identity_csv(t);
     EXPECT_EQ(csv.substr(0, csv.find('\n')),
               "pci,slot,numa_node,minor,dev_node,uuid,procfs_uuid,nvml_index,nvml_uuid,nvml_bus_id,cuda_ordinal,"
-              "cuda_uuid,cuda_bus_id,mig_uuids,model");
+              "cuda_uuid,cuda_bus_id,mig_uuids,model,vendor,render_minor,amd_uuid,kfd_node,kfd_gpu_id,rocr_index,"
+              "hip_index");
     EXPECT_NE(csv.find("0000:00:07.0,7,0,1,/dev/nvidia1,GPU-40cd403d-66ba-4608-72b9-5be5031085dc,"), std::string::npos)
         << csv;
     auto j = identity_to_json(t);
