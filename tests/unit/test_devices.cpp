@@ -1,9 +1,13 @@
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "checks/diagnose.hpp"
 #include "collect/collectors.hpp"
@@ -199,4 +203,72 @@ TEST(Devices, MissingNodesAreErrorsNamingTheGpu) {
 TEST(Devices, HealthyCaptureHasNoDeviceFindings) {
     auto findings = diagnose_root(kH200);
     for (auto& f : findings) EXPECT_NE(f.layer, Layer::devices) << f.id;
+}
+
+// ---- devices.not_accessible: asked of the live system only (access(2)), so tested on snapshots.
+
+namespace {
+const char* kGpu1 = "GPU-40cd403d-66ba-4608-72b9-5be5031085dc";
+
+// The capture's snapshot as the live node would give it to a user who may not open /dev/nvidia1.
+Snapshot h200_where_nvidia1_is_closed() {
+    Root root(kH200);
+    CollectOptions opts;
+    opts.probe_driver = false;
+    auto snap = take_snapshot(root, opts);
+    for (auto& n : snap.devices.nodes)
+        if (n.type != "missing") n.caller_can_open = n.path != "/dev/nvidia1";
+    return snap;
+}
+}  // namespace
+
+TEST(Devices, NotAccessibleNamesTheGpuBehindTheNode) {
+    auto snap = h200_where_nvidia1_is_closed();
+    DiagnoseOptions o;
+    auto findings = diagnose(snap, o).findings;
+    ASSERT_EQ(std::count_if(findings.begin(), findings.end(), [](auto& f) { return f.id == "devices.not_accessible"; }),
+              1);
+    auto* f = by_id(findings, "devices.not_accessible");
+    EXPECT_EQ(f->severity, Severity::error);
+    EXPECT_EQ(f->layer, Layer::devices);
+    ASSERT_EQ(f->subjects.size(), 1u);
+    EXPECT_EQ(f->subjects[0].uuid, kGpu1);
+    EXPECT_EQ(f->subjects[0].pci, "0000:00:07.0");
+    EXPECT_NE(f->message.find("/dev/nvidia1 exists but this user cannot open it"), std::string::npos) << f->message;
+    EXPECT_EQ(f->evidence[0].source, "/dev/nvidia1");
+    // MIG capability nodes are restricted on purpose: never a finding.
+    for (auto& n : snap.devices.nodes)
+        if (n.path.starts_with("/dev/nvidia-caps/")) n.caller_can_open = false;
+    auto again = diagnose(snap, o).findings;
+    EXPECT_EQ(std::count_if(again.begin(), again.end(), [](auto& f) { return f.id == "devices.not_accessible"; }), 1);
+}
+
+TEST(Devices, DiagnoseFromASavedSnapshotReportsANodeTheUserCannotOpen) {
+    // A replayed tree cannot know who will open its nodes (caller_can_open stays unknown), so the end-to-end
+    // path for this rule is `gpudx diagnose --from` a snapshot saved on the live node.
+    auto dir = fs::temp_directory_path() / ("gpudx-test-dev-from-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    auto file = dir / "node.json";
+    std::ofstream(file) << snapshot_to_json(h200_where_nvidia1_is_closed()).dump();
+    std::string cmd = std::string(GPUDX_BINARY) + " diagnose --from " + file.string() + " --format json 2>/dev/null";
+    std::string out;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    int st = ::pclose(p);
+    fs::remove_all(dir);
+    ASSERT_TRUE(WIFEXITED(st));
+    EXPECT_EQ(WEXITSTATUS(st), 1) << out;  // an error finding
+    auto j = nlohmann::json::parse(out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << out;
+    const nlohmann::json* found = nullptr;
+    for (auto& f : j["findings"])
+        if (f["id"] == "devices.not_accessible") found = &f;
+    ASSERT_NE(found, nullptr) << out;
+    EXPECT_EQ((*found)["severity"], "error");
+    ASSERT_EQ((*found)["subjects"].size(), 1u);
+    EXPECT_EQ((*found)["subjects"][0]["uuid"], kGpu1);
+    EXPECT_EQ((*found)["subjects"][0]["pci"], "0000:00:07.0");
 }
