@@ -5,6 +5,7 @@
 
 #include "checks/check_context.hpp"
 #include "core/text.hpp"
+#include "identity/allocation_scope.hpp"
 
 namespace gpudx {
 namespace {
@@ -50,10 +51,14 @@ void check_nvidia_nodes(const CheckContext& ctx, std::vector<Finding>& out) {
     const auto& d = s.devices;
     bool nvidia = module_loaded(s.module, "nvidia") || !s.module.nvidia_gpus.empty();
     if (!nvidia) return;
+    // A container has device nodes only for the GPUs it was given (NVIDIA_VISIBLE_DEVICES); the others' nodes
+    // are absent by design. Whether the given ones were injected is container.device_not_injected's question,
+    // and both are judged here too.
+    auto scope = gpu_scope(s, {.container = true, .slurm = false});
     for (auto& g : s.module.nvidia_gpus) {
         if (!g.minor) continue;
         std::string path = fmt::format("/dev/nvidia{}", *g.minor);
-        if (node(d, path)) continue;
+        if (node(d, path) || !scope.contains(g.address)) continue;
         missing_node(out, "devices.gpu_node_missing", path,
                      fmt::format("{} has no device node {}: no process can open this GPU", describe(ctx.gpu(g.address)), path),
                      fmt::format("Create it: `nvidia-modprobe -c {}` (or `mknod -m 666 {} c 195 {}`); in a container, "
@@ -154,11 +159,17 @@ void check_amd_nodes(const CheckContext& ctx, std::vector<Finding>& out) {
                    return g.is_gpu && g.vendor_id && *g.vendor_id == 0x1002;
                });
     if (!amd) return;
+    std::vector<GpuRef> gpus;
+    for (auto& g : ctx.snapshot.pcie.devices)
+        if (g.is_gpu && g.vendor_id && *g.vendor_id == 0x1002) gpus.push_back(ctx.gpu(g.address));
+    std::string named;
+    for (auto& g : gpus) named += (named.empty() ? "" : ", ") + g.pci;
     missing_node(out, "devices.kfd_missing", "/dev/kfd",
-                 "render nodes exist but /dev/kfd is missing: ROCm/HIP sees no GPU",
+                 fmt::format("render nodes exist but /dev/kfd is missing: ROCm/HIP sees no GPU{}",
+                             named.empty() ? std::string() : fmt::format(" (AMD GPU(s) at {})", named)),
                  "Check that amdgpu loaded with KFD support (`dmesg | grep kfd`), that the kernel has HSA_AMD "
                  "enabled, and in a container pass --device=/dev/kfd.",
-                 {}, "an AMD GPU with /dev/dri/renderD* nodes");
+                 gpus, "an AMD GPU with /dev/dri/renderD* nodes");
 }
 
 }  // namespace

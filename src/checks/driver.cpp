@@ -1,13 +1,17 @@
 // driver.*: what NVML and the CUDA driver answered (or failed to), explained by the layers below.
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "checks/check_context.hpp"
 #include "core/pci_address.hpp"
+#include "core/text.hpp"
+#include "core/version.hpp"
 #include "driver/cuda_abi.hpp"
 #include "driver/nvml_abi.hpp"
+#include "identity/allocation_scope.hpp"
 
 namespace gpudx {
 
@@ -29,6 +33,84 @@ std::vector<std::string> nvidia_pcie_gpus(const Snapshot& s) {
     return out;
 }
 
+// The NVIDIA GPUs NVML can be expected to list here: bound to the nvidia driver (a card held by vfio-pci or
+// nouveau is invisible to NVML by design) and inside the job's or container's allocation (NVML in a confined
+// job or a container lists only its own cards). The others, with why, for the evidence.
+struct NvmlExpectation {
+    std::vector<std::string> expected;  // PCI order
+    std::vector<std::string> skipped;   // "0000:00:07.0 (bound to vfio-pci)"
+};
+
+NvmlExpectation nvml_expectation(const Snapshot& s) {
+    NvmlExpectation e;
+    auto scope = gpu_scope(s);
+    std::vector<const PciDevice*> gpus;
+    for (auto& d : s.pcie.devices)
+        if (d.is_gpu && !d.is_nvswitch && d.vendor_id == 0x10de) gpus.push_back(&d);
+    std::sort(gpus.begin(), gpus.end(), [](auto* a, auto* b) {
+        auto pa = PciAddress::parse(a->address), pb = PciAddress::parse(b->address);
+        if (pa && pb) return *pa < *pb;
+        return a->address < b->address;
+    });
+    for (auto* d : gpus) {
+        auto pci = normalize_pci(d->address);
+        if (!d->driver.empty() && d->driver != "nvidia")
+            e.skipped.push_back(fmt::format("{} (bound to {})", pci, d->driver));
+        else if (!scope.contains(pci))
+            e.skipped.push_back(fmt::format("{} (not in this job's allocation, {})", pci, scope.source));
+        else
+            e.expected.push_back(pci);
+    }
+    return e;
+}
+
+bool nvml_answered(const NvmlDevice& d) { return !d.pci.empty(); }
+
+// NVML devices that gave no PCI address (no handle: nvmlDeviceGetHandleByIndex failed, as for a lost GPU),
+// attributed to the card each must be. NVML numbers the cards it can see in PCI order, so when as many
+// expected cards have no NVML answer as there are devices without one, they pair up in order. Otherwise a
+// single unanswered device is the one card the kernel log says fell off the bus (Xid 79), if just one did.
+struct Attribution {
+    std::string pci;
+    std::string why;
+};
+
+std::map<unsigned, Attribution> attribute_unanswered(const Snapshot& s, const NvmlExpectation& e) {
+    std::map<unsigned, Attribution> out;
+    std::vector<unsigned> unanswered;
+    for (auto& d : s.nvml.devices)
+        if (!nvml_answered(d)) unanswered.push_back(d.index);
+    if (unanswered.empty()) return out;
+    std::sort(unanswered.begin(), unanswered.end());
+    std::vector<std::string> unmatched;
+    for (auto& pci : e.expected)
+        if (std::none_of(s.nvml.devices.begin(), s.nvml.devices.end(), [&](auto& d) { return d.pci == pci; }))
+            unmatched.push_back(pci);
+    if (unmatched.size() == unanswered.size()) {
+        for (size_t i = 0; i < unanswered.size(); ++i)
+            out[unanswered[i]] = {unmatched[i],
+                                  unanswered.size() == 1
+                                      ? std::string("the only GPU on PCIe that no NVML device answered for")
+                                      : fmt::format("NVML numbers GPUs in PCI order: the {} GPU(s) without an NVML "
+                                                    "answer pair up with the {} devices without a handle",
+                                                    unmatched.size(), unanswered.size())};
+        return out;
+    }
+    if (unanswered.size() != 1) return out;
+    std::vector<std::string> fell_off;
+    for (auto& t : s.kernel_log.tallies) {
+        bool off = t.kind == "fallen_off_bus" || (t.kind == "xid" && t.code == 79);
+        if (!off || t.device.empty()) continue;
+        auto pci = normalize_pci(t.device);
+        if (std::find(unmatched.begin(), unmatched.end(), pci) != unmatched.end() &&
+            std::find(fell_off.begin(), fell_off.end(), pci) == fell_off.end())
+            fell_off.push_back(pci);
+    }
+    if (fell_off.size() == 1)
+        out[unanswered[0]] = {fell_off[0], "the kernel log reports this GPU fallen off the bus (Xid 79)"};
+    return out;
+}
+
 std::string cuda_env(const CudaView& v) {
     return fmt::format("CUDA_VISIBLE_DEVICES={} CUDA_DEVICE_ORDER={}", v.cuda_visible_devices, v.cuda_device_order);
 }
@@ -42,7 +124,45 @@ Finding make(std::string id, Severity sev, std::string message) {
     return f;
 }
 
-void check_unresponsive(const Snapshot& s, std::vector<Finding>& out) {
+// What a driver check knows about which card an NVML device index is, beyond what NVML answered.
+struct NvmlMap {
+    NvmlExpectation expectation;
+    std::map<unsigned, Attribution> attributed;  // NVML index without a handle -> the card it must be
+
+    // The card behind an NVML device: its own answer, else the attribution; pci empty when unknown.
+    std::string pci_of(const NvmlDevice& d) const {
+        if (nvml_answered(d)) return d.pci;
+        auto it = attributed.find(d.index);
+        return it == attributed.end() ? std::string() : it->second.pci;
+    }
+};
+
+std::string nvml_device_name(const NvmlMap& m, const NvmlDevice& d) {
+    auto pci = m.pci_of(d);
+    return pci.empty() ? fmt::format("NVML device {} (address unknown)", d.index) : pci;
+}
+
+// The device a hung call was about: NVML's device index or CUDA's ordinal, as the probe wrote the call
+// ("nvmlDeviceGetUUID(1)", "cuDeviceGetAttribute(33, 1)", "(all devices) cuDeviceGetPCIBusId(0)").
+std::optional<unsigned> device_of_call(std::string_view call, bool nvml) {
+    if (call.starts_with("(all devices) ")) call.remove_prefix(14);
+    if (!call.starts_with(nvml ? "nvmlDevice" : "cuDevice") || call.starts_with("cuDeviceGetCount")) return std::nullopt;
+    auto open = call.find('('), close = call.rfind(')');
+    if (open == std::string_view::npos || close == std::string_view::npos || close < open) return std::nullopt;
+    auto args = call.substr(open + 1, close - open - 1);
+    // cuDeviceGetAttribute(attribute, ordinal); every other call names the device first.
+    bool last = call.starts_with("cuDeviceGetAttribute");
+    auto comma = last ? args.rfind(',') : args.find(',');
+    auto arg = last ? (comma == std::string_view::npos ? args : args.substr(comma + 1))
+                    : args.substr(0, comma);
+    while (!arg.empty() && arg.front() == ' ') arg.remove_prefix(1);
+    auto n = parse_uint(arg);
+    if (!n || *n > 1u << 16) return std::nullopt;
+    return static_cast<unsigned>(*n);
+}
+
+void check_unresponsive(const CheckContext& ctx, const NvmlMap& map, std::vector<Finding>& out) {
+    const auto& s = ctx.snapshot;
     struct Probe {
         const char* collector;
         const char* library;
@@ -53,10 +173,42 @@ void check_unresponsive(const Snapshot& s, std::vector<Finding>& out) {
         bool timed_out = c && c->state == CollectorState::timed_out;
         if (!timed_out && p.call.empty()) continue;
         std::string call = p.call.empty() ? (c ? c->path : std::string()) : p.call;
+        bool nvml = std::string_view(p.collector) == "nvml";
+        // The GPU the call was about, when that is known: the device's own answer, or its place in PCI order
+        // (NVML numbers the GPUs it can see in PCI order; CUDA too under CUDA_DEVICE_ORDER=PCI_BUS_ID).
+        std::string pci, how;
+        if (auto dev = device_of_call(call, nvml)) {
+            const auto& expected = map.expectation.expected;
+            if (nvml) {
+                for (auto& d : s.nvml.devices)
+                    if (d.index == *dev) pci = map.pci_of(d);
+                if (pci.empty() && s.nvml.device_count && *s.nvml.device_count == expected.size() &&
+                    *dev < expected.size()) {
+                    pci = expected[*dev];
+                    how = fmt::format("NVML numbers the {} GPUs it counts in PCI order: device {} is {}",
+                                      expected.size(), *dev, pci);
+                }
+            } else {
+                bool all = call.starts_with("(all devices) ");
+                const CudaView* v = all && s.cuda.all ? &*s.cuda.all : &s.cuda.caller;
+                for (auto& d : v->devices)
+                    if (d.ordinal == static_cast<int>(*dev)) pci = d.pci;
+                bool pci_order = (all || v->cuda_visible_devices == "<unset>") && v->cuda_device_order == "PCI_BUS_ID";
+                if (pci.empty() && pci_order && v->device_count &&
+                    static_cast<size_t>(*v->device_count) == expected.size() && *dev < expected.size()) {
+                    pci = expected[*dev];
+                    how = fmt::format("CUDA_DEVICE_ORDER=PCI_BUS_ID numbers the {} GPUs in PCI order: ordinal {} is {}",
+                                      expected.size(), *dev, pci);
+                }
+            }
+        }
         auto f = make("driver.unresponsive", Severity::error,
-                      fmt::format("{} did not answer: {} never returned", p.library, call.empty() ? "a call" : call));
+                      fmt::format("{} did not answer: {} never returned{}", p.library, call.empty() ? "a call" : call,
+                                  pci.empty() ? std::string() : " on " + describe(ctx.gpu(pci))));
+        if (!pci.empty()) f.subjects.push_back(ctx.gpu(pci));
         f.evidence.push_back({call.empty() ? std::string(p.collector) : call,
                               c ? (c->message.empty() ? "timed out" : c->message) : "timed out"});
+        if (!how.empty()) f.evidence.push_back({"which GPU", how});
         f.next_step = "A driver call that never returns means a wedged GPU or driver: look for Xid 79 / \"fallen off "
                       "the bus\" in the kernel log and for processes in D state (`ps -eo pid,stat,wchan:32,cmd | awk "
                       "'$2 ~ /D/'`). Drain the node; a GPU reset (`nvidia-smi -r -i <UUID>`) or a reboot is usually "
@@ -103,6 +255,13 @@ void check_nvml_init(const Snapshot& s, std::vector<Finding>& out) {
     out.push_back(std::move(f));
 }
 
+// The version of the libcuda.so.1 the loader picks, from the libraries layer; empty when unknown.
+std::string chosen_libcuda_version(const Snapshot& s) {
+    for (auto& lib : s.libraries.libraries)
+        if (lib.soname == "libcuda.so.1" && lib.chosen) return lib.chosen->version;
+    return {};
+}
+
 std::string explain_cuinit(const Snapshot& s, int rc, Layer& layer) {
     const auto& v = s.cuda.caller;
     switch (rc) {
@@ -128,10 +287,22 @@ std::string explain_cuinit(const Snapshot& s, int rc, Layer& layer) {
             return "the driver sees no usable GPU";
         }
         case CUDA_ERROR_INSUFFICIENT_DRIVER:
-        case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
+        case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: {
             layer = Layer::libraries;
+            // Which side moved decides the fix: a newer libcuda is an upgrade awaiting a reboot, an older one a
+            // stale copy on the library path.
+            std::string user = chosen_libcuda_version(s), kernel = s.module.nvidia_driver_version.value_or("");
+            if (!user.empty() && !kernel.empty() && user != kernel)
+                return compare_versions(user, kernel) > 0
+                           ? fmt::format("libcuda {} ({}) is newer than the kernel module {}: the driver was upgraded "
+                                         "and the module not reloaded; the libraries layer is the cause",
+                                         user, s.cuda.library_path, kernel)
+                           : fmt::format("libcuda {} ({}) is older than the kernel module {}: a stale copy of the "
+                                         "library is loaded; the libraries layer is the cause",
+                                         user, s.cuda.library_path, kernel);
             return fmt::format("libcuda ({}) does not match the kernel module ({}): the libraries layer is the cause",
-                               s.cuda.library_path, s.module.nvidia_driver_version.value_or("version unknown"));
+                               s.cuda.library_path, kernel.empty() ? "version unknown" : kernel);
+        }
         case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE:
             layer = Layer::libraries;
             return "a forward-compatibility libcuda (cuda-compat) is loaded on a GPU that does not support it";
@@ -174,6 +345,11 @@ void check_cuda_init(const Snapshot& s, std::vector<Finding>& out) {
     f.next_step = layer == Layer::allocation
                       ? "Fix the job's CUDA_VISIBLE_DEVICES (use UUIDs from `gpudx ids`); run `gpudx diagnose "
                         "--all-devices` to confirm CUDA sees the GPUs without it."
+                  : layer == Layer::libraries && !chosen_libcuda_version(s).empty() && s.module.nvidia_driver_version &&
+                            compare_versions(chosen_libcuda_version(s), *s.module.nvidia_driver_version) > 0
+                      ? "The user-space driver was upgraded while the old kernel module stays loaded: drain the node "
+                        "and reboot it (or stop every GPU process and reload the nvidia modules) so the module "
+                        "matches the installed libraries."
                   : layer == Layer::libraries
                       ? "Make the dynamic loader pick the libcuda.so.1 of the installed driver (see the libraries "
                         "layer for every copy on the path); reboot if the module was upgraded without one."
@@ -196,19 +372,29 @@ void check_version(const Snapshot& s, std::vector<Finding>& out) {
     out.push_back(std::move(f));
 }
 
-void check_missing_gpus(const CheckContext& ctx, std::vector<Finding>& out) {
+void check_missing_gpus(const CheckContext& ctx, const NvmlMap& map, std::vector<Finding>& out) {
     const auto& s = ctx.snapshot;
     if (!s.nvml.device_count || (s.nvml.init_result && *s.nvml.init_result != 0)) return;
-    auto on_pcie = nvidia_pcie_gpus(s);
+    const auto& expected = map.expectation.expected;
+    size_t answered = std::count_if(s.nvml.devices.begin(), s.nvml.devices.end(), nvml_answered);
     std::vector<std::string> missing;
-    for (auto& pci : on_pcie) {
+    for (auto& pci : expected) {
         bool seen = std::any_of(s.nvml.devices.begin(), s.nvml.devices.end(), [&](auto& d) { return d.pci == pci; });
         if (!seen) missing.push_back(pci);
     }
     // NVML may still be partway (a hung probe): only count when it listed every device it announced.
     if (!missing.empty() && s.nvml.devices.size() >= *s.nvml.device_count) {
+        size_t on_pcie = expected.size() + map.expectation.skipped.size();
         auto f = make("driver.nvml_missing_gpu", Severity::error,
-                      fmt::format("NVML sees {} GPU(s), PCIe has {}; missing: {}", *s.nvml.device_count, on_pcie.size(),
+                      fmt::format("NVML sees {} GPU(s){}, PCIe has {}{}; missing: {}", answered,
+                                  answered != *s.nvml.device_count
+                                      ? fmt::format(" (it counts {}; {} gave no address)", *s.nvml.device_count,
+                                                    *s.nvml.device_count - answered)
+                                      : std::string(),
+                                  on_pcie,
+                                  map.expectation.skipped.empty()
+                                      ? std::string()
+                                      : fmt::format(" ({} expected here)", expected.size()),
                                   fmt::join(missing, ", ")));
         for (auto& pci : missing) {
             f.subjects.push_back(ctx.gpu(pci));
@@ -216,8 +402,17 @@ void check_missing_gpus(const CheckContext& ctx, std::vector<Finding>& out) {
                                          [&](auto& g) { return g.address == pci; });
             f.evidence.push_back({"/sys/bus/pci/devices/" + pci, in_procfs ? "present; the kernel driver knows it"
                                                                            : "present; not in /proc/driver/nvidia/gpus"});
+            for (auto& [index, a] : map.attributed)
+                if (a.pci == pci)
+                    for (auto& d : s.nvml.devices)
+                        if (d.index == index)
+                            f.evidence.push_back({fmt::format("NVML device {}", index),
+                                                  fmt::format("no handle ({}); this GPU: {}",
+                                                              d.errors.empty() ? "no answer" : d.errors[0], a.why)});
         }
         f.evidence.push_back({"nvmlDeviceGetCount_v2", std::to_string(*s.nvml.device_count)});
+        if (!map.expectation.skipped.empty())
+            f.evidence.push_back({"not expected in NVML (not judged)", fmt::format("{}", fmt::join(map.expectation.skipped, ", "))});
         f.next_step = "Read the kernel log for this address (Xid, RmInitAdapter failed, fallen off the bus). Check "
                       "whether the GPU is excluded (NVreg_ExcludedGpus) or held by another driver (vfio-pci); a GPU "
                       "that failed init usually needs a reset or a reboot.";
@@ -231,33 +426,43 @@ void check_missing_gpus(const CheckContext& ctx, std::vector<Finding>& out) {
         std::vector<std::string> lost;
         Finding f = make("driver.cuda_missing_gpu", Severity::error, "");
         for (auto& d : s.nvml.devices) {
-            bool seen = std::any_of(unfiltered->devices.begin(), unfiltered->devices.end(),
-                                    [&](auto& c) { return c.pci == d.pci || (!d.uuid.empty() && c.uuid == d.uuid); });
-            if (!seen) {
-                lost.push_back(d.pci);
-                f.subjects.push_back(ctx.gpu(d.pci));
-            }
+            auto pci = map.pci_of(d);
+            bool seen = std::any_of(unfiltered->devices.begin(), unfiltered->devices.end(), [&](auto& c) {
+                return (!pci.empty() && c.pci == pci) || (!d.uuid.empty() && c.uuid == d.uuid);
+            });
+            if (seen) continue;
+            lost.push_back(nvml_device_name(map, d));
+            if (!pci.empty()) f.subjects.push_back(ctx.gpu(pci));
+            if (!nvml_answered(d))
+                f.evidence.push_back({fmt::format("NVML device {}", d.index),
+                                      pci.empty() ? "no handle; address unknown"
+                                                  : fmt::format("no handle; this GPU: {}", map.attributed.at(d.index).why)});
         }
-        f.message = fmt::format("CUDA sees {} GPU(s) with no CUDA_VISIBLE_DEVICES, NVML {}; missing: {}",
-                                *unfiltered->device_count, s.nvml.devices.size(), fmt::join(lost, ", "));
-        f.evidence = {{"cuDeviceGetCount", std::to_string(*unfiltered->device_count)},
-                      {"nvmlDeviceGetCount_v2", std::to_string(s.nvml.devices.size())}};
-        f.next_step = "A GPU NVML sees but CUDA does not is usually in a failed state (check Xids) or uses an "
-                      "unsupported mode; `nvidia-smi -q -i <UUID>` shows its state.";
-        out.push_back(std::move(f));
+        if (!lost.empty()) {
+            f.message = fmt::format("CUDA sees {} GPU(s) with no CUDA_VISIBLE_DEVICES, NVML {}; missing: {}",
+                                    *unfiltered->device_count, s.nvml.devices.size(), fmt::join(lost, ", "));
+            f.evidence.insert(f.evidence.begin(), {{"cuDeviceGetCount", std::to_string(*unfiltered->device_count)},
+                                                   {"nvmlDeviceGetCount_v2", std::to_string(s.nvml.devices.size())}});
+            f.next_step = "A GPU NVML sees but CUDA does not is usually in a failed state (check Xids) or uses an "
+                          "unsupported mode; `nvidia-smi -q -i <UUID>` shows its state.";
+            out.push_back(std::move(f));
+        }
     }
 }
 
-void check_device_health(const CheckContext& ctx, std::vector<Finding>& out) {
+void check_device_health(const CheckContext& ctx, const NvmlMap& map, std::vector<Finding>& out) {
     const auto& s = ctx.snapshot;
     bool nvswitch_system = !s.pcie.nvswitches.empty();
     for (auto& d : s.nvml.devices) {
-        GpuRef g = ctx.gpu(d.pci);
+        auto pci = map.pci_of(d);
+        GpuRef g = pci.empty() ? GpuRef{} : ctx.gpu(pci);
         if (g.uuid.empty()) g.uuid = d.uuid;
+        std::string who = pci.empty() && g.uuid.empty() ? nvml_device_name(map, d) : describe(g);
+        auto attributed = map.attributed.find(d.index);
         auto call = [&](const char* name) { return fmt::format("{}({})", name, d.index); };
         auto add = [&](std::string id, Severity sev, std::string msg, Evidence ev, std::string next) {
             auto f = make(std::move(id), sev, std::move(msg));
-            f.subjects.push_back(g);
+            if (!g.pci.empty() || !g.uuid.empty()) f.subjects.push_back(g);
             f.evidence.push_back(std::move(ev));
             f.next_step = std::move(next);
             out.push_back(std::move(f));
@@ -265,10 +470,12 @@ void check_device_health(const CheckContext& ctx, std::vector<Finding>& out) {
         for (auto& e : d.errors) {
             bool lost = e.find("GPU_IS_LOST") != std::string::npos;
             add(lost ? "driver.gpu_lost" : "driver.query_failed", lost ? Severity::error : Severity::warning,
-                fmt::format("{}: {}", describe(g), e), {call("nvml"), e},
+                fmt::format("{}: {}", who, e), {call("nvml"), e},
                 lost ? "The GPU stopped answering (fallen off the bus): drain the node, read the kernel log for Xid "
                        "79, reset or reboot."
                      : "Re-run; if it persists, compare with `nvidia-smi -q -i <UUID>` and the kernel log.");
+            if (attributed != map.attributed.end())
+                out.back().evidence.push_back({"which GPU", fmt::format("{}: {}", pci, attributed->second.why)});
         }
         if (d.persistence_mode && !*d.persistence_mode)
             add("driver.persistence_off", Severity::warning, fmt::format("{}: persistence mode is off", describe(g)),
@@ -339,12 +546,15 @@ void check_device_health(const CheckContext& ctx, std::vector<Finding>& out) {
 
 void check_driver(const CheckContext& ctx, std::vector<Finding>& out) {
     const auto& s = ctx.snapshot;
-    check_unresponsive(s, out);
+    NvmlMap map;
+    map.expectation = nvml_expectation(s);
+    map.attributed = attribute_unanswered(s, map.expectation);
+    check_unresponsive(ctx, map, out);
     check_nvml_init(s, out);
     check_cuda_init(s, out);
     check_version(s, out);
-    check_missing_gpus(ctx, out);
-    check_device_health(ctx, out);
+    check_missing_gpus(ctx, map, out);
+    check_device_health(ctx, map, out);
 }
 
 }  // namespace gpudx

@@ -224,7 +224,7 @@ inline constexpr CuResultInfo kCuResults[] = {
     {800, "CUDA_ERROR_NOT_PERMITTED", "the operation is not permitted (privileges, or a container without the capability)"},
     {801, "CUDA_ERROR_NOT_SUPPORTED", "the operation is not supported on this GPU, driver or platform"},
     {802, "CUDA_ERROR_SYSTEM_NOT_READY", "the system is not ready: on NVSwitch systems the fabric manager has not finished (check nvidia-fabricmanager)"},
-    {803, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "libcuda's version differs from the kernel module's: a stale user-space library is loaded"},
+    {803, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "libcuda's version differs from the kernel module's: user space and the kernel module come from different driver installs"},
     {804, "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE", "the forward-compatibility libcuda in use does not support this GPU (data-center GPUs only)"},
     {999, "CUDA_ERROR_UNKNOWN", "unknown driver error; check the kernel log for Xid messages"},
 };

@@ -272,3 +272,55 @@ TEST(Devices, DiagnoseFromASavedSnapshotReportsANodeTheUserCannotOpen) {
     EXPECT_EQ((*found)["subjects"][0]["uuid"], kGpu1);
     EXPECT_EQ((*found)["subjects"][0]["pci"], "0000:00:07.0");
 }
+
+// ---- devices.gpu_node_missing inside a container judges only the GPUs it was given.
+
+TEST(Devices, ContainerMissesNoNodeForAGpuItWasNotGiven) {
+    auto dir = copy_of_h200("container");
+    fs::remove(dir / "dev/nvidia0.devnode");  // the container got only /dev/nvidia1 (0000:00:07.0)
+    Root root(dir);
+    CollectOptions opts;
+    opts.probe_driver = false;
+    auto snap = take_snapshot(root, opts);
+    fs::remove_all(dir);
+    snap.environment.container.in_container = true;
+    snap.environment.container.runtime = "kubernetes";
+    snap.environment.variables["NVIDIA_VISIBLE_DEVICES"] = kGpu1;
+    DiagnoseOptions o;
+    EXPECT_EQ(by_id(diagnose(snap, o).findings, "devices.gpu_node_missing"), nullptr);
+    // Given 0000:00:06.0 instead, its missing node is an error again.
+    snap.environment.variables["NVIDIA_VISIBLE_DEVICES"] = "GPU-992cb470-9027-88f4-48a9-a9a329d6978d";
+    auto findings = diagnose(snap, o).findings;
+    auto* f = by_id(findings, "devices.gpu_node_missing");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(f->subjects.size(), 1u);
+    EXPECT_EQ(f->subjects[0].pci, "0000:00:06.0");
+    // On the host (no container) the variable selects nothing: every GPU's node is expected.
+    snap.environment.container.in_container = false;
+    snap.environment.variables["NVIDIA_VISIBLE_DEVICES"] = kGpu1;
+    EXPECT_NE(by_id(diagnose(snap, o).findings, "devices.gpu_node_missing"), nullptr);
+}
+
+TEST(Devices, KfdMissingNamesTheAmdGpus) {
+    Snapshot s;
+    for (auto name : {"pcie", "module", "devices"}) s.collectors.push_back(status_ok(name));
+    PciDevice amd;
+    amd.address = "0000:c1:00.0";
+    amd.vendor_id = 0x1002;
+    amd.is_gpu = true;
+    s.pcie.devices.push_back(amd);
+    DeviceNode render;
+    render.path = "/dev/dri/renderD128";
+    render.type = "char";
+    render.major = 226u;
+    render.minor = 128u;
+    render.mode = 0666u;
+    s.devices.nodes.push_back(render);
+    DiagnoseOptions o;
+    auto findings = diagnose(s, o).findings;
+    auto* f = by_id(findings, "devices.kfd_missing");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(f->subjects.size(), 1u);
+    EXPECT_EQ(f->subjects[0].pci, "0000:c1:00.0");
+    EXPECT_NE(f->message.find("0000:c1:00.0"), std::string::npos) << f->message;
+}

@@ -205,3 +205,185 @@ TEST(DriverChecks, GpuLostIsAnError) {
     ASSERT_NE(f, nullptr);
     EXPECT_EQ(f->subjects[0].uuid, kUuid1);
 }
+
+// ---- driver.nvml_missing_gpu judges only the GPUs NVML can list here.
+
+TEST(DriverChecks, NvmlMissingGpuSkipsGpusOutsideAConfinedSlurmJob) {
+    // Slurm gave the job GPU 0 (device minor 0) with ConstrainDevices=yes: NVML inside lists only that card.
+    auto s = h200_like();
+    s.nvml.devices.pop_back();
+    s.nvml.device_count = 1;
+    s.cuda.caller.devices.pop_back();
+    s.cuda.caller.device_count = 1;
+    s.environment.variables = {{"SLURM_JOB_ID", "8812"}, {"SLURM_JOB_GPUS", "0"}, {"CUDA_VISIBLE_DEVICES", "0"}};
+    auto fs = run(s);
+    EXPECT_EQ(find(fs, "driver.nvml_missing_gpu"), nullptr);
+    EXPECT_EQ(find(fs, "driver.cuda_missing_gpu"), nullptr);
+    // The job's own GPU missing from NVML is still an error, and the evidence says what was left out.
+    s.environment.variables["SLURM_JOB_GPUS"] = "1";
+    auto fs2 = run(s);
+    auto* f = find(fs2, "driver.nvml_missing_gpu");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(f->subjects.size(), 1u);
+    EXPECT_EQ(f->subjects[0].uuid, kUuid1);
+    auto skipped = std::find_if(f->evidence.begin(), f->evidence.end(),
+                                [](auto& e) { return e.source.find("not judged") != std::string::npos; });
+    ASSERT_NE(skipped, f->evidence.end());
+    EXPECT_NE(skipped->value.find("0000:00:06.0 (not in this job's allocation, SLURM_JOB_GPUS=1)"), std::string::npos)
+        << skipped->value;
+}
+
+TEST(DriverChecks, NvmlMissingGpuSkipsGpusAPodWasNotGiven) {
+    // A Kubernetes pod given GPU-40cd... (0000:00:07.0) by the device plugin: NVML inside sees only that card.
+    auto s = h200_like();
+    s.nvml.devices.erase(s.nvml.devices.begin());
+    s.nvml.devices[0].index = 0;
+    s.nvml.device_count = 1;
+    s.cuda.caller.devices.erase(s.cuda.caller.devices.begin());
+    s.cuda.caller.devices[0].ordinal = 0;
+    s.cuda.caller.device_count = 1;
+    s.environment.container.in_container = true;
+    s.environment.container.runtime = "kubernetes";
+    s.environment.variables = {{"NVIDIA_VISIBLE_DEVICES", kUuid1}, {"KUBERNETES_SERVICE_HOST", "10.96.0.1"}};
+    auto fs = run(s);
+    EXPECT_EQ(find(fs, "driver.nvml_missing_gpu"), nullptr);
+    EXPECT_EQ(find(fs, "driver.cuda_missing_gpu"), nullptr);
+    // Outside a container the variable selects nothing: the card is missing from NVML again.
+    s.environment.container.in_container = false;
+    EXPECT_NE(find(run(s), "driver.nvml_missing_gpu"), nullptr);
+}
+
+TEST(DriverChecks, NvmlMissingGpuSkipsGpusBoundToAnotherDriver) {
+    // 0000:00:07.0 is reserved for a VM (vfio-pci): NVML cannot see it, by design.
+    auto s = h200_like();
+    s.pcie.devices[0].driver = "nvidia";
+    s.pcie.devices[1].driver = "vfio-pci";
+    s.module.nvidia_gpus.pop_back();
+    s.nvml.devices.pop_back();
+    s.nvml.device_count = 1;
+    s.cuda.caller.devices.pop_back();
+    s.cuda.caller.device_count = 1;
+    EXPECT_EQ(find(run(s), "driver.nvml_missing_gpu"), nullptr);
+    s.pcie.devices[1].driver = "nouveau";
+    EXPECT_EQ(find(run(s), "driver.nvml_missing_gpu"), nullptr);
+    // Bound to nvidia but absent from NVML is still missing.
+    s.pcie.devices[1].driver = "nvidia";
+    EXPECT_NE(find(run(s), "driver.nvml_missing_gpu"), nullptr);
+}
+
+// ---- A GPU NVML cannot get a handle for (GPU lost) is still named.
+
+Snapshot with_lost_handle() {
+    auto s = h200_like();
+    auto& lost = s.nvml.devices[1];
+    lost = NvmlDevice{};
+    lost.index = 1;
+    lost.errors.push_back("nvmlDeviceGetHandleByIndex_v2: NVML_ERROR_GPU_IS_LOST (15, GPU is lost)");
+    s.cuda.caller.devices.pop_back();
+    s.cuda.caller.device_count = 1;
+    return s;
+}
+
+TEST(DriverChecks, LostHandleIsAttributedToThePcieGpuNvmlDidNotAnswerFor) {
+    auto fs = run(with_lost_handle());
+    auto* lost = find(fs, "driver.gpu_lost");
+    ASSERT_NE(lost, nullptr);
+    ASSERT_EQ(lost->subjects.size(), 1u);
+    EXPECT_EQ(lost->subjects[0].pci, "0000:00:07.0");
+    EXPECT_EQ(lost->subjects[0].uuid, kUuid1);
+    EXPECT_EQ(lost->message.find("unknown address"), std::string::npos) << lost->message;
+    EXPECT_NE(lost->message.find(std::string(kUuid1) + " (0000:00:07.0)"), std::string::npos) << lost->message;
+
+    auto* cuda = find(fs, "driver.cuda_missing_gpu");
+    ASSERT_NE(cuda, nullptr);
+    ASSERT_EQ(cuda->subjects.size(), 1u);
+    EXPECT_EQ(cuda->subjects[0].pci, "0000:00:07.0");
+    EXPECT_NE(cuda->message.find("missing: 0000:00:07.0"), std::string::npos) << cuda->message;
+
+    auto* nvml = find(fs, "driver.nvml_missing_gpu");
+    ASSERT_NE(nvml, nullptr);
+    EXPECT_NE(nvml->message.find("NVML sees 1 GPU(s) (it counts 2; 1 gave no address), PCIe has 2; missing: "
+                                 "0000:00:07.0"),
+              std::string::npos)
+        << nvml->message;
+}
+
+TEST(DriverChecks, LostHandleFallsBackToTheKernelLogsFallenOffGpu) {
+    // Two cards without an NVML answer but only one device without a handle: the kernel log decides.
+    auto s = with_lost_handle();
+    PciDevice third;
+    third.address = "0000:00:08.0";
+    third.vendor_id = 0x10de;
+    third.is_gpu = true;
+    s.pcie.devices.push_back(third);
+    EXPECT_TRUE(find(run(s), "driver.gpu_lost")->subjects.empty());
+    EXPECT_NE(find(run(s), "driver.gpu_lost")->message.find("NVML device 1 (address unknown)"), std::string::npos);
+    EXPECT_NE(find(run(s), "driver.cuda_missing_gpu")->message.find("missing: NVML device 1 (address unknown)"),
+              std::string::npos);
+    KernelLogTally t;
+    t.kind = "xid";
+    t.code = 79;
+    t.device = "0000:00:07.0";
+    t.count = 1;
+    s.kernel_log.tallies.push_back(t);
+    auto fs = run(s);
+    auto* lost = find(fs, "driver.gpu_lost");
+    ASSERT_EQ(lost->subjects.size(), 1u);
+    EXPECT_EQ(lost->subjects[0].pci, "0000:00:07.0");
+    EXPECT_EQ(lost->subjects[0].uuid, kUuid1);
+}
+
+TEST(DriverChecks, UnresponsiveNamesTheGpuOfTheHungCall) {
+    // NVML hung in nvmlDeviceGetUUID(1) after answering for device 0: device 1 is the second GPU in PCI order.
+    auto s = h200_like();
+    s.nvml.devices.pop_back();
+    s.nvml.timed_out_call = "nvmlDeviceGetUUID(1)";
+    s.collectors[3].state = CollectorState::timed_out;
+    auto fs = run(s);
+    auto* f = find(fs, "driver.unresponsive");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(f->subjects.size(), 1u);
+    EXPECT_EQ(f->subjects[0].uuid, kUuid1);
+    EXPECT_EQ(f->subjects[0].pci, "0000:00:07.0");
+    // A call that names no device names no GPU.
+    s.nvml.timed_out_call = "nvmlInit_v2";
+    EXPECT_TRUE(find(run(s), "driver.unresponsive")->subjects.empty());
+    // CUDA's ordinal is a GPU only where the order is known (PCI_BUS_ID, no CUDA_VISIBLE_DEVICES).
+    auto c = h200_like();
+    c.cuda.caller.devices.clear();
+    c.cuda.timed_out_call = "cuDeviceGetAttribute(33, 1)";
+    c.collectors[4].state = CollectorState::timed_out;
+    EXPECT_TRUE(find(run(c), "driver.unresponsive")->subjects.empty());
+    c.cuda.caller.cuda_device_order = "PCI_BUS_ID";
+    auto cs = run(c);
+    auto* g = find(cs, "driver.unresponsive");
+    ASSERT_EQ(g->subjects.size(), 1u);
+    EXPECT_EQ(g->subjects[0].pci, "0000:00:07.0");
+    c.cuda.timed_out_call = "cuInit(0)";
+    EXPECT_TRUE(find(run(c), "driver.unresponsive")->subjects.empty());
+}
+
+TEST(DriverChecks, SystemDriverMismatchSaysWhichSideMoved) {
+    auto s = h200_like();
+    s.cuda.caller.init_result = 803;
+    s.cuda.caller.init_name = "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
+    s.cuda.library_path = "/usr/lib/x86_64-linux-gnu/libcuda.so.1";
+    ResolvedLibrary lib;
+    lib.soname = "libcuda.so.1";
+    lib.copies = {{"/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.580.172.08",
+                   "580.172.08", "ld.so.cache", true}};
+    lib.chosen = lib.copies[0];
+    s.libraries.libraries.push_back(lib);
+    auto with_newer = run(s);
+    auto* newer = find(with_newer, "driver.cuda_init_failed");
+    ASSERT_NE(newer, nullptr);
+    EXPECT_EQ(newer->message.find("stale"), std::string::npos) << newer->message;
+    EXPECT_NE(newer->message.find("libcuda 580.172.08"), std::string::npos) << newer->message;
+    EXPECT_NE(newer->message.find("is newer than the kernel module 580.159.04"), std::string::npos) << newer->message;
+    EXPECT_NE(newer->next_step.find("reboot"), std::string::npos);
+    s.libraries.libraries[0].chosen->version = "575.57.08";
+    auto with_older = run(s);
+    auto* older = find(with_older, "driver.cuda_init_failed");
+    EXPECT_NE(older->message.find("is older than the kernel module 580.159.04: a stale copy"), std::string::npos)
+        << older->message;
+}

@@ -9,3 +9,7 @@ sed -i 's/^DRIVER=nvidia$/DRIVER=vfio-pci/' "$dev/uevent"
 echo "vfio_pci 16384 1 - Live 0xffffffffc0f20000" >> proc/modules
 rm -rf proc/driver/nvidia/gpus/0000:00:07.0
 rm -f dev/nvidia1.devnode
+# NVML and CUDA run on the host too: they see only the card the nvidia driver holds.
+mkdir -p _driver
+cp "$STANDIN_SCENARIOS"/h200x2.json _driver/
+echo '{"base": "h200x2.json", "nvml_drop_devices": [1], "cuda_drop_devices": [1]}' > _driver/answers.json
