@@ -48,6 +48,8 @@ GpuRef CheckContext::gpu(std::string_view pci) const {
         if (d.pci == ref.pci && !d.uuid.empty()) return {d.uuid, ref.pci};
     for (auto& d : snapshot.cuda.caller.devices)
         if (d.pci == ref.pci && !d.uuid.empty()) return {d.uuid, ref.pci};
+    for (auto& g : snapshot.module.amd_gpus)  // ROCm's GPU-<unique_id>
+        if (g.pci == ref.pci && !g.uuid.empty()) return {g.uuid, ref.pci};
     return ref;
 }
 

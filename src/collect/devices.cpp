@@ -7,10 +7,25 @@
 #include <fmt/format.h>
 
 #include "collect/collectors.hpp"
+#include "collect/devices.hpp"
 #include "collect/proc_cgroup.hpp"
 #include "core/text.hpp"
 
 namespace gpudx {
+
+std::map<uint32_t, std::string> parse_etc_group(std::string_view text) {
+    std::map<uint32_t, std::string> out;
+    for (auto line : split_lines(text)) {
+        if (line.empty() || line.front() == '#') continue;
+        auto f = split(line, ':');
+        if (f.size() < 3 || f[0].empty()) continue;
+        auto gid = parse_uint(trim(f[2]));
+        if (!gid || *gid > 0xffffffffu) continue;
+        out.emplace(static_cast<uint32_t>(*gid), sanitize_utf8(f[0]));
+    }
+    return out;
+}
+
 namespace {
 
 constexpr unsigned kMaxFdsPerProcess = 65536;
@@ -35,7 +50,7 @@ std::string type_name(FileType t) {
     }
 }
 
-DeviceNode describe_node(const Root& root, const std::string& path) {
+DeviceNode describe_node(const Root& root, const std::string& path, const std::map<uint32_t, std::string>& groups) {
     DeviceNode n;
     n.path = path;
     auto st = root.stat(path);
@@ -48,6 +63,10 @@ DeviceNode describe_node(const Root& root, const std::string& path) {
     n.major = st->major;
     n.minor = st->minor;
     n.mode = st->mode & 07777;
+    // The group matters for /dev/kfd and /dev/dri/renderD* (video / render): ROCm users must be in it.
+    n.gid = st->gid;
+    if (n.gid)
+        if (auto it = groups.find(*n.gid); it != groups.end()) n.group = it->second;
     if (root.is_live() && (st->type == FileType::char_device || st->type == FileType::block_device))
         n.caller_can_open = ::access(path.c_str(), R_OK | W_OK) == 0;
     return n;
@@ -59,6 +78,8 @@ void collect_nodes(const Root& root, DevicesLayer& layer, CollectorStatus& statu
         status.problems.push_back({"/dev", dev.error().message});
         return;
     }
+    std::map<uint32_t, std::string> groups;
+    if (auto text = root.read_file("/etc/group", 1 << 20)) groups = parse_etc_group(*text);
     std::vector<std::string> names;
     for (auto& n : *dev)
         if (is_gpu_node_name(n)) names.push_back(n);
@@ -69,17 +90,17 @@ void collect_nodes(const Root& root, DevicesLayer& layer, CollectorStatus& statu
             return a.size() < b.size();
         return a < b;
     });
-    for (auto& n : names) layer.nodes.push_back(describe_node(root, "/dev/" + n));
+    for (auto& n : names) layer.nodes.push_back(describe_node(root, "/dev/" + n, groups));
     if (std::find(dev->begin(), dev->end(), "nvidia-caps") != dev->end()) {
-        auto caps = describe_node(root, "/dev/nvidia-caps");
+        auto caps = describe_node(root, "/dev/nvidia-caps", groups);
         layer.nodes.push_back(caps);
         if (auto list = root.list_dir("/dev/nvidia-caps"))
-            for (auto& c : *list) layer.nodes.push_back(describe_node(root, "/dev/nvidia-caps/" + c));
+            for (auto& c : *list) layer.nodes.push_back(describe_node(root, "/dev/nvidia-caps/" + c, groups));
     }
     if (std::find(dev->begin(), dev->end(), "dri") != dev->end()) {
         if (auto list = root.list_dir("/dev/dri"))
             for (auto& c : *list)
-                if (c.starts_with("renderD")) layer.nodes.push_back(describe_node(root, "/dev/dri/" + c));
+                if (c.starts_with("renderD")) layer.nodes.push_back(describe_node(root, "/dev/dri/" + c, groups));
     }
 }
 

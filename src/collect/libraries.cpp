@@ -22,7 +22,8 @@ constexpr int kMaxConfDepth = 8;
 
 // Libraries with one fixed soname, and families whose soname carries the runtime's major version.
 constexpr std::string_view kFixedSonames[] = {"libcuda.so.1", "libnvidia-ml.so.1"};
-constexpr std::string_view kVersionedStems[] = {"libcudart.so", "libamdhip64.so", "libhsa-runtime64.so"};
+constexpr std::string_view kVersionedStems[] = {"libcudart.so",        "libamdhip64.so",  "libhsa-runtime64.so",
+                                                "librocm_smi64.so",    "libamd_smi.so"};
 
 // glibc's built-in directories on x86-64 plus the Debian multiarch ones, in search order.
 constexpr std::string_view kDefaultDirs[] = {"/lib64", "/usr/lib64", "/lib/x86_64-linux-gnu",
@@ -65,6 +66,7 @@ public:
         read_ld_library_path();
         read_cache();
         read_conf("/etc/ld.so.conf", 0);
+        read_rocm_installs();
         collect_dirs();
         if (auto t = root_.read_link("/usr/local/cuda")) layer_.cuda_symlink_target = *t;
 
@@ -99,6 +101,34 @@ private:
                 if (p.empty()) continue;
                 layer_.ld_library_path.emplace_back(p);
             }
+    }
+
+    // /opt/rocm (normally a link, or the alternatives system's) and every /opt/rocm-<release>, with the release
+    // each one's .info/version names.
+    void read_rocm_installs() {
+        auto names = root_.list_dir("/opt");
+        if (!names) return;
+        for (auto& n : *names) {
+            if (n != "rocm" && !n.starts_with("rocm-")) continue;
+            std::string path = "/opt/" + n;
+            auto st = root_.stat(path);
+            if (!st || st->type != FileType::directory) continue;
+            RocmInstall r;
+            r.path = sanitize_utf8(path);
+            auto canon = root_.canonical(path);
+            r.real_path = sanitize_utf8(canon ? *canon : path);
+            std::string vpath = path + "/.info/version";
+            if (auto v = root_.read_file(vpath, 4096)) {
+                auto lines = split_lines(*v);
+                if (!lines.empty()) r.version = sanitize_utf8(trim(lines[0]));
+            } else if (v.error().sys_errno != ENOENT) {
+                problem(vpath, v.error().message);
+            }
+            layer_.rocm_installs.push_back(std::move(r));
+        }
+        for (auto& r : layer_.rocm_installs)
+            if (r.path == "/opt/rocm") layer_.rocm_release = r.version;
+        if (layer_.rocm_release.empty() && layer_.rocm_installs.size() == 1) layer_.rocm_release = layer_.rocm_installs[0].version;
     }
 
     void read_cache() {
@@ -187,6 +217,11 @@ private:
         for (auto& d : layer_.ld_so_conf_dirs) add_dir(d, "ld.so.conf dir");
         for (auto d : {"/usr/local/lib", "/usr/local/lib64", "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib"})
             add_dir(d, "other");
+        // ROCm's libraries live in its own tree (/opt/rocm/lib, reached through ld.so.conf.d/*rocm*.conf).
+        for (auto& r : layer_.rocm_installs) {
+            add_dir(r.path + "/lib", "rocm dir");
+            add_dir(r.path + "/lib64", "rocm dir");
+        }
         if (auto names = root_.list_dir("/usr/local")) {
             for (auto& n : *names) {
                 if (!n.starts_with("cuda")) continue;

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "collect/amd.hpp"
 #include "collect/collectors.hpp"
 #include "collect/host.hpp"
 #include "core/pci_address.hpp"
@@ -396,6 +397,7 @@ CollectorStatus collect_module(const CollectContext& ctx, ModuleLayer& layer) {
     examine_module_files(root, layer, problems);
     layer.dkms = read_dkms_tree(root, problems);
     read_amdgpu(root, layer, problems);
+    read_amd_gpus(root, layer, problems);
 
     // The file part's absence is not a fault of the node (captures, containers): said here, not as a finding.
     if (!layer.files_unavailable.empty()) st.message = layer.files_unavailable;

@@ -71,7 +71,9 @@ PciUevent parse_pci_uevent(std::string_view text) {
 bool is_gpu_class(uint32_t vendor, uint32_t class_code) {
     if (vendor != kVendorNvidia && vendor != kVendorAmd) return false;
     uint32_t base_sub = class_code >> 8;
-    return base_sub == 0x0300 || base_sub == 0x0302 || base_sub == 0x0380;
+    if (base_sub == 0x0300 || base_sub == 0x0302 || base_sub == 0x0380) return true;
+    // AMD Instinct accelerators from MI300 on report processing-accelerator class (0x1200) instead of display.
+    return vendor == kVendorAmd && base_sub == 0x1200;
 }
 
 bool is_nvswitch_class(uint32_t vendor, uint32_t class_code) {

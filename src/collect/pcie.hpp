@@ -23,7 +23,8 @@ struct PciUevent {
     std::string driver;
 };
 PciUevent parse_pci_uevent(std::string_view text);
-// GPU classification by class code and vendor: display class (0x0300, 0x0302, 0x0380) of NVIDIA or AMD.
+// GPU classification by class code and vendor: display class (0x0300, 0x0302, 0x0380) of NVIDIA or AMD, and
+// AMD's processing accelerators (0x1200: Instinct MI300 and later).
 bool is_gpu_class(uint32_t vendor, uint32_t class_code);
 // NVIDIA bridge class 0x0680: NVSwitch, never counted as a GPU.
 bool is_nvswitch_class(uint32_t vendor, uint32_t class_code);

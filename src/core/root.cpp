@@ -257,7 +257,7 @@ Result<FileInfo> Root::stat(std::string_view path) const {
     if (err == ENOENT && !live_) {
         auto rec = read_file(std::string(path) + ".devnode", 256);
         if (rec) {
-            // "0o20666" or "0o20666 195:0"
+            // "0o20666", "0o20666 195:0", or with the owner "0o20660 226:128 uid=0 gid=109"
             auto words = split_ws(*rec);
             if (!words.empty()) {
                 std::string_view m = words[0];
@@ -274,6 +274,16 @@ Result<FileInfo> Root::stat(std::string_view path) const {
                             auto ma = parse_uint(mm[0]), mi = parse_uint(mm[1]);
                             if (ma && mi) { fi.major = static_cast<uint32_t>(*ma); fi.minor = static_cast<uint32_t>(*mi); }
                         }
+                    }
+                    for (size_t w = 1; w < words.size(); ++w) {
+                        auto id = [&](std::string_view key) -> std::optional<uint32_t> {
+                            if (!words[w].starts_with(key)) return std::nullopt;
+                            auto v = parse_uint(words[w].substr(key.size()));
+                            if (!v || *v > 0xffffffffu) return std::nullopt;
+                            return static_cast<uint32_t>(*v);
+                        };
+                        if (auto u = id("uid=")) fi.uid = u;
+                        if (auto g = id("gid=")) fi.gid = g;
                     }
                     return fi;
                 }

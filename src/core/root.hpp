@@ -6,7 +6,7 @@
 //  - a symbolic link may be recorded as a plain file holding the link's target text
 //    (sysfs `driver`, `/sys/bus/pci/devices/*`), and is followed like a link;
 //  - a device node `/dev/NAME` is recorded as `/dev/NAME.devnode` holding its mode
-//    (`0o20666`), optionally followed by `MAJOR:MINOR`.
+//    (`0o20666`), optionally followed by `MAJOR:MINOR` and the owner (`uid=0 gid=109`).
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -24,7 +24,7 @@ struct FileInfo {
     FileType type = FileType::other;
     uint32_t mode = 0;  // permission bits and type bits, as st_mode
     std::optional<uint32_t> major, minor;  // device nodes only
-    std::optional<uint32_t> uid, gid;      // unknown in captures
+    std::optional<uint32_t> uid, gid;      // unknown in captures unless the devnode record carries them
     bool recorded_devnode = false;         // came from a NAME.devnode file
 };
 

@@ -10,6 +10,8 @@ struct DeviceNode {
     std::string type;  // char, block, directory, missing, other, unknown (exists, could not be examined)
     std::optional<uint32_t> major, minor;
     std::optional<uint32_t> mode;  // permission bits
+    std::optional<uint32_t> gid;   // owning group (live, or a capture's devnode record that carries it)
+    std::string group;             // its name from /etc/group in the root (video, render ...); empty when unknown
     std::optional<bool> caller_can_open;  // unknown when replaying a capture
 };
 

@@ -22,6 +22,13 @@ struct ResolvedLibrary {
     std::vector<LibraryCopy> copies;    // every copy found, the chosen one included
 };
 
+// A ROCm installation under /opt: /opt/rocm-<release>, and /opt/rocm (normally a link to one of them).
+struct RocmInstall {
+    std::string path;       // /opt/rocm-6.2.0
+    std::string real_path;  // after links, inside the root
+    std::string version;    // <path>/.info/version, e.g. 6.2.0-66; empty when unreadable
+};
+
 struct LibrariesLayer {
     std::vector<std::string> ld_library_path;
     // "glibc-ld.so.cache1.1", "ld.so-1.7.0", "ld.so-1.7.0+glibc-ld.so.cache1.1", "ldconfig -p" (from a capture's
@@ -31,6 +38,8 @@ struct LibrariesLayer {
     std::vector<std::string> ld_so_conf_dirs;  // from /etc/ld.so.conf and its includes, in order
     std::vector<ResolvedLibrary> libraries;
     std::optional<std::string> cuda_symlink_target;  // /usr/local/cuda ->
+    std::vector<RocmInstall> rocm_installs;          // /opt/rocm and /opt/rocm-*, by path
+    std::string rocm_release;  // the default ROCm's .info/version (/opt/rocm, else the only install); empty: none
 };
 
 }  // namespace gpudx

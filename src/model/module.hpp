@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "model/amd.hpp"
+
 namespace gpudx {
 
 struct LoadedModule {
@@ -57,7 +59,10 @@ struct ModuleLayer {
     std::vector<ModuleFile> files;  // nvidia (and amdgpu when loaded) for the running kernel
     std::vector<DkmsEntry> dkms;
     std::optional<std::string> amdgpu_version;
-    std::map<std::string, std::string> amdgpu_firmware;
+    std::map<std::string, std::string> amdgpu_firmware;  // "<pci>/<name>_fw_version" -> value (also in amd_gpus)
+    std::vector<AmdGpu> amd_gpus;      // DRM cards of amdgpu and KFD GPU nodes, joined by PCI address (docs/amd.md)
+    std::vector<KfdNode> kfd_nodes;    // /sys/class/kfd/kfd/topology/nodes/*, CPU nodes included
+    bool kfd_topology_listed = false;  // the topology could be listed (absence there then means something)
 };
 
 }  // namespace gpudx

@@ -29,7 +29,7 @@ struct PciDevice {
     std::string slot;   // physical slot name from /sys/bus/pci/slots/*/address
     std::string parent; // upstream bridge address, empty at a root port
     bool config_unreadable = false;  // vendor read 0xffff: the device fell off the bus
-    bool is_gpu = false;             // display class of NVIDIA or AMD
+    bool is_gpu = false;             // display class of NVIDIA or AMD, or an AMD processing accelerator (0x1200)
     bool is_nvswitch = false;        // NVIDIA bridge class 0x0680
 };
 
