@@ -24,7 +24,8 @@ struct IdsOptions {
 bool is_identity_finding(const Finding& f) {
     return f.id.rfind("identity.", 0) == 0 || f.id == "driver.nvml_missing_gpu" || f.id == "driver.cuda_missing_gpu" ||
            f.id == "allocation.uuid_not_on_node" || f.id == "allocation.visible_devices_invalid" ||
-           f.id == "allocation.mig_uuid_unverified";
+           f.id == "allocation.mig_uuid_unverified" || f.id == "allocation.rocm_visible_devices_invalid" ||
+           f.id == "module.gpu_not_in_kfd";
 }
 
 std::vector<Finding> identity_findings(const Snapshot& s) {
@@ -33,7 +34,7 @@ std::vector<Finding> identity_findings(const Snapshot& s) {
     std::vector<Finding> all, out;
     for (auto& fam : check_families())
         if (std::string_view(fam.name) == "identity" || std::string_view(fam.name) == "driver" ||
-            std::string_view(fam.name) == "allocation")
+            std::string_view(fam.name) == "allocation" || std::string_view(fam.name) == "amd")
             fam.run(ctx, all);
     for (auto& f : all)
         if (is_identity_finding(f)) out.push_back(std::move(f));

@@ -10,6 +10,7 @@
 
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
+#include "identity/visible_devices.hpp"
 
 namespace gpudx {
 
@@ -26,6 +27,48 @@ std::string opt(const std::optional<unsigned>& v) { return v ? std::to_string(*v
 std::string opt(const std::optional<int>& v) { return v ? std::to_string(*v) : "-"; }
 std::string or_dash(const std::string& s) { return s.empty() ? "-" : s; }
 
+// The AMD GPUs of amdgpu and KFD, by PCI address, with ROCr's and HIP's indices under the job's environment.
+template <class RowFn>
+void join_amd(const Snapshot& s, IdentityTable& t, RowFn&& row) {
+    t.kfd_read = s.module.kfd_topology_listed;
+    auto& vars = s.environment.variables;
+    auto get = [&](const char* name) -> std::optional<std::string> {
+        auto it = vars.find(name);
+        if (it == vars.end()) return std::nullopt;
+        return it->second;
+    };
+    auto rocr = get("ROCR_VISIBLE_DEVICES"), hip = get("HIP_VISIBLE_DEVICES"), cuda = get("CUDA_VISIBLE_DEVICES");
+    if (rocr) t.rocr_visible_devices = *rocr;
+    if (hip) t.hip_visible_devices = *hip;
+    std::vector<const AmdGpu*> enumerated;  // ROCr's order: KFD node order
+    for (auto& g : s.module.amd_gpus) {
+        if (g.pci.empty()) continue;
+        t.amd = true;
+        auto& r = row(normalize_pci(g.pci));
+        if (r.vendor.empty()) r.vendor = "amd";
+        r.amd_uuid = g.uuid;
+        r.card = g.card;
+        r.render_minor = g.render_minor;
+        r.kfd_node = g.kfd_node;
+        r.kfd_gpu_id = g.kfd_gpu_id;
+        r.rocr_enum_index = g.rocr_index;
+        if (r.model.empty()) r.model = !g.product_name.empty() ? g.product_name : g.gfx_target;
+        if (g.rocr_index) enumerated.push_back(&g);
+    }
+    std::sort(enumerated.begin(), enumerated.end(), [](auto* a, auto* b) { return *a->rocr_index < *b->rocr_index; });
+    std::vector<AmdNodeGpu> order;
+    for (auto* g : enumerated) order.push_back({g->uuid, normalize_pci(g->pci)});
+    auto sel = select_amd_gpus(order, rocr, hip, cuda);
+    t.hip_selector = sel.hip_variable;
+    t.rocr_unmatched = sel.rocr_unmatched;
+    t.hip_unmatched = sel.hip_unmatched;
+    for (size_t i = 0; i < order.size(); ++i) {
+        auto& r = row(order[i].pci);
+        r.rocr_index = sel.rocr_index[i];
+        r.hip_index = sel.hip_index[i];
+    }
+}
+
 }  // namespace
 
 bool same_uuid(std::string_view a, std::string_view b) {
@@ -37,7 +80,8 @@ bool same_uuid(std::string_view a, std::string_view b) {
 std::string IdentityRow::uuid() const {
     if (!procfs_uuid.empty()) return procfs_uuid;
     if (!nvml_uuid.empty()) return nvml_uuid;
-    return cuda_uuid;
+    if (!cuda_uuid.empty()) return cuda_uuid;
+    return amd_uuid;
 }
 
 const IdentityRow* IdentityTable::by_pci(std::string_view pci) const {
@@ -49,7 +93,7 @@ const IdentityRow* IdentityTable::by_pci(std::string_view pci) const {
 
 const IdentityRow* IdentityTable::by_uuid(std::string_view uuid) const {
     for (auto& r : rows) {
-        if (same_uuid(r.procfs_uuid, uuid) || same_uuid(r.nvml_uuid, uuid)) return &r;
+        if (same_uuid(r.procfs_uuid, uuid) || same_uuid(r.nvml_uuid, uuid) || same_uuid(r.amd_uuid, uuid)) return &r;
         for (auto& m : r.mig_uuids)
             if (same_uuid(m, uuid)) return &r;
     }
@@ -114,8 +158,19 @@ IdentityTable join_identity(const Snapshot& s) {
         r.cuda_bus_id = d.bus_id;
     }
 
+    join_amd(s, t, row);
+
     bool devices_read = !s.devices.nodes.empty();
     for (auto& [pci, r] : rows) {
+        if (r.render_minor && !r.minor) {
+            std::string want = fmt::format("/dev/dri/renderD{}", *r.render_minor);
+            bool found = false;
+            for (auto& n : s.devices.nodes)
+                if (n.path == want && n.type != "missing") found = true;
+            if (found) r.dev_node = want;
+            else if (devices_read) r.dev_node_missing = true;
+            continue;
+        }
         if (!r.minor) continue;
         std::string want = fmt::format("/dev/nvidia{}", *r.minor);
         bool found = false;
@@ -153,12 +208,22 @@ nlohmann::json identity_to_json(const IdentityTable& t) {
               {"minor", nullable(r.nvml_minor)}}},
             {"cuda", {{"ordinal", nullable(r.cuda_ordinal)}, {"uuid", r.cuda_uuid}, {"bus_id", r.cuda_bus_id}}},
             {"mig_uuids", r.mig_uuids},
+            {"amd",
+             {{"uuid", r.amd_uuid}, {"card", r.card}, {"render_minor", nullable(r.render_minor)},
+              {"kfd_node", nullable(r.kfd_node)}, {"kfd_gpu_id", nullable(r.kfd_gpu_id)},
+              {"rocr_enum_index", nullable(r.rocr_enum_index)}, {"rocr_index", nullable(r.rocr_index)},
+              {"hip_index", nullable(r.hip_index)}}},
         });
     }
     nlohmann::json j = {
         {"cuda_visible_devices", t.cuda_visible_devices},
         {"cuda_device_order", t.cuda_device_order},
-        {"sources", {{"pcie", t.pcie_read}, {"procfs", t.procfs_read}, {"nvml", t.nvml_read}, {"cuda", t.cuda_read}}},
+        {"rocr_visible_devices", t.rocr_visible_devices},
+        {"hip_visible_devices", t.hip_visible_devices},
+        {"hip_selector", t.hip_selector},
+        {"sources",
+         {{"pcie", t.pcie_read}, {"procfs", t.procfs_read}, {"nvml", t.nvml_read}, {"cuda", t.cuda_read},
+          {"kfd", t.kfd_read}}},
         {"gpus", std::move(rows)}};
     repair_utf8(j);
     return j;
@@ -166,7 +231,11 @@ nlohmann::json identity_to_json(const IdentityTable& t) {
 
 std::string render_identity_text(const IdentityTable& t) {
     std::vector<std::vector<std::string>> cells;
-    cells.push_back({"PCI", "SLOT", "NUMA", "MINOR", "DEV", "UUID", "NVML", "CUDA", "MODEL"});
+    // ROCR and HIP columns only where an AMD GPU is: an NVIDIA node's table stays as it was.
+    std::vector<std::string> header = {"PCI", "VENDOR", "SLOT", "NUMA", "MINOR", "DEV", "UUID", "NVML", "CUDA"};
+    if (t.amd) header.insert(header.end(), {"ROCR", "HIP"});
+    header.push_back("MODEL");
+    cells.push_back(header);
     bool flagged = false;
     for (auto& r : t.rows) {
         std::string dev = !r.dev_node.empty() ? r.dev_node : r.dev_node_missing ? "(missing)" : "-";
@@ -179,9 +248,23 @@ std::string render_identity_text(const IdentityTable& t) {
                 flagged = true;
             }
         }
-        cells.push_back({r.pci, or_dash(r.slot), opt(r.numa_node ? std::optional<int>(*r.numa_node) : std::nullopt),
-                         opt(r.minor ? std::optional<unsigned>(*r.minor) : std::nullopt), dev, or_dash(r.uuid()),
-                         opt(r.nvml_index), cuda, or_dash(r.model)});
+        // MINOR is the NVIDIA device minor (/dev/nvidiaN), or the render minor of an AMD GPU (/dev/dri/renderDN).
+        std::string minor = r.minor          ? std::to_string(*r.minor)
+                            : r.render_minor ? std::to_string(*r.render_minor)
+                                             : std::string("-");
+        std::vector<std::string> line = {r.pci, or_dash(r.vendor), or_dash(r.slot),
+                                         opt(r.numa_node ? std::optional<int>(*r.numa_node) : std::nullopt), minor,
+                                         dev, or_dash(r.uuid()), opt(r.nvml_index), cuda};
+        if (t.amd) {
+            // "hidden": ROCm enumerates this GPU but the selectors leave it out; "-": ROCm does not enumerate it.
+            auto rocm = [&](const std::optional<unsigned>& v) {
+                return v ? std::to_string(*v) : r.rocr_enum_index ? std::string("hidden") : std::string("-");
+            };
+            line.push_back(rocm(r.rocr_index));
+            line.push_back(rocm(r.hip_index));
+        }
+        line.push_back(or_dash(r.model));
+        cells.push_back(std::move(line));
     }
     std::vector<size_t> width(cells[0].size(), 0);
     for (auto& row : cells)
@@ -201,6 +284,10 @@ std::string render_identity_text(const IdentityTable& t) {
     if (flagged) out += "! this CUDA ordinal reports this bus id but another GPU's UUID\n";
     out += fmt::format("CUDA ordinals under CUDA_VISIBLE_DEVICES={} CUDA_DEVICE_ORDER={}\n",
                        strip_control(t.cuda_visible_devices), strip_control(t.cuda_device_order));
+    if (t.amd)
+        out += fmt::format("ROCm indices under ROCR_VISIBLE_DEVICES={} HIP_VISIBLE_DEVICES={}{}\n",
+                           strip_control(t.rocr_visible_devices), strip_control(t.hip_visible_devices),
+                           t.hip_selector == "CUDA_VISIBLE_DEVICES" ? " (HIP follows CUDA_VISIBLE_DEVICES)" : "");
     return out;
 }
 
@@ -213,7 +300,7 @@ std::string render_identity_csv(const IdentityTable& t) {
     };
     std::string out =
         "pci,slot,numa_node,minor,dev_node,uuid,procfs_uuid,nvml_index,nvml_uuid,nvml_bus_id,cuda_ordinal,cuda_uuid,"
-        "cuda_bus_id,mig_uuids,model\n";
+        "cuda_bus_id,mig_uuids,model,vendor,render_minor,amd_uuid,kfd_node,kfd_gpu_id,rocr_index,hip_index\n";
     for (auto& r : t.rows) {
         std::string migs;
         for (auto& m : r.mig_uuids) migs += (migs.empty() ? "" : ";") + m;
@@ -231,7 +318,14 @@ std::string render_identity_csv(const IdentityTable& t) {
                                       r.cuda_uuid,
                                       r.cuda_bus_id,
                                       migs,
-                                      r.model};
+                                      r.model,
+                                      r.vendor,
+                                      r.render_minor ? std::to_string(*r.render_minor) : "",
+                                      r.amd_uuid,
+                                      r.kfd_node ? std::to_string(*r.kfd_node) : "",
+                                      r.kfd_gpu_id ? std::to_string(*r.kfd_gpu_id) : "",
+                                      r.rocr_index ? std::to_string(*r.rocr_index) : "",
+                                      r.hip_index ? std::to_string(*r.hip_index) : ""};
         for (size_t i = 0; i < f.size(); ++i) out += (i ? "," : "") + field(f[i]);
         out += "\n";
     }

@@ -1,7 +1,9 @@
 #pragma once
 // One row per physical GPU, keyed by its PCI address, joining every source that names it: sysfs
 // (address, slot, NUMA node), procfs (UUID, minor), /dev nodes, NVML (index, UUID, bus id), the CUDA
-// driver under the caller's CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER (ordinal, UUID, bus id), MIG UUIDs.
+// driver under the caller's CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER (ordinal, UUID, bus id), MIG UUIDs;
+// for AMD GPUs amdgpu's DRM card and render minor, the KFD node and ROCm's UUID (GPU-<unique_id hex>), with
+// the indices ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES give them.
 // Bus ids are compared parsed (PciAddress), UUIDs case-insensitively; never index against index.
 #include <cstdint>
 #include <optional>
@@ -40,7 +42,17 @@ struct IdentityRow {
     std::optional<int> cuda_ordinal;
     std::string cuda_uuid, cuda_bus_id;
 
-    // The UUID to name this GPU by: procfs, else NVML, else CUDA.
+    // AMD: amdgpu's DRM card and KFD node (module.amd_gpus), and the ROCm selectors of the environment.
+    std::string amd_uuid;                   // GPU-<unique_id hex>, as ROCm names it
+    std::string card;                       // card1
+    std::optional<uint32_t> render_minor;   // /dev/dri/renderD<minor>
+    std::optional<unsigned> kfd_node;
+    std::optional<uint32_t> kfd_gpu_id;
+    std::optional<unsigned> rocr_enum_index;  // ROCr's index with nothing hidden (KFD node order)
+    std::optional<unsigned> rocr_index;       // index under ROCR_VISIBLE_DEVICES; nullopt: hidden
+    std::optional<unsigned> hip_index;        // HIP ordinal under ROCR_ and HIP_VISIBLE_DEVICES; nullopt: hidden
+
+    // The UUID to name this GPU by: procfs, else NVML, else CUDA, else ROCm's.
     std::string uuid() const;
 };
 
@@ -49,6 +61,12 @@ struct IdentityTable {
     std::string cuda_visible_devices = "<unset>";
     std::string cuda_device_order = "<unset>";
     bool pcie_read = false, nvml_read = false, cuda_read = false, procfs_read = false;
+    // AMD: the KFD topology was listed; the ROCm selectors as the environment holds them.
+    bool kfd_read = false;
+    bool amd = false;  // at least one AMD row
+    std::string rocr_visible_devices = "<unset>", hip_visible_devices = "<unset>";
+    std::string hip_selector;  // HIP_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES (HIP honours it), or empty
+    std::vector<std::string> rocr_unmatched, hip_unmatched;  // selector entries that name no AMD GPU here
 
     const IdentityRow* by_pci(std::string_view pci) const;
     // The row whose procfs or NVML UUID (or a MIG UUID) is `uuid`; nullptr when none.

@@ -171,4 +171,58 @@ std::vector<VisibleMatch> match_visible_devices(const VisibleDevices& v, const s
     return out;
 }
 
+namespace {
+
+// Applies one selector to `list` (positions in the node's ROCr order); entries that name nothing go to `unmatched`.
+void apply_selector(const std::vector<AmdNodeGpu>& gpus, const std::optional<std::string>& value,
+                    std::vector<size_t>& list, std::vector<std::string>& unmatched) {
+    auto v = parse_visible_devices(value);
+    switch (v.kind) {
+        case VisibleDevicesKind::unset: return;
+        case VisibleDevicesKind::empty: list.clear(); return;
+        case VisibleDevicesKind::all:
+        case VisibleDevicesKind::none:
+        case VisibleDevicesKind::void_:
+            // The container toolkit's words, not indices or UUIDs: ROCm hides every GPU.
+            unmatched.push_back(std::string(trim(*value)));
+            list.clear();
+            return;
+        case VisibleDevicesKind::list: break;
+    }
+    std::vector<size_t> kept;
+    for (auto& e : v.entries) {
+        std::optional<size_t> hit;
+        if (e.type == VisibleEntryType::index && e.index && *e.index < list.size()) {
+            hit = list[*e.index];
+        } else if (e.type == VisibleEntryType::gpu_uuid) {
+            for (auto p : list)
+                if (!gpus[p].uuid.empty() && lower(gpus[p].uuid) == lower(e.text)) hit = p;
+        }
+        if (!hit) {
+            unmatched.push_back(e.text);
+            break;
+        }
+        if (std::find(kept.begin(), kept.end(), *hit) == kept.end()) kept.push_back(*hit);
+    }
+    list = std::move(kept);
+}
+
+}  // namespace
+
+AmdSelection select_amd_gpus(const std::vector<AmdNodeGpu>& gpus, const std::optional<std::string>& rocr,
+                             const std::optional<std::string>& hip, const std::optional<std::string>& cuda) {
+    AmdSelection out;
+    std::vector<size_t> list(gpus.size());
+    for (size_t i = 0; i < gpus.size(); ++i) list[i] = i;
+    apply_selector(gpus, rocr, list, out.rocr_unmatched);
+    out.rocr_index.assign(gpus.size(), std::nullopt);
+    for (size_t k = 0; k < list.size(); ++k) out.rocr_index[list[k]] = static_cast<unsigned>(k);
+    const std::optional<std::string>& selector = hip ? hip : cuda;
+    out.hip_variable = hip ? "HIP_VISIBLE_DEVICES" : cuda ? "CUDA_VISIBLE_DEVICES" : "";
+    apply_selector(gpus, selector, list, out.hip_unmatched);
+    out.hip_index.assign(gpus.size(), std::nullopt);
+    for (size_t k = 0; k < list.size(); ++k) out.hip_index[list[k]] = static_cast<unsigned>(k);
+    return out;
+}
+
 }  // namespace gpudx

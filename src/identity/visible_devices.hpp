@@ -68,4 +68,25 @@ struct VisibleMatch {
 std::vector<VisibleMatch> match_visible_devices(const VisibleDevices& v, const std::vector<NodeGpu>& gpus,
                                                IndexMeaning indices = IndexMeaning::pci_order);
 
+// The ROCm selectors (docs/amd.md). ROCr enumerates the GPU agents in KFD topology node order and keeps those
+// ROCR_VISIBLE_DEVICES names (indices into that order, or GPU-<unique id hex> UUIDs), in the order written; HIP then
+// keeps those HIP_VISIBLE_DEVICES names among ROCr's (CUDA_VISIBLE_DEVICES when HIP_VISIBLE_DEVICES is unset: HIP
+// honours it too, which matters on a host with both vendors). As for CUDA, an entry that names no GPU ends the list.
+struct AmdNodeGpu {
+    std::string uuid;  // GPU-<16 hex digits>; empty when the ASIC has no unique id
+    std::string pci;
+};
+
+struct AmdSelection {
+    std::string hip_variable;  // HIP_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES, or empty when neither is set
+    std::vector<std::optional<unsigned>> rocr_index;  // per GPU given: its index among ROCr's agents; nullopt hidden
+    std::vector<std::optional<unsigned>> hip_index;   // per GPU given: its HIP device ordinal; nullopt hidden
+    std::vector<std::string> rocr_unmatched;  // ROCR_VISIBLE_DEVICES entries that name no GPU
+    std::vector<std::string> hip_unmatched;   // entries of hip_variable that name no GPU ROCr kept
+};
+
+// `gpus` in ROCr's enumeration order (KFD node order); nullopt values: the variable is unset.
+AmdSelection select_amd_gpus(const std::vector<AmdNodeGpu>& gpus, const std::optional<std::string>& rocr,
+                             const std::optional<std::string>& hip, const std::optional<std::string>& cuda);
+
 }  // namespace gpudx
