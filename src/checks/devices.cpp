@@ -21,7 +21,14 @@ bool module_loaded(const ModuleLayer& m, std::string_view name) {
 }
 
 // The GPU behind /dev/nvidiaN, through the driver's minor number.
+// The GPU behind /dev/dri/renderDN, through amdgpu's render minor.
 std::optional<GpuRef> gpu_of_node(const CheckContext& ctx, std::string_view path) {
+    if (path.starts_with("/dev/dri/renderD")) {
+        auto minor = parse_uint(path.substr(16));
+        for (auto& g : ctx.snapshot.module.amd_gpus)
+            if (minor && g.render_minor && *g.render_minor == *minor) return ctx.gpu(g.pci);
+        return std::nullopt;
+    }
     if (!path.starts_with("/dev/nvidia")) return std::nullopt;
     auto minor = parse_uint(path.substr(11));
     if (!minor) return std::nullopt;
@@ -98,8 +105,9 @@ void check_access(const CheckContext& ctx, std::vector<Finding>& out) {
         f.severity = Severity::error;
         if (auto g = gpu_of_node(ctx, n.path)) f.subjects.push_back(*g);
         f.message = fmt::format("{} exists but this user cannot open it for reading and writing", n.path);
-        f.evidence.push_back({n.path, fmt::format("mode {:04o}{}", n.mode.value_or(0),
-                                                  n.major ? fmt::format(", {}:{}", *n.major, n.minor.value_or(0)) : "")});
+        f.evidence.push_back({n.path, fmt::format("mode {:04o}{}{}", n.mode.value_or(0),
+                                                  n.major ? fmt::format(", {}:{}", *n.major, n.minor.value_or(0)) : "",
+                                                  n.group.empty() ? "" : ", group " + n.group)});
         f.next_step = n.path == "/dev/kfd" || n.path.starts_with("/dev/dri/")
                           ? "Add the user to the render and video groups (ROCm), or fix the udev rule's mode."
                           : "Fix the mode (NVreg_DeviceFileMode / NVreg_DeviceFileGID module parameters, normally 0666), "
@@ -149,27 +157,40 @@ void check_holders(const CheckContext& ctx, std::vector<Finding>& out) {
     }
 }
 
+// devices.kfd_missing: render nodes without /dev/kfd. On the host, a kernel without KFD (CONFIG_HSA_AMD); in a
+// container or job, a runtime that passed the render nodes it was given but not /dev/kfd. The GPUs named are
+// those whose render nodes are here (amdgpu's render minors), else every AMD GPU on PCIe.
 void check_amd_nodes(const CheckContext& ctx, std::vector<Finding>& out) {
-    const auto& d = ctx.snapshot.devices;
-    bool render = std::any_of(d.nodes.begin(), d.nodes.end(),
-                              [](auto& n) { return n.path.starts_with("/dev/dri/renderD") && n.type != "missing"; });
-    if (!render || node(d, "/dev/kfd")) return;
-    bool amd = module_loaded(ctx.snapshot.module, "amdgpu") ||
-               std::any_of(ctx.snapshot.pcie.devices.begin(), ctx.snapshot.pcie.devices.end(), [&](auto& g) {
-                   return g.is_gpu && g.vendor_id && *g.vendor_id == 0x1002;
-               });
-    if (!amd) return;
-    std::vector<GpuRef> gpus;
-    for (auto& g : ctx.snapshot.pcie.devices)
-        if (g.is_gpu && g.vendor_id && *g.vendor_id == 0x1002) gpus.push_back(ctx.gpu(g.address));
-    std::string named;
+    const auto& s = ctx.snapshot;
+    const auto& d = s.devices;
+    std::vector<std::string> render;
+    for (auto& n : d.nodes)
+        if (n.path.starts_with("/dev/dri/renderD") && n.type != "missing") render.push_back(n.path);
+    if (render.empty() || node(d, "/dev/kfd")) return;
+    std::vector<GpuRef> on_pcie, given;
+    for (auto& g : s.pcie.devices)
+        if (g.is_gpu && g.vendor_id && *g.vendor_id == 0x1002) on_pcie.push_back(ctx.gpu(g.address));
+    if (!module_loaded(s.module, "amdgpu") && on_pcie.empty()) return;
+    for (auto& path : render)
+        if (auto g = gpu_of_node(ctx, path)) given.push_back(*g);
+    const auto& gpus = given.empty() ? on_pcie : given;
+    std::string named, nodes;
     for (auto& g : gpus) named += (named.empty() ? "" : ", ") + g.pci;
+    for (auto& r : render) nodes += (nodes.empty() ? "" : ", ") + r;
+    bool container = s.environment.container.in_container;
     missing_node(out, "devices.kfd_missing", "/dev/kfd",
-                 fmt::format("render nodes exist but /dev/kfd is missing: ROCm/HIP sees no GPU{}",
-                             named.empty() ? std::string() : fmt::format(" (AMD GPU(s) at {})", named)),
-                 "Check that amdgpu loaded with KFD support (`dmesg | grep kfd`), that the kernel has HSA_AMD "
-                 "enabled, and in a container pass --device=/dev/kfd.",
+                 container ? fmt::format("the container has render nodes for {} AMD GPU(s) ({}) but no /dev/kfd: "
+                                         "ROCm/HIP sees no GPU",
+                                         gpus.size(), named)
+                           : fmt::format("render nodes exist but /dev/kfd is missing: ROCm/HIP sees no GPU{}",
+                                         named.empty() ? std::string() : fmt::format(" (AMD GPU(s) at {})", named)),
+                 container ? "Pass /dev/kfd into the container with its render nodes (`--device /dev/kfd --device "
+                             "/dev/dri/renderD<minor>`; the AMD device plugin injects both); under Slurm with "
+                             "ConstrainDevices, list /dev/kfd in gres.conf beside the render nodes."
+                           : "Check that amdgpu loaded with KFD support (`dmesg | grep kfd`), that the kernel has "
+                             "HSA_AMD enabled, and in a container pass --device=/dev/kfd.",
                  gpus, "an AMD GPU with /dev/dri/renderD* nodes");
+    out.back().evidence.push_back({"/dev/dri", nodes});
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include <fmt/format.h>
 
+#include <map>
+#include <set>
+
 #include "core/text.hpp"
 #include "render/report.hpp"
 
@@ -34,6 +37,23 @@ std::string render_diagnosis_text(const Snapshot& s, const Diagnosis& d, const R
     out += fmt::format("{}gpudx diagnose{} — {}{}\n", p.bold(), p.reset(),
                        s.host.hostname.empty() ? "unknown host" : strip_control(s.host.hostname),
                        s.root == "/" || s.root.empty() ? "" : fmt::format(" (replayed from {})", s.root));
+    // Which vendors' GPUs this is about, where AMD's are among them (an NVIDIA node's report stays as it was).
+    std::map<std::string, std::pair<unsigned, std::set<std::string>>> vendors;
+    for (auto& dev : s.pcie.devices) {
+        if (!dev.is_gpu) continue;
+        auto& v = vendors[dev.vendor_id == 0x10de ? "NVIDIA" : dev.vendor_id == 0x1002 ? "AMD" : "other"];
+        ++v.first;
+        v.second.insert(dev.driver.empty() ? "no driver" : dev.driver);
+    }
+    if (vendors.count("AMD") || vendors.size() > 1) {
+        std::string line;
+        for (auto& [name, v] : vendors) {
+            std::string drivers;
+            for (auto& d : v.second) drivers += (drivers.empty() ? "" : ", ") + d;
+            line += fmt::format("{}{} {} ({})", line.empty() ? "" : ", ", v.first, name, strip_control(drivers));
+        }
+        out += fmt::format("GPUs on PCIe: {}{}\n", line, vendors.size() > 1 ? " — mixed-vendor host" : "");
+    }
     out += "\nLayers, bottom up:\n";
     for (auto& l : d.layers) {
         std::string mark = d.boundary && l.layer == *d.boundary ? "  <- failure boundary" : "";
@@ -91,9 +111,22 @@ std::string render_snapshot_text(const Snapshot& s) {
     out += fmt::format("Module: {}\n", clean(s.module.nvidia_driver_version.value_or("nvidia not loaded")));
     for (auto& g : s.module.nvidia_gpus)
         out += fmt::format("  {} {} minor={}\n", clean(g.address), clean(g.uuid), g.minor ? std::to_string(*g.minor) : "?");
+    if (!s.module.amd_gpus.empty() || s.module.kfd_topology_listed) {
+        unsigned in_kfd = 0;
+        for (auto& g : s.module.amd_gpus) in_kfd += g.in_kfd;
+        out += fmt::format("amdgpu: {}, {} GPU(s), {} in the KFD topology\n",
+                           s.module.amdgpu_version ? strip_control(*s.module.amdgpu_version) : std::string("version unknown"),
+                           s.module.amd_gpus.size(), in_kfd);
+        for (auto& g : s.module.amd_gpus)
+            out += fmt::format("  {} {} {} render={} kfd_node={} {}\n", g.pci, g.uuid.empty() ? "-" : g.uuid,
+                               g.card.empty() ? "-" : g.card, g.render_minor ? std::to_string(*g.render_minor) : "-",
+                               g.kfd_node ? std::to_string(*g.kfd_node) : "-", strip_control(g.gfx_target));
+    }
     out += fmt::format("Kernel log: {} ({} kept lines, {} Xid events)\n", clean(s.kernel_log.source), s.kernel_log.lines.size(),
                        s.kernel_log.xids.size());
     out += "Libraries:\n";
+    if (!s.libraries.rocm_installs.empty())
+        out += fmt::format("  ROCm release {}\n", s.libraries.rocm_release.empty() ? "unknown" : strip_control(s.libraries.rocm_release));
     for (auto& l : s.libraries.libraries)
         out += fmt::format("  {:<24} {}\n", clean(l.soname), l.chosen ? clean(l.chosen->real_path) : std::string("not found"));
     out += fmt::format("Device nodes: {}, processes holding them: {}\n", s.devices.nodes.size(), s.devices.holders.size());
