@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Builds one scenario from the h200x2 capture, runs gpudx on it and checks the results.
+"""Builds one scenario from a capture (h200x2, or the fixture its `base` file names), runs gpudx on it and checks
+the results.
 
 Checks, in order: diagnose's finding ids and failure boundary against the scenario's `expect` file,
 then the snapshot and diagnose JSON against tests/golden/<scenario>.{snapshot,diagnose}.json.
@@ -64,12 +65,22 @@ def main():
     o = ap.parse_args()
     name = os.path.basename(o.scenario.rstrip("/"))
     tree = os.path.join(o.work, name)
+    # `base`: the fixture the scenario starts from, by name among --fixture's siblings (mi300x8); default --fixture.
+    fixtures_dir = os.path.dirname(os.path.abspath(o.fixture).rstrip("/"))
+    fixture = o.fixture
+    base_file = os.path.join(o.scenario, "base")
+    if os.path.exists(base_file):
+        base = open(base_file).read().strip()
+        fixture = os.path.join(fixtures_dir, base)
+        if not base or "/" in base or not os.path.isdir(fixture):
+            print(f"{base_file}: '{base}' is not a fixture in {fixtures_dir}")
+            return 1
     if os.path.exists(tree):
         for dirpath, dirnames, _ in os.walk(tree):
             for d in dirnames:
                 os.chmod(os.path.join(dirpath, d), 0o755)
         shutil.rmtree(tree)
-    shutil.copytree(o.fixture, tree, symlinks=True)
+    shutil.copytree(fixture, tree, symlinks=True)
     for dirpath, dirnames, filenames in os.walk(tree):
         for n in dirnames + filenames:
             p = os.path.join(dirpath, n)
@@ -77,7 +88,8 @@ def main():
                 os.chmod(p, os.stat(p).st_mode | stat.S_IWUSR | (stat.S_IXUSR if n in dirnames else 0))
     scenario_dir = os.path.abspath(o.scenario).rstrip("/")
     standins_dir = os.path.abspath(o.standins).rstrip("/")
-    env = dict(os.environ, STANDIN_SCENARIOS=standin_scenarios(o.scenario), SCENARIO=scenario_dir)
+    env = dict(os.environ, STANDIN_SCENARIOS=standin_scenarios(o.scenario), SCENARIO=scenario_dir,
+               FIXTURES=fixtures_dir)
     setup = subprocess.run(["bash", os.path.join(scenario_dir, "setup.sh")], cwd=tree, capture_output=True, text=True,
                            env=env)
     if setup.returncode != 0:

@@ -29,6 +29,9 @@ cp -L "$standins"/*.so.1 "$work/lib/" 2>/dev/null || true
 cp -r "$src/tests/fixtures/h200x2" "$work/fixture"
 # Driver scenarios copy the stand-ins' recorded answers from here (run_scenario.py's STANDIN_SCENARIOS).
 mkdir -p "$work/standins" && cp -r "$src/tests/standins/scenarios" "$work/standins/"
+# Scenarios with a `base` file start from another fixture beside it; some run the generator that built it.
+cp -r "$src/tests/fixtures/mi300x8" "$work/mi300x8"
+cp "$src/tests/fixtures/make_mi300x8.py" "$work/"
 chown -R nobody:"$group" "$work"
 chmod 0755 "$work"
 g=$work/bin/gpudx
