@@ -77,6 +77,13 @@ private:
 
 constexpr size_t kMaxCapturedFile = 64 * 1024 * 1024;
 
+// "libcuda.so.1", "libnvidia-ml.so.580.159.04", "libamdhip64.so".
+bool is_shared_library_name(std::string_view name) {
+    auto so = name.find(".so");
+    return name.starts_with("lib") && so != std::string_view::npos &&
+           (so + 3 == name.size() || name[so + 3] == '.');
+}
+
 // Writes the capture tree: links become files holding their target (the h200x2 format),
 // device nodes become NAME.devnode holding "0oMODE MAJOR:MINOR uid=UID gid=GID".
 class CaptureWriter {
@@ -312,9 +319,15 @@ Result<GatherSummary> gather(const GatherOptions& options) {
     copts.all_devices = copts.probe_driver && copts.probe_cuda;
     auto snapshot = take_snapshot(root, copts);
     CaptureWriter writer(staging, summary);
-    // A file only stat()ed (a library whose presence is what matters) is kept as an empty placeholder.
-    for (auto& [path, kind] : root.seen())
-        writer.capture(path, kind, kind == RecordingRoot::Kind::file ? root.read_limit(path) : 0);
+    // A shared library gpudx only looked at (its presence and name are what matter) is kept as an empty
+    // placeholder. Any other file only looked at is copied whole: some are read outside the Root API
+    // (pci.ids is mapped through host_path, module files are read by libkmod).
+    for (auto& [path, kind] : root.seen()) {
+        size_t limit = kMaxCapturedFile;
+        if (kind == RecordingRoot::Kind::file) limit = root.read_limit(path);
+        else if (is_shared_library_name(path.substr(path.rfind('/') + 1))) limit = 0;
+        writer.capture(path, kind, limit);
+    }
 
     std::string env;
     for (auto& [k, v] : copts.environment)
