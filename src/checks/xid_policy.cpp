@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "core/toml_text.hpp"
+
 namespace gpudx {
 
 namespace {
@@ -343,6 +345,8 @@ Result<XidRule> read_rule(const toml::table& t, int code, const std::string& ori
 
 // A policy file may be partial (a site overriding a few codes): `complete` asks for [default] too.
 Result<XidPolicy> parse_policy(std::string_view text, const std::string& origin, bool complete) {
+    if (auto bad = check_toml_text(text))
+        return fail(fmt::format("{}:{}:{}: {}", origin, bad->line, bad->column, bad->message), origin);
     toml::table root;
     try {
         root = toml::parse(text, origin);

@@ -1095,6 +1095,7 @@ struct KernelLogScanner::State {
 KernelLogScanner::KernelLogScanner(KernelLogScanOptions options) : state_(std::make_unique<State>()) {
     auto& s = *state_;
     s.options = std::move(options);
+    s.options.max_line_bytes = std::max(s.options.max_line_bytes, kMinMaxLineBytes);
     if (!trim(s.options.since).empty()) {
         auto spec = parse_since(s.options.since);
         if (spec) {

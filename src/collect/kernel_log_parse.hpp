@@ -65,9 +65,13 @@ Result<SinceSpec> parse_since(std::string_view text);
 // A form without a year (journal short) takes default_year.
 std::optional<int64_t> parse_wall_time(std::string_view text, int default_year);
 
+// The block scanner checks line lengths once per 64-byte vector, so a limit below that would count lines
+// differently depending on how the bytes arrive.
+inline constexpr size_t kMinMaxLineBytes = 64;
+
 struct KernelLogScanOptions {
     std::string since;  // empty: the current (last) boot only
-    size_t max_line_bytes = 64 * 1024;
+    size_t max_line_bytes = 64 * 1024;  // at least kMinMaxLineBytes (smaller values are raised to it)
     size_t max_kept_lines = 10000;  // the most recent are kept; tallies count everything
     size_t max_kept_xids = 10000;
 };

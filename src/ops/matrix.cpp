@@ -16,6 +16,7 @@
 #include <toml++/toml.h>
 
 #include "core/text.hpp"
+#include "core/toml_text.hpp"
 #include "render/report.hpp"
 
 namespace gpudx {
@@ -263,6 +264,8 @@ private:
 
 Result<Matrix> parse_matrix(std::string_view text, std::string_view source_name) {
     std::string source(source_name.empty() ? "matrix" : source_name);
+    if (auto bad = check_toml_text(text))
+        return fail(fmt::format("{}:{}:{}: {}", source, bad->line, bad->column, bad->message), source);
     toml::table root;
     try {
         root = toml::parse(text, source);
