@@ -2,6 +2,9 @@
 // JSON helpers shared by the model's serializers: std::optional as null, and the macro every
 // model struct uses so that missing keys keep their defaults (older snapshots still load).
 #include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -43,6 +46,29 @@ inline void repair_utf8(nlohmann::json& j) {
             j = std::move(fixed);
         }
     }
+}
+
+// Numbers of a document read into the model. nlohmann converts a floating-point number to an integer field
+// with a plain cast, undefined behaviour when the value does not fit (the fuzzer's node record put -1e79 in
+// an int). So before reading: a float that is a whole number becomes that integer (lossless; a double field
+// reads it back the same), and any other float must lie in (-1, 2^31), where every integer field takes its
+// truncation. No float gpudx writes lies outside. Returns why the document is refused, or nothing.
+inline std::optional<std::string> normalise_numbers(nlohmann::json& j) {
+    if (j.is_number_float()) {
+        double x = j.get<double>();
+        if (!std::isfinite(x)) return "a number that is not finite";
+        if (x == std::trunc(x)) {
+            if (x >= 0 && x < 18446744073709551616.0) j = static_cast<uint64_t>(x);
+            else if (x < 0 && x >= -9223372036854775808.0) j = static_cast<int64_t>(x);
+            else return "the number " + j.dump() + " is out of range";
+        } else if (!(x > -1 && x < 2147483648.0)) {
+            return "the number " + j.dump() + " is out of range for any field";
+        }
+    } else if (j.is_structured()) {
+        for (auto& e : j)
+            if (auto bad = normalise_numbers(e)) return bad;
+    }
+    return std::nullopt;
 }
 
 }  // namespace gpudx

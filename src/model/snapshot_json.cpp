@@ -55,7 +55,9 @@ nlohmann::json snapshot_to_json(const Snapshot& s) {
     return j;
 }
 
-Result<Snapshot> snapshot_from_json(const nlohmann::json& j) {
+Result<Snapshot> snapshot_from_json(const nlohmann::json& input) {
+    nlohmann::json j = input;
+    if (auto bad = normalise_numbers(j)) return fail("snapshot does not match the schema: " + *bad);
     if (!j.is_object() || !j.contains("schema_version") || !j.contains("pcie"))
         return fail("not a gpudx snapshot (no schema_version or pcie key)");
     if (!j["schema_version"].is_number_integer()) return fail("schema_version is not an integer");

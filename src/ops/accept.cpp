@@ -195,9 +195,14 @@ nlohmann::json accept_report_to_json(const AcceptReport& r) {
     return j;
 }
 
-Result<AcceptReport> accept_report_from_json(const nlohmann::json& j) {
-    if (!j.is_object() || j.value("kind", std::string()) != "gpudx-accept")
+Result<AcceptReport> accept_report_from_json(const nlohmann::json& input) {
+    nlohmann::json j = input;
+    if (auto bad = normalise_numbers(j)) return fail("malformed accept record: " + *bad);
+    // Checked before reading: value() throws on a key of the wrong type.
+    if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string() || j["kind"].get<std::string>() != "gpudx-accept")
         return fail("not a gpudx accept record (no \"kind\": \"gpudx-accept\")");
+    if (j.contains("schema_version") && !j["schema_version"].is_number_integer())
+        return fail("malformed accept record: schema_version is not an integer");
     int version = j.value("schema_version", 0);
     if (version > kAcceptSchemaVersion)
         return fail(fmt::format("accept record schema {} is newer than this gpudx understands ({})", version,

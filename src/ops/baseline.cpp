@@ -170,8 +170,11 @@ nlohmann::json node_record_to_json(const NodeRecord& r) {
     return j;
 }
 
-Result<NodeRecord> node_record_from_json(const nlohmann::json& j) {
-    if (!j.is_object() || j.value("kind", "") != kNodeRecordKind)
+Result<NodeRecord> node_record_from_json(const nlohmann::json& input) {
+    nlohmann::json j = input;
+    if (auto bad = normalise_numbers(j)) return fail("node record does not match the schema: " + *bad);
+    if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string() ||
+        j["kind"].get<std::string>() != kNodeRecordKind)
         return fail("not a gpudx node record (no \"kind\": \"gpudx-node-record\"); make one with `gpudx baseline save`");
     if (!j.contains("schema_version") || !j["schema_version"].is_number_integer())
         return fail("node record has no integer schema_version");

@@ -22,6 +22,8 @@
 #include "model/json_support.hpp"
 #include "model/layer_json.hpp"
 #include "model/snapshot.hpp"
+#include "ops/accept.hpp"
+#include "ops/baseline.hpp"
 #include "ops/matrix.hpp"
 #include "ops/verify.hpp"
 
@@ -193,4 +195,32 @@ TEST(FuzzRegressions, TomlWithNonAsciiOutsideStringsIsRefusedBeforeTomlpp) {
     EXPECT_FALSE(check_toml_text("# r\xc3\xa9sum\xc3\xa9\nname = \"2\xc3\x97 H200\" # \xc2\xa7\ns = '''\xc2\xa7'''\n"
                                  "t = \"\"\"a\\\n  b\xc2\xa7\"\"\"\n"));
     EXPECT_FALSE(check_toml_text("\xEF\xBB\xBFversion = \"1\"\n"));  // a byte-order mark
+}
+
+// fuzz_baseline_json, crash-e05526f3: a node record whose numa_node is an 80-digit negative integer, which
+// nlohmann parses as the double -1e79 and then casts to int: undefined behaviour (UBSan). Numbers are now
+// normalised before the model reads them: whole floats become integers, other floats must fit (-1, 2^31).
+TEST(FuzzRegressions, OutOfRangeNumbersAreRefusedNotCast) {
+    std::string huge = "-1" + std::string(79, '0');
+    auto record = nlohmann::json::parse(R"({"kind":"gpudx-node-record","schema_version":1,"gpus":[{"pci":"0000:00:06.0",)"
+                                        R"("numa_node":)" + huge + "}]}");
+    ASSERT_TRUE(record.at("gpus")[0].at("numa_node").is_number_float());
+    auto r = node_record_from_json(record);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("out of range"), std::string::npos) << r.error().message;
+    // A whole number written as a float is read as that integer; a fraction stays a double.
+    auto ok = node_record_from_json(nlohmann::json::parse(
+        R"({"kind":"gpudx-node-record","schema_version":1,"gpus":[{"pci":"0000:00:06.0","numa_node":1.0,)"
+        R"("minor":3e0,"link_max":{"speed_gts":32.5,"width":16.0}}]})"));
+    ASSERT_TRUE(ok) << ok.error().message;
+    EXPECT_EQ(ok->gpus[0].numa_node, 1);
+    EXPECT_EQ(ok->gpus[0].minor, 3u);
+    EXPECT_EQ(ok->gpus[0].link_max.speed_gts, 32.5);
+    // A fraction no integer field can take, anywhere in a snapshot: refused.
+    auto snap = snapshot_from_json(nlohmann::json::parse(R"({"schema_version":1,"pcie":{"devices":[{"vendor_id":-5.5}]}})"));
+    ASSERT_FALSE(snap);
+    // The kind of a record that is not a string: refused, not thrown.
+    EXPECT_FALSE(node_record_from_json(nlohmann::json::parse(R"({"kind":7})")));
+    EXPECT_FALSE(accept_report_from_json(nlohmann::json::parse(R"({"kind":["gpudx-accept"]})")));
+    EXPECT_FALSE(accept_report_from_json(nlohmann::json::parse(R"({"kind":"gpudx-accept","schema_version":"1"})")));
 }
