@@ -4,6 +4,10 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 JOBS ?= $(shell nproc)
 SANITIZE_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
+# Sanitizer builds compile at -O1 with line tables only (-g1): what ASan, UBSan and TSan report needs no more,
+# and it roughly halves their build time on a 2-core CI machine.
+SANITIZER_CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
 
 .PHONY: all deps build run test test-integration bench clean
 .PHONY: test-sanitize test-tsan fuzz
@@ -37,14 +41,14 @@ test-integration: build
 # (docs/reliability.md). Tests that preload a library into an instrumented program (the shim, the fault
 # injector) load it ahead of libasan, which ASan refuses unless verify_asan_link_order=0.
 test-sanitize: deps
-	cmake -S . -B $(SANITIZE_BUILD) -G Ninja $(CMAKE_FLAGS) -DGPUDX_SANITIZE=ON
+	cmake -S . -B $(SANITIZE_BUILD) -G Ninja $(SANITIZER_CMAKE_FLAGS) -DGPUDX_SANITIZE=ON
 	cmake --build $(SANITIZE_BUILD) -j $(JOBS)
 	cd $(SANITIZE_BUILD) && ASAN_OPTIONS=verify_asan_link_order=0 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --output-on-failure -j $(JOBS)
 
 # The preload shim and its tests under ThreadSanitizer (label shim), in a build directory of its own.
 test-tsan: deps
-	cmake -S . -B $(TSAN_BUILD) -G Ninja $(CMAKE_FLAGS) -DGPUDX_TSAN=ON
+	cmake -S . -B $(TSAN_BUILD) -G Ninja $(SANITIZER_CMAKE_FLAGS) -DGPUDX_TSAN=ON
 	cmake --build $(TSAN_BUILD) --target shim_tests -j $(JOBS)
 	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" ctest --output-on-failure -L shim
 
