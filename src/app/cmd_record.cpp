@@ -51,7 +51,9 @@ int run_record(const RecordCmdOptions& o) {
     if (!std::filesystem::is_directory(o.root, ec)) throw UsageError{"--root " + o.root + ": not a directory"};
     Root root(o.root);
     CollectOptions c;
-    c.probe_driver = !o.no_driver;
+    // As for snapshot and diagnose (make_collect_options): a capture's driver answers replay only through the
+    // stand-ins, never from this machine's NVML.
+    c.probe_driver = !o.no_driver && (root.is_live() || !o.driver_lib_dir.empty());
     c.driver_deadline = std::chrono::milliseconds(static_cast<long>(o.deadline_s * 1000));
     if (!o.driver_lib_dir.empty()) c.driver_library_dir = o.driver_lib_dir;
     Snapshot s = collect_gpu_inventory(root, c);
@@ -95,7 +97,9 @@ CommandRegistrar reg{
              ->type_name("NAME");
          cmd.add_option("--root", o->root, "Read the node's GPUs under DIR instead of / (a capture made by `gpudx gather`)")
              ->type_name("DIR");
-         cmd.add_flag("--no-driver", o->no_driver, "Do not load NVML (MIG instance UUIDs are then unknown)");
+         cmd.add_flag("--no-driver", o->no_driver,
+                      "Do not load NVML (MIG instance UUIDs are then unknown); implied by a --root capture without "
+                      "--driver-lib-dir");
          cmd.add_option("--deadline", o->deadline_s, "Seconds NVML may take before it is skipped")
              ->capture_default_str()
              ->check(CLI::Range(0.05, 600.0));

@@ -1,6 +1,7 @@
 // AMD GPUs and hosts with GPUs of both vendors (docs/amd.md): the KFD topology against the PCIe bus, render
 // nodes, a CUDA job that can reach AMD devices, the ROCm selectors, ROCm libraries from two releases, and
-// the vendor summary. Each finding carries the layer it belongs to.
+// the vendor summary; and the runtime layer ROCm SMI answers for (its start, a GPU it does not list or names
+// differently from sysfs, uncorrectable ECC counts). Each finding carries the layer it belongs to.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "checks/check_context.hpp"
 #include "core/text.hpp"
+#include "driver/rocm_smi_abi.hpp"
 #include "identity/join.hpp"
 #include "identity/visible_devices.hpp"
 
@@ -298,6 +300,139 @@ void rocm_releases(const CheckContext& ctx, std::vector<Finding>& out) {
     out.push_back(std::move(f));
 }
 
+// The runtime layer through ROCm SMI (librocm_smi64), when it was asked: a node with a KFD topology whose driver
+// layers were probed. A call that never returned is driver.unresponsive's (checks/driver.cpp).
+Finding runtime_finding(std::string id, Severity severity, std::string message) {
+    Finding f;
+    f.id = std::move(id);
+    f.layer = Layer::driver;
+    f.severity = severity;
+    f.message = std::move(message);
+    return f;
+}
+
+void rocm_smi_start(const Snapshot& s, std::vector<Finding>& out) {
+    const auto& r = s.rocm_smi;
+    if (!r.load_error.empty()) {
+        // Without a ROCm install there is nothing that should have answered.
+        if (s.libraries.rocm_installs.empty() || amd_gpus_on_pcie(s).empty()) return;
+        auto f = runtime_finding("driver.rocm_smi_not_loaded", Severity::warning,
+                                 fmt::format("librocm_smi64 could not be loaded, although ROCm {}is installed and AMD "
+                                             "GPUs are on the PCIe bus",
+                                             s.libraries.rocm_release.empty() ? "" : s.libraries.rocm_release + " "));
+        f.evidence.push_back({"dlopen(librocm_smi64.so.7, .6, .5, .so; then /opt/rocm/lib)", r.load_error});
+        f.next_step = "Install the rocm-smi-lib package of the installed ROCm release, or add its lib directory to "
+                      "/etc/ld.so.conf.d and run `ldconfig`; `rocm-smi` uses the same library.";
+        out.push_back(std::move(f));
+        return;
+    }
+    if (r.init_error.empty()) return;
+    auto f = runtime_finding("driver.rocm_smi_init_failed", Severity::error,
+                             "ROCm SMI could not read the AMD GPUs: " + r.init_error);
+    f.evidence.push_back({"rsmi_init in " + r.library_path,
+                          r.init_result ? fmt::format("{} ({})", rsmi::status_name(*r.init_result), *r.init_result)
+                                        : r.init_error});
+    if (!module_loaded(s, "amdgpu") && ok(s, "module")) {
+        f.message += "; the amdgpu kernel module is not loaded: the module layer is the cause";
+        f.evidence.push_back({"/proc/modules", "no amdgpu module"});
+    }
+    f.next_step = "ROCm SMI reads the GPUs through /sys/class/drm and /sys/class/kfd: check that amdgpu is loaded "
+                  "(`lsmod | grep amdgpu`), that the caller is in the render and video groups, and that the library "
+                  "belongs to the same ROCm release as the driver (`rocm-smi --showdriverversion`).";
+    out.push_back(std::move(f));
+}
+
+void rocm_smi_devices(const CheckContext& ctx, std::vector<Finding>& out) {
+    const auto& s = ctx.snapshot;
+    const auto& r = s.rocm_smi;
+    if (!r.device_count) return;
+    // Partitions of one GPU share its address: the first device of an address stands for the GPU.
+    std::map<std::string, const RocmSmiDevice*> by_pci;
+    std::vector<std::string> listed;
+    for (auto& d : r.devices) {
+        if (d.pci.empty()) continue;
+        by_pci.emplace(d.pci, &d);
+        listed.push_back(fmt::format("{} {}", d.index, d.pci));
+    }
+    for (auto& g : s.module.amd_gpus) {
+        if (!g.in_kfd) continue;  // module.gpu_not_in_kfd names it
+        GpuRef ref = ctx.gpu(g.pci);
+        auto it = by_pci.find(g.pci);
+        if (it == by_pci.end()) {
+            // Only when every device answered its address: otherwise the missing one may be unanswered, not absent.
+            if (by_pci.size() != r.devices.size() || !r.timed_out_call.empty()) continue;
+            auto f = runtime_finding("driver.rocm_smi_missing_gpu", Severity::error,
+                                     fmt::format("ROCm SMI does not list {}, which the KFD topology has: monitoring "
+                                                 "and rocm-smi miss it",
+                                                 describe(ref)));
+            f.subjects.push_back(ref);
+            f.evidence.push_back({"rsmi_num_monitor_devices", std::to_string(*r.device_count)});
+            f.evidence.push_back({"rsmi_dev_pci_id_get", listed.empty() ? std::string("no device") : join_list(listed)});
+            if (g.kfd_node)
+                f.evidence.push_back({fmt::format("/sys/class/kfd/kfd/topology/nodes/{}", *g.kfd_node), g.pci});
+            f.next_step = "ROCm SMI lists the GPUs it finds under /sys/class/drm: check the GPU's card and render "
+                          "node (`ls -l /sys/class/drm/*/device | grep " + g.pci + "`) and the permissions of "
+                          "/dev/dri; then compare with `rocm-smi --showbus`.";
+            out.push_back(std::move(f));
+            continue;
+        }
+        const RocmSmiDevice& d = *it->second;
+        auto call = [&](const char* name) { return fmt::format("{}({})", name, d.index); };
+        std::vector<Evidence> differ;
+        if (!d.unique_id.empty() && !g.unique_id.empty() && d.unique_id != g.unique_id) {
+            differ.push_back({call("rsmi_dev_unique_id_get"), d.unique_id});
+            differ.push_back({fmt::format("/sys/bus/pci/devices/{}/unique_id", g.pci), g.unique_id});
+        }
+        if (d.render_minor && g.render_minor && *d.render_minor != *g.render_minor) {
+            differ.push_back({call("rsmi_dev_drm_render_minor_get"), std::to_string(*d.render_minor)});
+            differ.push_back({"/sys/class/drm/" + g.card, fmt::format("renderD{}", *g.render_minor)});
+        }
+        if (!differ.empty()) {
+            auto f = runtime_finding("driver.rocm_smi_identity_mismatch", Severity::error,
+                                     fmt::format("ROCm SMI's device {} at {} disagrees with sysfs about which GPU it "
+                                                 "is: tools keyed by ROCm SMI name another GPU than ROCR and HIP",
+                                                 d.index, describe(ref)));
+            f.subjects.push_back(ref);
+            f.evidence = std::move(differ);
+            f.next_step = "A library from another ROCm release than the driver, or a container with a stale view of "
+                          "/sys: compare `rocm-smi --showuniqueid --showbus` with /sys/class/drm/card*/device/unique_id "
+                          "and use one ROCm release's libraries.";
+            out.push_back(std::move(f));
+        }
+        unsigned long long uncorrectable = 0;
+        std::vector<std::string> blocks;
+        for (auto& e : d.ecc)
+            if (e.uncorrectable) {
+                uncorrectable += e.uncorrectable;
+                blocks.push_back(fmt::format("{} {}", e.block, e.uncorrectable));
+            }
+        if (uncorrectable) {
+            auto f = runtime_finding("driver.ecc_uncorrected", Severity::error,
+                                     fmt::format("{}: {} uncorrectable ECC error(s) ({})", describe(ref), uncorrectable,
+                                                 join_list(blocks)));
+            f.subjects.push_back(ref);
+            f.evidence.push_back({call("rsmi_dev_ecc_count_get"), join_list(blocks)});
+            f.next_step = "Drain the node; jobs on this GPU may have computed on corrupted memory. Read the RAS "
+                          "messages (`dmesg | grep -i -e ras -e 'uncorrectable'`), retire the bad pages "
+                          "(`amd-smi bad-pages`) with a GPU reset, and replace the GPU if errors recur.";
+            out.push_back(std::move(f));
+        }
+        for (auto& e : d.errors) {
+            auto f = runtime_finding("driver.query_failed", Severity::warning, fmt::format("{}: {}", describe(ref), e));
+            f.subjects.push_back(ref);
+            f.evidence.push_back({call("rocm_smi"), e});
+            f.next_step = "Re-run; if it persists, compare with `rocm-smi --showallinfo -d <N>` and the kernel log.";
+            out.push_back(std::move(f));
+        }
+    }
+}
+
+void rocm_smi_runtime(const CheckContext& ctx, std::vector<Finding>& out) {
+    if (!ctx.snapshot.rocm_smi.probed) return;
+    rocm_smi_start(ctx.snapshot, out);
+    rocm_smi_devices(ctx, out);
+}
+
 }  // namespace
 
 void check_amd(const CheckContext& ctx, std::vector<Finding>& out) {
@@ -307,6 +442,7 @@ void check_amd(const CheckContext& ctx, std::vector<Finding>& out) {
     cuda_job_sees_amd(ctx, out);
     rocm_selectors(ctx, out);
     rocm_releases(ctx, out);
+    rocm_smi_runtime(ctx, out);
 }
 
 }  // namespace gpudx

@@ -142,11 +142,12 @@ std::string nvml_device_name(const NvmlMap& m, const NvmlDevice& d) {
     return pci.empty() ? fmt::format("NVML device {} (address unknown)", d.index) : pci;
 }
 
-// The device a hung call was about: NVML's device index or CUDA's ordinal, as the probe wrote the call
-// ("nvmlDeviceGetUUID(1)", "cuDeviceGetAttribute(33, 1)", "(all devices) cuDeviceGetPCIBusId(0)").
-std::optional<unsigned> device_of_call(std::string_view call, bool nvml) {
+// The device a hung call was about: NVML's device index, CUDA's ordinal or ROCm SMI's index, as the probe wrote
+// the call ("nvmlDeviceGetUUID(1)", "cuDeviceGetAttribute(33, 1)", "(all devices) cuDeviceGetPCIBusId(0)",
+// "rsmi_dev_ecc_count_get(3, UMC)"). `prefix` is the library's per-device call prefix.
+std::optional<unsigned> device_of_call(std::string_view call, std::string_view prefix) {
     if (call.starts_with("(all devices) ")) call.remove_prefix(14);
-    if (!call.starts_with(nvml ? "nvmlDevice" : "cuDevice") || call.starts_with("cuDeviceGetCount")) return std::nullopt;
+    if (!call.starts_with(prefix) || call.starts_with("cuDeviceGetCount")) return std::nullopt;
     auto open = call.find('('), close = call.rfind(')');
     if (open == std::string_view::npos || close == std::string_view::npos || close < open) return std::nullopt;
     auto args = call.substr(open + 1, close - open - 1);
@@ -166,20 +167,28 @@ void check_unresponsive(const CheckContext& ctx, const NvmlMap& map, std::vector
     struct Probe {
         const char* collector;
         const char* library;
+        const char* device_prefix;
         const std::string& call;
     };
-    for (auto p : {Probe{"nvml", "NVML", s.nvml.timed_out_call}, Probe{"cuda", "the CUDA driver", s.cuda.timed_out_call}}) {
+    for (auto p : {Probe{"nvml", "NVML", "nvmlDevice", s.nvml.timed_out_call},
+                   Probe{"cuda", "the CUDA driver", "cuDevice", s.cuda.timed_out_call},
+                   Probe{"rocm_smi", "ROCm SMI", "rsmi_dev_", s.rocm_smi.timed_out_call}}) {
         auto* c = s.collector(p.collector);
         bool timed_out = c && c->state == CollectorState::timed_out;
         if (!timed_out && p.call.empty()) continue;
         std::string call = p.call.empty() ? (c ? c->path : std::string()) : p.call;
         bool nvml = std::string_view(p.collector) == "nvml";
+        bool rocm_smi = std::string_view(p.collector) == "rocm_smi";
         // The GPU the call was about, when that is known: the device's own answer, or its place in PCI order
         // (NVML numbers the GPUs it can see in PCI order; CUDA too under CUDA_DEVICE_ORDER=PCI_BUS_ID).
         std::string pci, how;
-        if (auto dev = device_of_call(call, nvml)) {
+        if (auto dev = device_of_call(call, p.device_prefix)) {
             const auto& expected = map.expectation.expected;
-            if (nvml) {
+            if (rocm_smi) {
+                // The probe sends each device as soon as its address is read, so a later hang can name it.
+                for (auto& d : s.rocm_smi.devices)
+                    if (d.index == *dev) pci = d.pci;
+            } else if (nvml) {
                 for (auto& d : s.nvml.devices)
                     if (d.index == *dev) pci = map.pci_of(d);
                 if (pci.empty() && s.nvml.device_count && *s.nvml.device_count == expected.size() &&
@@ -209,10 +218,16 @@ void check_unresponsive(const CheckContext& ctx, const NvmlMap& map, std::vector
         f.evidence.push_back({call.empty() ? std::string(p.collector) : call,
                               c ? (c->message.empty() ? "timed out" : c->message) : "timed out"});
         if (!how.empty()) f.evidence.push_back({"which GPU", how});
-        f.next_step = "A driver call that never returns means a wedged GPU or driver: look for Xid 79 / \"fallen off "
-                      "the bus\" in the kernel log and for processes in D state (`ps -eo pid,stat,wchan:32,cmd | awk "
-                      "'$2 ~ /D/'`). Drain the node; a GPU reset (`nvidia-smi -r -i <UUID>`) or a reboot is usually "
-                      "needed. gpudx killed its probe, so the other layers are still valid.";
+        f.next_step = rocm_smi
+                          ? "A driver call that never returns means a wedged GPU or driver: look for amdgpu GPU "
+                            "reset, RAS or \"ring timeout\" messages in the kernel log and for processes in D state "
+                            "(`ps -eo pid,stat,wchan:32,cmd | awk '$2 ~ /D/'`). Drain the node; a GPU reset "
+                            "(`amd-smi reset -G -g <N>`) or a reboot is usually needed. gpudx killed its probe, so the "
+                            "other layers are still valid."
+                          : "A driver call that never returns means a wedged GPU or driver: look for Xid 79 / \"fallen "
+                            "off the bus\" in the kernel log and for processes in D state (`ps -eo pid,stat,wchan:32,cmd "
+                            "| awk '$2 ~ /D/'`). Drain the node; a GPU reset (`nvidia-smi -r -i <UUID>`) or a reboot is "
+                            "usually needed. gpudx killed its probe, so the other layers are still valid.";
         out.push_back(std::move(f));
     }
 }
@@ -331,6 +346,11 @@ void check_cuda_init(const Snapshot& s, std::vector<Finding>& out) {
     const auto& v = s.cuda.caller;
     if (!v.init_result || *v.init_result == 0) return;
     int rc = *v.init_result;
+    // A host without NVIDIA GPUs (an AMD node whose image carries libcuda) has no device to find: that is the
+    // right answer, not a failure.
+    if (rc == CUDA_ERROR_NO_DEVICE && nvidia_pcie_gpus(s).empty() && s.collector("pcie") &&
+        s.collector("pcie")->state == CollectorState::ok)
+        return;
     Layer layer = Layer::driver;
     std::string cause = explain_cuinit(s, rc, layer);
     auto f = make("driver.cuda_init_failed", Severity::error,

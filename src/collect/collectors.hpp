@@ -13,8 +13,10 @@ CollectorStatus collect_kernel_log(const CollectContext&, KernelLog&);
 CollectorStatus collect_libraries(const CollectContext&, LibrariesLayer&);
 CollectorStatus collect_devices(const CollectContext&, DevicesLayer&);
 CollectorStatus collect_environment(const CollectContext&, EnvironmentLayer&);
-// NVML and CUDA, each under options.driver_deadline; statuses named "nvml" and "cuda".
-std::vector<CollectorStatus> collect_driver(const CollectContext&, NvmlLayer&, CudaLayer&);
+// NVML and CUDA, each under options.driver_deadline; statuses named "nvml" and "cuda". With `rocm_smi`, and when
+// the node has a KFD topology (an AMD GPU driver), ROCm SMI too beside them, status "rocm_smi".
+std::vector<CollectorStatus> collect_driver(const CollectContext&, NvmlLayer&, CudaLayer&,
+                                            RocmSmiLayer* rocm_smi = nullptr);
 
 // Every layer; never throws; one collector's failure never loses the others.
 Snapshot take_snapshot(const Root& root, const CollectOptions& options);

@@ -68,7 +68,7 @@ Snapshot take_snapshot(const Root& root, const CollectOptions& options) {
             auto t0 = std::chrono::steady_clock::now();
             std::vector<CollectorStatus> out;
             try {
-                out = collect_driver(ctx, s.nvml, s.cuda);
+                out = collect_driver(ctx, s.nvml, s.cuda, &s.rocm_smi);
             } catch (const std::exception& e) {
                 out = {status_error("nvml", Error{e.what(), {}, 0}), status_error("cuda", Error{e.what(), {}, 0})};
             }

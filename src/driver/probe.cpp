@@ -66,9 +66,25 @@ CollectorStatus status_of(const char* name, const ProbeOutcome& out, std::chrono
     return st;
 }
 
+CollectorStatus rocm_smi_status(const ProbeOutcome& out, std::chrono::milliseconds deadline, RocmSmiLayer& layer) {
+    layer.probed = true;
+    take_result(out, layer);
+    auto st = status_of("rocm_smi", out, deadline, layer.timed_out_call);
+    if (st.state != CollectorState::ok) return st;
+    if (!layer.load_error.empty()) {
+        st.state = CollectorState::no_data;
+        st.message = "librocm_smi64 not loaded: " + layer.load_error;
+    } else if (!layer.init_error.empty()) {
+        st.state = CollectorState::error;
+        st.message = (layer.init_result && *layer.init_result != 0 ? "rsmi_init failed: " : "") + layer.init_error;
+        st.path = layer.library_path;
+    }
+    return st;
+}
+
 }  // namespace
 
-nlohmann::json record_driver_answers(const NvmlLayer& nvml, const CudaLayer& cuda) {
+nlohmann::json record_driver_answers(const NvmlLayer& nvml, const CudaLayer& cuda, const RocmSmiLayer& rocm_smi) {
     nlohmann::json j;
     j["format"] = "gpudx-driver-answers/1";
     layer_to_json(j["nvml"], nvml);
@@ -84,10 +100,16 @@ nlohmann::json record_driver_answers(const NvmlLayer& nvml, const CudaLayer& cud
     if (!cuda.all && view.cuda_visible_devices != "<unset>")
         c["recorded_under_cuda_visible_devices"] = view.cuda_visible_devices;
     j["cuda"] = std::move(c);
+    if (rocm_smi.probed) layer_to_json(j["rocm_smi"], rocm_smi);
     return j;
 }
 
-std::vector<CollectorStatus> collect_driver(const CollectContext& ctx, NvmlLayer& nvml, CudaLayer& cuda) {
+// The KFD topology is where the amdgpu driver publishes its GPUs to ROCm: without it there is nothing for ROCm SMI
+// to answer, so NVIDIA-only nodes do not pay for the probe or carry an empty layer.
+constexpr std::string_view kKfdTopology = "/sys/class/kfd/kfd/topology/nodes";
+
+std::vector<CollectorStatus> collect_driver(const CollectContext& ctx, NvmlLayer& nvml, CudaLayer& cuda,
+                                            RocmSmiLayer* rocm_smi) {
     const auto& o = ctx.options;
     const Root& root = ctx.root;
     std::vector<ProbeSpec> specs;
@@ -98,6 +120,7 @@ std::vector<CollectorStatus> collect_driver(const CollectContext& ctx, NvmlLayer
                          query_nvml(nopts, ch);
                      },
                      o.driver_deadline});
+    std::optional<size_t> all_devices_probe;
     if (o.probe_cuda) {
         CudaQueryOptions caller{o.driver_library_dir, env_value(o, "CUDA_VISIBLE_DEVICES"),
                                 env_value(o, "CUDA_DEVICE_ORDER")};
@@ -107,6 +130,7 @@ std::vector<CollectorStatus> collect_driver(const CollectContext& ctx, NvmlLayer
                          },
                          o.driver_deadline});
         if (o.all_devices) {
+            all_devices_probe = specs.size();
             CudaQueryOptions all{o.driver_library_dir, std::nullopt, std::nullopt};
             specs.push_back({"cuda(all)", [all, &root](ProbeChannel& ch) {
                                  point_standins_at_capture(root);
@@ -116,8 +140,25 @@ std::vector<CollectorStatus> collect_driver(const CollectContext& ctx, NvmlLayer
         }
     }
 
+    std::optional<size_t> rocm_smi_probe;
+    if (rocm_smi && root.exists(kKfdTopology)) {
+        rocm_smi_probe = specs.size();
+        RocmSmiQueryOptions ropts{o.driver_library_dir};
+        specs.push_back({"rocm_smi", [ropts, &root](ProbeChannel& ch) {
+                             point_standins_at_capture(root);
+                             query_rocm_smi(ropts, ch);
+                         },
+                         o.driver_deadline});
+    }
+
     auto outcomes = run_probes(specs);
     std::vector<CollectorStatus> statuses;
+    // Reported after NVML and CUDA.
+    auto finish = [&] {
+        if (rocm_smi_probe)
+            statuses.push_back(rocm_smi_status(outcomes[*rocm_smi_probe], o.driver_deadline, *rocm_smi));
+        return std::move(statuses);
+    };
 
     take_result(outcomes[0], nvml);
     auto nst = status_of("nvml", outcomes[0], o.driver_deadline, nvml.timed_out_call);
@@ -139,7 +180,7 @@ std::vector<CollectorStatus> collect_driver(const CollectContext& ctx, NvmlLayer
 
     if (!o.probe_cuda) {
         statuses.push_back(status_no_data("cuda", "CUDA driver not probed (--no-cuda)"));
-        return statuses;
+        return finish();
     }
     take_result(outcomes[1], cuda);
     auto cst = status_of("cuda", outcomes[1], o.driver_deadline, cuda.timed_out_call);
@@ -154,18 +195,19 @@ std::vector<CollectorStatus> collect_driver(const CollectContext& ctx, NvmlLayer
             cst.path = cuda.library_path;
         }
     }
-    if (outcomes.size() > 2) {
+    if (all_devices_probe) {
+        const auto& all_outcome = outcomes[*all_devices_probe];
         CudaLayer all_layer;
-        take_result(outcomes[2], all_layer);
-        if (outcomes[2].result) cuda.all = all_layer.caller;
+        take_result(all_outcome, all_layer);
+        if (all_outcome.result) cuda.all = all_layer.caller;
         std::string hung;
-        auto ast = status_of("cuda", outcomes[2], o.driver_deadline, hung);
+        auto ast = status_of("cuda", all_outcome, o.driver_deadline, hung);
         if (!hung.empty() && cuda.timed_out_call.empty()) cuda.timed_out_call = "(all devices) " + hung;
         if (ast.state != CollectorState::ok)
             cst.problems.push_back({ast.path, "--all-devices evaluation: " + ast.message});
     }
     statuses.push_back(std::move(cst));
-    return statuses;
+    return finish();
 }
 
 }  // namespace gpudx

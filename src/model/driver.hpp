@@ -1,5 +1,5 @@
 #pragma once
-// Answers of the NVIDIA driver libraries (NVML, CUDA driver), probed under a deadline.
+// Answers of the driver libraries (NVML and the CUDA driver for NVIDIA, ROCm SMI for AMD), probed under a deadline.
 #include <optional>
 #include <string>
 #include <vector>
@@ -83,6 +83,41 @@ struct CudaLayer {
     CudaView caller;                  // under the caller's environment
     std::optional<CudaView> all;      // with CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER unset (--all-devices)
     std::string timed_out_call;  // "(all devices) " prefixed when the --all-devices probe hung
+};
+
+// ROCm SMI (librocm_smi64.so), the AMD counterpart of NVML: asked only on nodes with a KFD topology.
+struct RocmSmiEcc {
+    std::string block;  // "UMC", "GFX", ... (rsmi_gpu_block_t)
+    unsigned long long correctable = 0, uncorrectable = 0;
+};
+
+struct RocmSmiDevice {
+    unsigned index = 0;                        // ROCm SMI's device index
+    std::optional<unsigned long long> bdfid;   // rsmi_dev_pci_id_get as returned
+    std::string pci;                           // normalised dddd:bb:dd.f, function 0 (partitions share the BDF)
+    std::optional<unsigned> partition;         // the partition id the BDFID carries, when not 0
+    std::string unique_id;                     // 16 lower-case hex digits; empty when unknown or 0
+    std::string name, serial, vbios_version;
+    std::optional<unsigned> render_minor;      // 128 for /dev/dri/renderD128
+    std::string xgmi_hive_id;                  // 16 hex digits; empty when not in a hive
+    std::optional<unsigned long long> vram_total;
+    std::optional<unsigned long long> ecc_enabled_blocks;  // bit mask of rsmi_gpu_block_t
+    std::vector<RocmSmiEcc> ecc;                // blocks with ECC enabled and their counts
+    std::vector<std::string> unsupported;       // queries answered RSMI_STATUS_NOT_SUPPORTED
+    std::vector<std::string> errors;            // "rsmi_dev_x_get: RSMI_STATUS_... (n)"
+};
+
+struct RocmSmiLayer {
+    bool probed = false;            // false: not asked (no KFD, or driver layers not probed); not written to JSON
+    std::string library_path;       // the file actually loaded
+    std::string load_error;         // why no librocm_smi64 could be loaded
+    std::optional<int> init_result;
+    std::string init_error;
+    std::string library_version;    // rsmi_version_get: "7.4.0"
+    std::string driver_version;     // rsmi_version_str_get(RSMI_SW_COMP_DRIVER)
+    std::optional<unsigned> device_count;
+    std::vector<RocmSmiDevice> devices;
+    std::string timed_out_call;     // the call that never returned, when one did not
 };
 
 }  // namespace gpudx

@@ -15,6 +15,17 @@ GPUDX_JSON(CudaDevice, ordinal, uuid, bus_id, pci, attr_bus, attr_device, attr_d
 GPUDX_JSON(CudaView, cuda_visible_devices, cuda_device_order, init_result, init_name, init_meaning, device_count,
            devices)
 GPUDX_JSON(CudaLayer, library_path, load_error, driver_version, caller, all, timed_out_call)
+GPUDX_JSON(RocmSmiEcc, block, correctable, uncorrectable)
+GPUDX_JSON(RocmSmiDevice, index, bdfid, pci, partition, unique_id, name, serial, vbios_version, render_minor,
+           xgmi_hive_id, vram_total, ecc_enabled_blocks, ecc, unsupported, errors)
+GPUDX_JSON(RocmSmiLayer, library_path, load_error, init_result, init_error, library_version, driver_version,
+           device_count, devices, timed_out_call)
 GPUDX_DEFINE_LAYER_JSON(NvmlLayer)
 GPUDX_DEFINE_LAYER_JSON(CudaLayer)
+// Present in a snapshot only when ROCm SMI was asked, so reading it back means it was.
+void layer_from_json(const nlohmann::json& j, RocmSmiLayer& v) {
+    v = j.get<RocmSmiLayer>();
+    v.probed = true;
+}
+void layer_to_json(nlohmann::json& j, const RocmSmiLayer& v) { j = v; }
 }  // namespace gpudx

@@ -34,6 +34,7 @@ struct Snapshot {
     EnvironmentLayer environment;
     NvmlLayer nvml;
     CudaLayer cuda;
+    RocmSmiLayer rocm_smi;  // in JSON only when probed (rocm_smi.probed)
     std::vector<CollectorStatus> collectors;
 
     const CollectorStatus* collector(std::string_view name) const;

@@ -45,6 +45,7 @@ nlohmann::json snapshot_to_json(const Snapshot& s) {
     layer_to_json(j["environment"], s.environment);
     layer_to_json(j["nvml"], s.nvml);
     layer_to_json(j["cuda"], s.cuda);
+    if (s.rocm_smi.probed) layer_to_json(j["rocm_smi"], s.rocm_smi);
     auto& cs = j["collectors"] = nlohmann::json::array();
     for (auto& c : s.collectors) {
         nlohmann::json cj;
@@ -83,6 +84,7 @@ Result<Snapshot> snapshot_from_json(const nlohmann::json& input) {
         layer("environment", s.environment);
         layer("nvml", s.nvml);
         layer("cuda", s.cuda);
+        layer("rocm_smi", s.rocm_smi);
         if (j.contains("collectors"))
             for (auto& cj : j["collectors"]) {
                 CollectorStatus c;

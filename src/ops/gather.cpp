@@ -355,7 +355,7 @@ Result<GatherSummary> gather(const GatherOptions& options) {
     // What NVML and the CUDA driver answered, in the stand-in libraries' scenario format, so that
     // `gpudx diagnose --root CAPTURE --driver-lib-dir <stand-ins>` replays the driver layers too.
     if (copts.probe_driver && (!snapshot.nvml.library_path.empty() || !snapshot.cuda.library_path.empty())) {
-        writer.write_text("/_driver/answers.json", record_driver_answers(snapshot.nvml, snapshot.cuda).dump(1) + "\n");
+        writer.write_text("/_driver/answers.json", record_driver_answers(snapshot.nvml, snapshot.cuda, snapshot.rocm_smi).dump(1) + "\n");
         summary.commands.push_back("_driver/answers.json (NVML and CUDA answers)");
     }
     writer.write_text("/_commands/README", "Captured by gpudx " GPUDX_VERSION

@@ -14,6 +14,7 @@
 #include "collect/collectors.hpp"
 #include "driver/cuda_abi.hpp"
 #include "driver/nvml_abi.hpp"
+#include "driver/rocm_smi_abi.hpp"
 #include "identity/join.hpp"
 
 using namespace gpudx;
@@ -391,4 +392,150 @@ TEST(GpudxSnapshot, ReplaysACaptureThroughItsRecordedAnswers) {
     EXPECT_EQ(j["cuda"]["caller"]["devices"][0]["uuid"], kUuid1);
     EXPECT_EQ(j["nvml"]["devices"][0]["uuid"], kUuid0);
     std::filesystem::remove_all(root);
+}
+
+// ---- ROCm SMI through the stand-in librocm_smi64.so.7, on the 8×MI300X fixture and its recorded answers.
+
+namespace {
+
+const std::string kMi300x8 = std::string(GPUDX_TEST_FIXTURES) + "/mi300x8";
+
+struct ProbedRocm {
+    RocmSmiLayer rocm_smi;
+    std::vector<CollectorStatus> statuses;
+    double seconds = 0;
+};
+
+// Probes the fixture's driver layers with `controls` applied to its recorded answers (none: as recorded).
+ProbedRocm probe_mi300x8(const nlohmann::json& controls, std::chrono::milliseconds deadline = 3000ms) {
+    if (controls.is_null()) {
+        ::unsetenv("GPUDX_STANDIN_SCENARIO");  // the stand-ins find <root>/_driver/answers.json
+    } else {
+        auto path = std::filesystem::temp_directory_path() / ("gpudx-rocm-" + std::to_string(::getpid()) + ".json");
+        nlohmann::json doc = controls;
+        doc["base"] = kMi300x8 + "/_driver/answers.json";
+        std::ofstream(path) << doc.dump();
+        ::setenv("GPUDX_STANDIN_SCENARIO", path.c_str(), 1);
+    }
+    Root root(kMi300x8);
+    CollectOptions o;
+    o.driver_library_dir = kLibs;
+    o.driver_deadline = deadline;
+    o.probe_cuda = false;
+    CollectContext ctx{root, o};
+    NvmlLayer nvml;
+    CudaLayer cuda;
+    ProbedRocm p;
+    auto t0 = std::chrono::steady_clock::now();
+    p.statuses = collect_driver(ctx, nvml, cuda, &p.rocm_smi);
+    p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return p;
+}
+
+const CollectorStatus* status(const ProbedRocm& p, std::string_view name) {
+    for (auto& s : p.statuses)
+        if (s.name == name) return &s;
+    return nullptr;
+}
+
+}  // namespace
+
+TEST(RocmSmiStandin, RecordedAnswersReplayEveryGpuWithItsIdentity) {
+    auto p = probe_mi300x8(nullptr);
+    auto* st = status(p, "rocm_smi");
+    ASSERT_TRUE(st);
+    EXPECT_EQ(st->state, CollectorState::ok) << st->message;
+    const auto& r = p.rocm_smi;
+    EXPECT_TRUE(r.probed);
+    EXPECT_NE(r.library_path.find("librocm_smi64.so.7"), std::string::npos) << r.library_path;
+    EXPECT_EQ(r.library_version, "7.3.0");
+    EXPECT_EQ(r.driver_version, "6.8.5");
+    ASSERT_EQ(r.device_count, 8u);
+    ASSERT_EQ(r.devices.size(), 8u);
+    // The addresses come back through the BDFID encoding, the unique ids through rsmi_dev_unique_id_get.
+    auto recorded = nlohmann::json::parse(std::ifstream(kMi300x8 + "/_driver/answers.json"));
+    for (size_t i = 0; i < 8; ++i) {
+        const auto& want = recorded["rocm_smi"]["devices"][i];
+        EXPECT_EQ(r.devices[i].pci, want["pci"]);
+        EXPECT_EQ(r.devices[i].unique_id, want["unique_id"]);
+        EXPECT_EQ(r.devices[i].render_minor, want["render_minor"].get<unsigned>());
+        EXPECT_EQ(r.devices[i].ecc.size(), 7u);
+        EXPECT_TRUE(r.devices[i].errors.empty()) << r.devices[i].errors.front();
+        EXPECT_FALSE(r.devices[i].partition);
+    }
+    // A node without a KFD topology is not asked at all.
+    Root h200(kH200);
+    CollectOptions o;
+    o.driver_library_dir = kLibs;
+    o.probe_cuda = false;
+    CollectContext ctx{h200, o};
+    NvmlLayer nvml;
+    CudaLayer cuda;
+    RocmSmiLayer none;
+    auto sts = collect_driver(ctx, nvml, cuda, &none);
+    EXPECT_FALSE(none.probed);
+    EXPECT_TRUE(std::none_of(sts.begin(), sts.end(), [](auto& s) { return s.name == "rocm_smi"; }));
+}
+
+TEST(RocmSmiStandin, HungCallTimesOutNamingItAndTheGpuAlreadyAddressed) {
+    auto p = probe_mi300x8({{"faults", {{{"call", "rsmi_dev_ecc_count_get"}, {"device", 5}, {"hang", true}}}}}, 500ms);
+    EXPECT_LT(p.seconds, 1.5);
+    auto* st = status(p, "rocm_smi");
+    ASSERT_TRUE(st);
+    EXPECT_EQ(st->state, CollectorState::timed_out);
+    EXPECT_EQ(p.rocm_smi.timed_out_call, "rsmi_dev_ecc_count_get(5, UMC)");
+    // Devices 0-4 whole, device 5 with the address it answered before the hang.
+    ASSERT_EQ(p.rocm_smi.devices.size(), 6u);
+    EXPECT_EQ(p.rocm_smi.devices[5].pci, "0000:a6:00.0");
+
+    Snapshot s;
+    s.rocm_smi = p.rocm_smi;
+    s.collectors = p.statuses;
+    DiagnoseOptions o;
+    CheckContext ctx{s, o};
+    std::vector<Finding> out;
+    check_driver(ctx, out);
+    auto it = std::find_if(out.begin(), out.end(), [](auto& f) { return f.id == "driver.unresponsive"; });
+    ASSERT_NE(it, out.end());
+    EXPECT_NE(it->message.find("ROCm SMI did not answer: rsmi_dev_ecc_count_get(5, UMC)"), std::string::npos)
+        << it->message;
+    ASSERT_EQ(it->subjects.size(), 1u);
+    EXPECT_EQ(it->subjects[0].pci, "0000:a6:00.0");
+}
+
+TEST(RocmSmiStandin, StatusCodesAreNamedAndUnsupportedIsNotAnError) {
+    auto p = probe_mi300x8({{"faults", {{{"call", "rsmi_init"}, {"result", rsmi::INIT_ERROR}}}}});
+    auto* st = status(p, "rocm_smi");
+    ASSERT_TRUE(st);
+    EXPECT_EQ(st->state, CollectorState::error);
+    EXPECT_NE(p.rocm_smi.init_error.find("RSMI_STATUS_INIT_ERROR (8"), std::string::npos) << p.rocm_smi.init_error;
+
+    auto q = probe_mi300x8({{"faults",
+                             {{{"call", "rsmi_dev_serial_number_get"}, {"result", rsmi::NOT_SUPPORTED}},
+                              {{"call", "rsmi_dev_unique_id_get"}, {"device", 2}, {"result", rsmi::FILE_ERROR}}}}});
+    ASSERT_EQ(q.rocm_smi.devices.size(), 8u);
+    EXPECT_EQ(status(q, "rocm_smi")->state, CollectorState::ok);
+    const auto& d2 = q.rocm_smi.devices[2];
+    EXPECT_TRUE(d2.unique_id.empty());
+    ASSERT_EQ(d2.errors.size(), 1u);
+    EXPECT_EQ(d2.errors[0].rfind("rsmi_dev_unique_id_get: RSMI_STATUS_FILE_ERROR (3", 0), 0u) << d2.errors[0];
+    EXPECT_NE(std::find(d2.unsupported.begin(), d2.unsupported.end(), "rsmi_dev_serial_number_get"),
+              d2.unsupported.end());
+    EXPECT_TRUE(q.rocm_smi.devices[0].errors.empty());
+}
+
+TEST(RocmSmiStandin, MissingLibraryIsNoDataNotACrash) {
+    Root root(kMi300x8);
+    CollectOptions o;
+    o.driver_library_dir = "/nonexistent-gpudx-libs";
+    o.probe_cuda = false;
+    CollectContext ctx{root, o};
+    NvmlLayer nvml;
+    CudaLayer cuda;
+    RocmSmiLayer r;
+    auto sts = collect_driver(ctx, nvml, cuda, &r);
+    auto it = std::find_if(sts.begin(), sts.end(), [](auto& s) { return s.name == "rocm_smi"; });
+    ASSERT_NE(it, sts.end());
+    EXPECT_EQ(it->state, CollectorState::no_data);
+    EXPECT_NE(r.load_error.find("librocm_smi64.so"), std::string::npos) << r.load_error;
 }

@@ -25,7 +25,7 @@ work=$(mktemp -d /tmp/gpudx-unprivileged.XXXXXX)
 trap 'chmod -R u+rwX "$work" 2>/dev/null; rm -rf "$work"' EXIT
 mkdir -p "$work/bin" "$work/lib"
 cp "$gpudx" "$work/bin/gpudx"
-cp -L "$standins"/*.so.1 "$work/lib/" 2>/dev/null || true
+cp -L "$standins"/*.so.[0-9]* "$work/lib/" 2>/dev/null || true
 cp -r "$src/tests/fixtures/h200x2" "$work/fixture"
 # Driver scenarios copy the stand-ins' recorded answers from here (run_scenario.py's STANDIN_SCENARIOS).
 mkdir -p "$work/standins" && cp -r "$src/tests/standins/scenarios" "$work/standins/"

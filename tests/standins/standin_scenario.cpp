@@ -85,6 +85,12 @@ Scenario load() {
     if (d.contains("cuda_device_override")) override_devices(d["cuda"]["devices"], d["cuda_device_override"]);
     if (d.contains("nvml_drop_devices")) drop(d["nvml"]["devices"], d["nvml_drop_devices"]);
     if (d.contains("cuda_drop_devices")) drop(d["cuda"]["devices"], d["cuda_drop_devices"]);
+    if (d.contains("rocm_smi")) {
+        auto& r = d["rocm_smi"];
+        if (!r.contains("devices")) r["devices"] = nlohmann::json::array();
+        if (d.contains("rocm_smi_device_override")) override_devices(r["devices"], d["rocm_smi_device_override"]);
+        if (d.contains("rocm_smi_drop_devices")) drop(r["devices"], d["rocm_smi_drop_devices"]);
+    }
     return s;
 }
 

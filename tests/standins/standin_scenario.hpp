@@ -4,12 +4,14 @@
 // Scenario file: $GPUDX_STANDIN_SCENARIO, else $GPUDX_STANDIN_ROOT/_driver/answers.json (what
 // `gpudx gather` records; gpudx sets GPUDX_STANDIN_ROOT in its probe children when reading --root).
 // Format (docs/driver-layers.md): the answers document of record_driver_answers(), i.e.
-//   {"nvml": <NvmlLayer JSON>, "cuda": {"driver_version", "init_result", "devices": [<CudaDevice>]}}
+//   {"nvml": <NvmlLayer JSON>, "cuda": {"driver_version", "init_result", "devices": [<CudaDevice>]},
+//    "rocm_smi": <RocmSmiLayer JSON>}
 // plus optional test controls:
 //   "base": "other.json"                      start from another scenario (path relative to this file)
-//   "nvml_drop_devices": [1], "cuda_drop_devices": [1]
+//   "nvml_drop_devices": [1], "cuda_drop_devices": [1], "rocm_smi_drop_devices": [1]
 //   "nvml_override": {...}                     JSON merge patch into "nvml"
-//   "nvml_device_override": {"1": {...}}, "cuda_device_override": {"0": {"uuid": "..."}}
+//   "nvml_device_override": {"1": {...}}, "cuda_device_override": {"0": {"uuid": "..."}},
+//   "rocm_smi_device_override": {"2": {"unique_id": "..."}}
 //   "faults": [{"call": "nvmlDeviceGetUUID", "device": 1, "hang": true},
 //              {"call": "cuInit", "result": 100}]
 // A fault's call is the base name (no _v2/_v3); without "device" it applies to every device.

@@ -16,6 +16,7 @@
 #include "collect/collectors.hpp"
 #include "collect/devices.hpp"
 #include "collect/pcie.hpp"
+#include "driver/rocm_smi_abi.hpp"
 #include "identity/join.hpp"
 #include "identity/visible_devices.hpp"
 #include "model/layer_json.hpp"
@@ -479,4 +480,141 @@ TEST(AmdRules, KfdMissingInAJobGivenRenderNodes) {
     auto fs = findings(snap(c.str()));
     EXPECT_TRUE(find(fs, "devices.kfd_missing"));
     EXPECT_FALSE(find(fs, "devices.render_node_missing"));  // a container has only the nodes it was given
+}
+
+// ---- the runtime layer through ROCm SMI (librocm_smi64); the stand-in library's end-to-end cases are in
+// tests/driver and the scenarios mi300x8-rocm-smi*.
+
+TEST(AmdRocmSmi, BdfidCarriesDomainBusDeviceFunctionAndPartition) {
+    // rocm_smi.h: domain [63:32], partition [31:28], bus [15:8], device [7:3], function [2:0].
+    auto b = rsmi::decode_bdfid((uint64_t{0x0001} << 32) | (uint64_t{3} << 28) | (0xc6u << 8) | (0x1fu << 3) | 5);
+    EXPECT_EQ(b.domain, 1u);
+    EXPECT_EQ(b.partition, 3u);
+    EXPECT_EQ(b.bus, 0xc6u);
+    EXPECT_EQ(b.device, 0x1fu);
+    EXPECT_EQ(b.function, 5u);
+    EXPECT_STREQ(rsmi::status_name(rsmi::NOT_SUPPORTED), "RSMI_STATUS_NOT_SUPPORTED");
+    EXPECT_STREQ(rsmi::status_name(rsmi::REFCOUNT_OVERFLOW), "RSMI_STATUS_REFCOUNT_OVERFLOW");
+    EXPECT_STREQ(rsmi::status_name(rsmi::UNKNOWN_ERROR), "RSMI_STATUS_UNKNOWN_ERROR");
+    EXPECT_STREQ(rsmi::status_name(99), "RSMI_STATUS_UNKNOWN_ERROR");
+}
+
+namespace {
+
+// What ROCm SMI answers on a healthy node: every KFD GPU, under the identity sysfs gives it.
+Snapshot with_healthy_rocm_smi(Snapshot s) {
+    auto& r = s.rocm_smi;
+    r.probed = true;
+    r.library_path = "/opt/rocm-6.2.0/lib/librocm_smi64.so.7";
+    r.init_result = 0;
+    unsigned i = 0;
+    for (auto& g : s.module.amd_gpus) {
+        RocmSmiDevice d;
+        d.index = i++;
+        d.pci = g.pci;
+        d.unique_id = g.unique_id;
+        d.render_minor = g.render_minor;
+        d.ecc = {{"UMC", 0, 0}, {"GFX", 0, 0}};
+        r.devices.push_back(d);
+    }
+    r.device_count = i;
+    s.collectors.push_back({"rocm_smi", CollectorState::ok});
+    return s;
+}
+
+}  // namespace
+
+TEST(AmdRocmSmi, HealthyAnswersRaiseNothing) {
+    auto s = with_healthy_rocm_smi(snap(kMi300x8));
+    ASSERT_EQ(s.rocm_smi.devices.size(), 8u);
+    DiagnoseOptions o;
+    auto d = diagnose(s, o);
+    for (auto& f : d.findings) EXPECT_EQ(f.severity, Severity::info) << f.id << ": " << f.message;
+    EXPECT_FALSE(d.boundary);
+}
+
+TEST(AmdRocmSmi, AGpuKfdHasButRocmSmiDoesNotIsNamed) {
+    auto s = with_healthy_rocm_smi(snap(kMi300x8));
+    auto gone = s.rocm_smi.devices[3].pci;
+    s.rocm_smi.devices.erase(s.rocm_smi.devices.begin() + 3);
+    s.rocm_smi.device_count = 7;
+    auto fs = findings(s);
+    ASSERT_EQ(count(fs, "driver.rocm_smi_missing_gpu"), 1u);
+    auto* f = find(fs, "driver.rocm_smi_missing_gpu");
+    ASSERT_EQ(f->subjects.size(), 1u);
+    EXPECT_EQ(f->subjects[0].pci, gone);
+    EXPECT_EQ(f->subjects[0].uuid, gpu_uuid(s, gone));
+    EXPECT_EQ(f->severity, Severity::error);
+    EXPECT_EQ(f->layer, Layer::driver);
+
+    // A device that never answered its address may be the missing GPU: no finding then.
+    s.rocm_smi.devices[0].pci.clear();
+    EXPECT_FALSE(find(findings(s), "driver.rocm_smi_missing_gpu"));
+}
+
+TEST(AmdRocmSmi, UniqueIdOrRenderNodeOtherThanSysfsIsAnIdentityError) {
+    auto s = with_healthy_rocm_smi(snap(kMi300x8));
+    s.rocm_smi.devices[1].unique_id = s.rocm_smi.devices[4].unique_id;
+    auto fs = findings(s);
+    auto* f = find(fs, "driver.rocm_smi_identity_mismatch");
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->subjects[0].pci, s.rocm_smi.devices[1].pci);
+    ASSERT_EQ(f->evidence.size(), 2u);
+    EXPECT_EQ(f->evidence[0].value, s.rocm_smi.devices[4].unique_id);
+    EXPECT_EQ(f->evidence[1].value, s.module.amd_gpus[1].unique_id);
+
+    auto t = with_healthy_rocm_smi(snap(kMi300x8));
+    t.rocm_smi.devices[2].render_minor = 200;
+    EXPECT_EQ(count(findings(t), "driver.rocm_smi_identity_mismatch"), 1u);
+}
+
+TEST(AmdRocmSmi, UncorrectableEccIsAnErrorOnThatGpuCorrectableIsNot) {
+    auto s = with_healthy_rocm_smi(snap(kMi300x8));
+    s.rocm_smi.devices[5].ecc = {{"UMC", 40, 0}, {"GFX", 7, 0}};
+    EXPECT_FALSE(find(findings(s), "driver.ecc_uncorrected"));
+    s.rocm_smi.devices[5].ecc = {{"UMC", 40, 2}, {"XGMI_WAFL", 0, 1}};
+    auto fs = findings(s);
+    auto* f = find(fs, "driver.ecc_uncorrected");
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->subjects[0].pci, s.rocm_smi.devices[5].pci);
+    EXPECT_NE(f->message.find("3 uncorrectable"), std::string::npos) << f->message;
+    EXPECT_NE(f->message.find("UMC 2, XGMI_WAFL 1"), std::string::npos) << f->message;
+}
+
+TEST(AmdRocmSmi, InitFailureAndALibraryThatDidNotLoad) {
+    auto s = with_healthy_rocm_smi(snap(kMi300x8));
+    s.rocm_smi.devices.clear();
+    s.rocm_smi.device_count.reset();
+    s.rocm_smi.init_result = rsmi::PERMISSION;
+    s.rocm_smi.init_error = "RSMI_STATUS_PERMISSION (4)";
+    auto fs = findings(s);
+    auto* f = find(fs, "driver.rocm_smi_init_failed");
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->severity, Severity::error);
+    EXPECT_NE(f->evidence[0].value.find("RSMI_STATUS_PERMISSION"), std::string::npos);
+    EXPECT_FALSE(find(fs, "driver.rocm_smi_missing_gpu"));
+
+    // Not loadable while ROCm is installed: a warning; on a node without ROCm nothing should have answered.
+    auto t = with_healthy_rocm_smi(snap(kMi300x8));
+    t.rocm_smi = {};
+    t.rocm_smi.probed = true;
+    t.rocm_smi.load_error = "librocm_smi64.so.7: cannot open shared object file";
+    ASSERT_FALSE(t.libraries.rocm_installs.empty());
+    EXPECT_TRUE(find(findings(t), "driver.rocm_smi_not_loaded"));
+    t.libraries.rocm_installs.clear();
+    EXPECT_FALSE(find(findings(t), "driver.rocm_smi_not_loaded"));
+}
+
+TEST(AmdRocmSmi, InASnapshotOnlyWhenAsked) {
+    auto s = snap(kMi300x8);
+    EXPECT_FALSE(snapshot_to_json(s).contains("rocm_smi"));
+    auto asked = with_healthy_rocm_smi(s);
+    auto j = snapshot_to_json(asked);
+    ASSERT_TRUE(j.contains("rocm_smi"));
+    EXPECT_EQ(j["rocm_smi"]["devices"].size(), 8u);
+    auto back = snapshot_from_json(j);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_TRUE(back->rocm_smi.probed);
+    EXPECT_EQ(back->rocm_smi.devices[7].unique_id, asked.rocm_smi.devices[7].unique_id);
+    EXPECT_FALSE(snapshot_from_json(snapshot_to_json(s))->rocm_smi.probed);
 }

@@ -114,4 +114,21 @@ TEST(Diagnose, CaptureWithoutDriverLibDirDoesNotProbeThisMachinesDriver) {
         }
     EXPECT_TRUE(seen) << diag.dump();
     for (auto& f : diag["findings"]) EXPECT_NE(f["layer"], "driver") << f.dump();
+
+    // `record` too: with GPUDX_PROBE_TRACE every probe child announces its calls on stderr, so any probe shows.
+    auto traced = [](const std::string& args) {
+        std::string err;
+        std::string cmd = "GPUDX_PROBE_TRACE=1 " + std::string(GPUDX_BINARY) + " " + args + " 2>&1 >/dev/null";
+        FILE* p = ::popen(cmd.c_str(), "r");
+        if (!p) return err;
+        char buf[4096];
+        size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) err.append(buf, n);
+        ::pclose(p);
+        return err;
+    };
+    EXPECT_EQ(traced("record --file - --root " + kH200).find("gpudx probe"), std::string::npos);
+    // The trace itself works: the same capture probed through a library directory announces the NVML calls.
+    EXPECT_NE(traced("record --file - --root " + kH200 + " --driver-lib-dir /nonexistent").find("gpudx probe nvml"),
+              std::string::npos);
 }
