@@ -1,6 +1,6 @@
 // AMD GPUs and hosts with GPUs of both vendors (docs/amd.md): the KFD topology against the PCIe bus, render
 // nodes, a CUDA job that can reach AMD devices, the ROCm selectors, ROCm libraries from two releases, and
-// the vendor summary; and the runtime layer ROCm SMI answers for (its start, a GPU it does not list or names
+// the vendor summary, GPUs split from their XGMI hive; and the runtime layer ROCm SMI answers for (its start, a GPU it does not list or names
 // differently from sysfs, uncorrectable ECC counts). Each finding carries the layer it belongs to.
 #include <fmt/format.h>
 
@@ -300,6 +300,58 @@ void rocm_releases(const CheckContext& ctx, std::vector<Finding>& out) {
     out.push_back(std::move(f));
 }
 
+// module.xgmi_hive_split: AMD GPUs of one model whose KFD nodes report an XGMI hive, but not all the same one: the
+// GPU outside its peers' hive (hive_id 0 when its links did not train) talks to them over PCIe only.
+void xgmi_hive(const CheckContext& ctx, std::vector<Finding>& out) {
+    const auto& s = ctx.snapshot;
+    if (!ok(s, "module")) return;
+    struct Member {
+        const AmdGpu* gpu;
+        std::string hive;
+    };
+    std::map<std::string, std::vector<Member>> by_model;
+    for (auto& g : s.module.amd_gpus) {
+        if (!g.in_kfd || !g.kfd_node) continue;
+        auto node = std::find_if(s.module.kfd_nodes.begin(), s.module.kfd_nodes.end(),
+                                 [&](auto& n) { return n.node == *g.kfd_node; });
+        if (node == s.module.kfd_nodes.end()) continue;
+        auto hive = node->properties.find("hive_id");
+        if (hive == node->properties.end()) continue;  // a kernel that does not publish it: unknown, not split
+        by_model[g.gfx_target].push_back({&g, std::string(trim(hive->second))});
+    }
+    for (auto& [model, members] : by_model) {
+        std::map<std::string, size_t> sizes;
+        for (auto& m : members)
+            if (m.hive != "0") ++sizes[m.hive];
+        if (sizes.empty()) continue;  // PCIe-only cards: no hive to be in
+        auto peers = std::max_element(sizes.begin(), sizes.end(), [](auto& a, auto& b) { return a.second < b.second; });
+        if (peers->second < 2) continue;
+        for (auto& m : members) {
+            if (m.hive == peers->first) continue;
+            GpuRef ref = ctx.gpu(m.gpu->pci);
+            Finding f;
+            f.id = "module.xgmi_hive_split";
+            f.layer = Layer::module;
+            f.severity = Severity::error;
+            f.subjects.push_back(ref);
+            f.message = fmt::format("{} is {} the other {} {} GPUs: traffic between it and them falls back to PCIe, "
+                                    "and collective jobs spanning it run at a fraction of their speed",
+                                    describe(ref),
+                                    m.hive == "0" ? "in no XGMI hive, while one hive holds"
+                                                  : "in another XGMI hive than",
+                                    peers->second, model);
+            f.evidence.push_back({fmt::format("/sys/class/kfd/kfd/topology/nodes/{}/properties", *m.gpu->kfd_node),
+                                  "hive_id " + m.hive});
+            f.evidence.push_back({"/sys/class/kfd/kfd/topology/nodes/*/properties",
+                                  fmt::format("hive_id {} on {} GPUs", peers->first, peers->second)});
+            f.next_step = "Read amdgpu's XGMI messages (`dmesg | grep -i xgmi`): a link that did not train. Reload the "
+                          "driver or reboot; if the GPU stays out of the hive, drain the node for hardware service "
+                          "(the OAM or the baseboard's XGMI links).";
+            out.push_back(std::move(f));
+        }
+    }
+}
+
 // The runtime layer through ROCm SMI (librocm_smi64), when it was asked: a node with a KFD topology whose driver
 // layers were probed. A call that never returned is driver.unresponsive's (checks/driver.cpp).
 Finding runtime_finding(std::string id, Severity severity, std::string message) {
@@ -442,6 +494,7 @@ void check_amd(const CheckContext& ctx, std::vector<Finding>& out) {
     cuda_job_sees_amd(ctx, out);
     rocm_selectors(ctx, out);
     rocm_releases(ctx, out);
+    xgmi_hive(ctx, out);
     rocm_smi_runtime(ctx, out);
 }
 

@@ -394,6 +394,38 @@ TEST(AmdRules, GpuMissingFromKfdTopology) {
     EXPECT_EQ(f->severity, Severity::error);
 }
 
+TEST(AmdRules, GpuOutsideItsPeersXgmiHive) {
+    const std::string props = "sys/devices/virtual/kfd/kfd/topology/nodes/4/properties";  // 0000:46:00.0
+    std::ifstream in(kMi300x8 + "/" + props);
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    auto at = text.find("hive_id ");
+    ASSERT_NE(at, std::string::npos);
+    auto end = text.find('\n', at);
+    for (std::string hive : {"0", "42"}) {
+        Copy c(kMi300x8, "hive" + hive);
+        c.write(props, text.substr(0, at) + "hive_id " + hive + text.substr(end));
+        auto fs = findings(snap(c.str()));
+        ASSERT_EQ(count(fs, "module.xgmi_hive_split"), 1u) << hive;
+        auto* f = find(fs, "module.xgmi_hive_split");
+        EXPECT_EQ(f->subjects[0].pci, "0000:46:00.0");
+        EXPECT_NE(f->message.find(hive == "0" ? "in no XGMI hive, while one hive holds the other 7 gfx942 GPUs"
+                                            : "in another XGMI hive than the other 7"),
+                  std::string::npos)
+            << f->message;
+    }
+    // Two GPUs per hive, or no hive at all: nothing to judge against.
+    Copy none(kMi300x8, "nohive");
+    for (int n = 2; n < 10; ++n) {
+        auto p = "sys/devices/virtual/kfd/kfd/topology/nodes/" + std::to_string(n) + "/properties";
+        std::ifstream pin(kMi300x8 + "/" + p);
+        std::string t((std::istreambuf_iterator<char>(pin)), {});
+        auto a = t.find("hive_id ");
+        none.write(p, t.substr(0, a) + "hive_id 0" + t.substr(t.find('\n', a)));
+    }
+    EXPECT_FALSE(find(findings(snap(none.str())), "module.xgmi_hive_split"));
+    EXPECT_FALSE(find(findings(snap(kMi300x8)), "module.xgmi_hive_split"));
+}
+
 TEST(AmdRules, AmdgpuNotLoaded) {
     Copy c(kMi300x8, "noamdgpu");
     c.write("proc/modules", "");
