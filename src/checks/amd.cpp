@@ -329,10 +329,7 @@ void xgmi_hive(const CheckContext& ctx, std::vector<Finding>& out) {
         for (auto& m : members) {
             if (m.hive == peers->first) continue;
             GpuRef ref = ctx.gpu(m.gpu->pci);
-            Finding f;
-            f.id = "module.xgmi_hive_split";
-            f.layer = Layer::module;
-            f.severity = Severity::error;
+            auto f = make_finding("module.xgmi_hive_split", Layer::module, Severity::error, {});
             f.subjects.push_back(ref);
             f.message = fmt::format("{} is {} the other {} {} GPUs: traffic between it and them falls back to PCIe, "
                                     "and collective jobs spanning it run at a fraction of their speed",
@@ -355,12 +352,7 @@ void xgmi_hive(const CheckContext& ctx, std::vector<Finding>& out) {
 // The runtime layer through ROCm SMI (librocm_smi64), when it was asked: a node with a KFD topology whose driver
 // layers were probed. A call that never returned is driver.unresponsive's (checks/driver.cpp).
 Finding runtime_finding(std::string id, Severity severity, std::string message) {
-    Finding f;
-    f.id = std::move(id);
-    f.layer = Layer::driver;
-    f.severity = severity;
-    f.message = std::move(message);
-    return f;
+    return make_finding(std::move(id), Layer::driver, severity, std::move(message));
 }
 
 void rocm_smi_start(const Snapshot& s, std::vector<Finding>& out) {

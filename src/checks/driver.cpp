@@ -116,12 +116,7 @@ std::string cuda_env(const CudaView& v) {
 }
 
 Finding make(std::string id, Severity sev, std::string message) {
-    Finding f;
-    f.id = std::move(id);
-    f.layer = Layer::driver;
-    f.severity = sev;
-    f.message = std::move(message);
-    return f;
+    return make_finding(std::move(id), Layer::driver, sev, std::move(message));
 }
 
 // What a driver check knows about which card an NVML device index is, beyond what NVML answered.

@@ -36,6 +36,9 @@ struct Finding {
     std::string next_step;
 };
 
+// The finding a rule starts from; it adds subjects, evidence and the next step.
+Finding make_finding(std::string id, Layer layer, Severity severity, std::string message);
+
 const char* to_string(Layer l);
 const char* to_string(Severity s);
 std::optional<Layer> parse_layer(std::string_view s);

@@ -406,6 +406,24 @@ struct ProbedRocm {
     double seconds = 0;
 };
 
+// NVML (CUDA not asked) and ROCm SMI of the capture in `dir`, through the libraries in `libs`.
+ProbedRocm probe_rocm_root(const std::string& dir, const std::string& libs,
+                           std::chrono::milliseconds deadline = 3000ms) {
+    Root root(dir);
+    CollectOptions o;
+    o.driver_library_dir = libs;
+    o.driver_deadline = deadline;
+    o.probe_cuda = false;
+    CollectContext ctx{root, o};
+    NvmlLayer nvml;
+    CudaLayer cuda;
+    ProbedRocm p;
+    auto t0 = std::chrono::steady_clock::now();
+    p.statuses = collect_driver(ctx, nvml, cuda, &p.rocm_smi);
+    p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return p;
+}
+
 // Probes the fixture's driver layers with `controls` applied to its recorded answers (none: as recorded).
 ProbedRocm probe_mi300x8(const nlohmann::json& controls, std::chrono::milliseconds deadline = 3000ms) {
     if (controls.is_null()) {
@@ -417,19 +435,7 @@ ProbedRocm probe_mi300x8(const nlohmann::json& controls, std::chrono::millisecon
         std::ofstream(path) << doc.dump();
         ::setenv("GPUDX_STANDIN_SCENARIO", path.c_str(), 1);
     }
-    Root root(kMi300x8);
-    CollectOptions o;
-    o.driver_library_dir = kLibs;
-    o.driver_deadline = deadline;
-    o.probe_cuda = false;
-    CollectContext ctx{root, o};
-    NvmlLayer nvml;
-    CudaLayer cuda;
-    ProbedRocm p;
-    auto t0 = std::chrono::steady_clock::now();
-    p.statuses = collect_driver(ctx, nvml, cuda, &p.rocm_smi);
-    p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return p;
+    return probe_rocm_root(kMi300x8, kLibs, deadline);
 }
 
 const CollectorStatus* status(const ProbedRocm& p, std::string_view name) {
@@ -464,17 +470,9 @@ TEST(RocmSmiStandin, RecordedAnswersReplayEveryGpuWithItsIdentity) {
         EXPECT_FALSE(r.devices[i].partition);
     }
     // A node without a KFD topology is not asked at all.
-    Root h200(kH200);
-    CollectOptions o;
-    o.driver_library_dir = kLibs;
-    o.probe_cuda = false;
-    CollectContext ctx{h200, o};
-    NvmlLayer nvml;
-    CudaLayer cuda;
-    RocmSmiLayer none;
-    auto sts = collect_driver(ctx, nvml, cuda, &none);
-    EXPECT_FALSE(none.probed);
-    EXPECT_TRUE(std::none_of(sts.begin(), sts.end(), [](auto& s) { return s.name == "rocm_smi"; }));
+    auto h200 = probe_rocm_root(kH200, kLibs);
+    EXPECT_FALSE(h200.rocm_smi.probed);
+    EXPECT_FALSE(status(h200, "rocm_smi"));
 }
 
 TEST(RocmSmiStandin, HungCallTimesOutNamingItAndTheGpuAlreadyAddressed) {
@@ -525,17 +523,9 @@ TEST(RocmSmiStandin, StatusCodesAreNamedAndUnsupportedIsNotAnError) {
 }
 
 TEST(RocmSmiStandin, MissingLibraryIsNoDataNotACrash) {
-    Root root(kMi300x8);
-    CollectOptions o;
-    o.driver_library_dir = "/nonexistent-gpudx-libs";
-    o.probe_cuda = false;
-    CollectContext ctx{root, o};
-    NvmlLayer nvml;
-    CudaLayer cuda;
-    RocmSmiLayer r;
-    auto sts = collect_driver(ctx, nvml, cuda, &r);
-    auto it = std::find_if(sts.begin(), sts.end(), [](auto& s) { return s.name == "rocm_smi"; });
-    ASSERT_NE(it, sts.end());
-    EXPECT_EQ(it->state, CollectorState::no_data);
-    EXPECT_NE(r.load_error.find("librocm_smi64.so"), std::string::npos) << r.load_error;
+    auto p = probe_rocm_root(kMi300x8, "/nonexistent-gpudx-libs");
+    auto* st = status(p, "rocm_smi");
+    ASSERT_TRUE(st);
+    EXPECT_EQ(st->state, CollectorState::no_data);
+    EXPECT_NE(p.rocm_smi.load_error.find("librocm_smi64.so"), std::string::npos) << p.rocm_smi.load_error;
 }

@@ -78,9 +78,10 @@ TEST(Diagnose, NothingCollectedIsUnknownNotHealthy) {
 
 // A capture holds recorded driver answers, not a driver: `--root` never asks this machine's NVML or CUDA.
 TEST(Diagnose, CaptureWithoutDriverLibDirDoesNotProbeThisMachinesDriver) {
-    auto run = [](const std::string& args) {
+    // What a shell command prints on stdout.
+    auto output_of = [](const std::string& command) {
         std::string out;
-        FILE* p = ::popen((std::string(GPUDX_BINARY) + " " + args + " 2>/dev/null").c_str(), "r");
+        FILE* p = ::popen(command.c_str(), "r");
         if (!p) return out;
         char buf[4096];
         size_t n;
@@ -88,6 +89,7 @@ TEST(Diagnose, CaptureWithoutDriverLibDirDoesNotProbeThisMachinesDriver) {
         ::pclose(p);
         return out;
     };
+    auto run = [&](const std::string& args) { return output_of(std::string(GPUDX_BINARY) + " " + args + " 2>/dev/null"); };
     const std::string reason =
         "a capture: driver answers replay only through --driver-lib-dir <stand-ins>; see docs/capture-format.md";
     auto snap = nlohmann::json::parse(run("snapshot --root " + kH200), nullptr, false);
@@ -116,16 +118,8 @@ TEST(Diagnose, CaptureWithoutDriverLibDirDoesNotProbeThisMachinesDriver) {
     for (auto& f : diag["findings"]) EXPECT_NE(f["layer"], "driver") << f.dump();
 
     // `record` too: with GPUDX_PROBE_TRACE every probe child announces its calls on stderr, so any probe shows.
-    auto traced = [](const std::string& args) {
-        std::string err;
-        std::string cmd = "GPUDX_PROBE_TRACE=1 " + std::string(GPUDX_BINARY) + " " + args + " 2>&1 >/dev/null";
-        FILE* p = ::popen(cmd.c_str(), "r");
-        if (!p) return err;
-        char buf[4096];
-        size_t n;
-        while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) err.append(buf, n);
-        ::pclose(p);
-        return err;
+    auto traced = [&](const std::string& args) {
+        return output_of("GPUDX_PROBE_TRACE=1 " + std::string(GPUDX_BINARY) + " " + args + " 2>&1 >/dev/null");
     };
     EXPECT_EQ(traced("record --file - --root " + kH200).find("gpudx probe"), std::string::npos);
     // The trace itself works: the same capture probed through a library directory announces the NVML calls.
