@@ -1,6 +1,8 @@
 #pragma once
 // One collector per source of evidence. Each fills its layer and returns how it went;
 // parse_* functions beside each reader are pure (text in, struct out) and unit-tested with literal text.
+#include <memory>
+
 #include "collect/context.hpp"
 #include "model/snapshot.hpp"
 
@@ -17,6 +19,18 @@ CollectorStatus collect_environment(const CollectContext&, EnvironmentLayer&);
 // the node has a KFD topology (an AMD GPU driver), ROCm SMI too beside them, status "rocm_smi".
 std::vector<CollectorStatus> collect_driver(const CollectContext&, NvmlLayer&, CudaLayer&,
                                             RocmSmiLayer* rocm_smi = nullptr);
+
+// collect_driver in two halves, for a caller that collects other layers meanwhile: start_driver_probes forks the
+// probe children and must run before the caller starts threads (driver/child_probe.hpp says why);
+// finish_driver_probes reads them, from any thread.
+struct DriverProbes;
+struct DriverProbesDeleter {
+    void operator()(DriverProbes*) const;
+};
+using StartedDriverProbes = std::unique_ptr<DriverProbes, DriverProbesDeleter>;
+StartedDriverProbes start_driver_probes(const CollectContext&, bool ask_rocm_smi);
+std::vector<CollectorStatus> finish_driver_probes(const CollectContext&, StartedDriverProbes, NvmlLayer&, CudaLayer&,
+                                                  RocmSmiLayer* rocm_smi);
 
 // Every layer; never throws; one collector's failure never loses the others.
 Snapshot take_snapshot(const Root& root, const CollectOptions& options);

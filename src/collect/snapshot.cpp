@@ -2,6 +2,7 @@
 #include <ctime>
 #include <exception>
 #include <future>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -61,14 +62,23 @@ Snapshot take_snapshot(const Root& root, const CollectOptions& options) {
     s.root = root.base().string();
     CollectContext ctx{root, options};
 
-    // cuInit alone costs ~430 ms on an H200 node: the driver layers run beside the host collectors.
+    // cuInit alone costs ~430 ms on an H200 node: the driver layers run beside the host collectors. Their
+    // children are forked here, before the thread that reads them exists.
     std::future<std::vector<CollectorStatus>> driver;
     if (options.probe_driver) {
-        driver = std::async(std::launch::async, [&] {
-            auto t0 = std::chrono::steady_clock::now();
+        auto t0 = std::chrono::steady_clock::now();
+        StartedDriverProbes probes;
+        std::string start_error;
+        try {
+            probes = start_driver_probes(ctx, true);
+        } catch (const std::exception& e) {
+            start_error = e.what();
+        }
+        driver = std::async(std::launch::async, [&, t0, start_error, probes = std::move(probes)]() mutable {
             std::vector<CollectorStatus> out;
             try {
-                out = collect_driver(ctx, s.nvml, s.cuda, &s.rocm_smi);
+                if (!probes) throw std::runtime_error("could not start the driver probes: " + start_error);
+                out = finish_driver_probes(ctx, std::move(probes), s.nvml, s.cuda, &s.rocm_smi);
             } catch (const std::exception& e) {
                 out = {status_error("nvml", Error{e.what(), {}, 0}), status_error("cuda", Error{e.what(), {}, 0})};
             }

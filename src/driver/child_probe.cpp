@@ -62,14 +62,6 @@ void reap_in_background(pid_t pid) {
     }).detach();
 }
 
-struct Running {
-    pid_t pid = -1;
-    int fd = -1;
-    std::string buffer;
-    std::chrono::steady_clock::time_point start, deadline;
-    bool open = false;
-};
-
 double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
     return std::chrono::duration<double, std::milli>(b - a).count();
 }
@@ -137,9 +129,12 @@ bool consume_probe_lines(std::string& buffer, ProbeOutcome& out) {
     return ended;
 }
 
-std::vector<ProbeOutcome> run_probes(const std::vector<ProbeSpec>& specs) {
-    std::vector<ProbeOutcome> out(specs.size());
-    std::vector<Running> run(specs.size());
+RunningProbes start_probes(const std::vector<ProbeSpec>& specs) {
+    RunningProbes started;
+    auto& out = started.outcomes_;
+    auto& run = started.processes_;
+    out.resize(specs.size());
+    run.resize(specs.size());
 
     // Fork every child before reading from any, so that they run concurrently.
     for (size_t i = 0; i < specs.size(); ++i) {
@@ -159,6 +154,9 @@ std::vector<ProbeOutcome> run_probes(const std::vector<ProbeSpec>& specs) {
         if (pid == 0) {
             // Child: only this probe's work, then _exit (no atexit handlers, no parent's destructors).
             ::signal(SIGPIPE, SIG_DFL);
+            // A crash in the driver must end the child by its signal, which the parent reports; a handler
+            // inherited from the parent (a sanitizer's, a crash reporter's) would turn it into an exit status.
+            for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ::signal(sig, SIG_DFL);
             isolate_child_descriptors(fds[1]);
             ProbeChannel ch(fds[1], specs[i].name);
             try {
@@ -175,7 +173,23 @@ std::vector<ProbeOutcome> run_probes(const std::vector<ProbeSpec>& specs) {
         run[i].deadline = start + specs[i].deadline;
         run[i].open = true;
     }
+    return started;
+}
 
+RunningProbes::~RunningProbes() {
+    for (auto& r : processes_) {
+        if (!r.open) continue;
+        ::kill(r.pid, SIGKILL);
+        ::close(r.fd);
+        reap_in_background(r.pid);
+    }
+}
+
+std::vector<ProbeOutcome> run_probes(const std::vector<ProbeSpec>& specs) { return start_probes(specs).wait(); }
+
+std::vector<ProbeOutcome> RunningProbes::wait() {
+    auto& out = outcomes_;
+    auto& run = processes_;
     auto finish = [&](size_t i, ProbeEnd end, std::string message) {
         auto& r = run[i];
         out[i].end = end;
@@ -249,7 +263,7 @@ std::vector<ProbeOutcome> run_probes(const std::vector<ProbeSpec>& specs) {
             if (!reaped) reap_in_background(r.pid);
         }
     }
-    return out;
+    return std::move(out);
 }
 
 }  // namespace gpudx

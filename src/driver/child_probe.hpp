@@ -6,6 +6,8 @@
 //   "E"          finished
 // The parent reads with poll() until the deadline, then SIGKILLs the child and never waits on it
 // longer than it can afford: a child stuck in the kernel is left to a detached reaper thread.
+#include <sys/types.h>
+
 #include <chrono>
 #include <functional>
 #include <optional>
@@ -52,7 +54,41 @@ struct ProbeOutcome {
     double duration_ms = 0;
 };
 
-// Starts every probe at once (they run concurrently), returns when each has finished or hit its deadline.
+// One forked probe child as the parent reads it.
+struct ProbeProcess {
+    pid_t pid = -1;
+    int fd = -1;  // the read end of its pipe
+    std::string buffer;
+    std::chrono::steady_clock::time_point start, deadline;
+    bool open = false;
+};
+
+// Probe children already forked, still to be read. Forking happens in start_probes, in the caller's thread:
+// call it before starting other threads. A child of a multi-threaded process inherits every lock another
+// thread held at the fork (the allocator's under ASan, the loader's, a stream's) and can block on one forever
+// before its first call: a false "unresponsive driver".
+class RunningProbes {
+public:
+    RunningProbes() = default;
+    RunningProbes(RunningProbes&&) noexcept = default;
+    RunningProbes& operator=(RunningProbes&&) noexcept = default;
+    RunningProbes(const RunningProbes&) = delete;
+    RunningProbes& operator=(const RunningProbes&) = delete;
+    // Children never waited for are killed.
+    ~RunningProbes();
+
+    // Reads every child until it has finished or hit its deadline (then it is killed); any thread may call it.
+    std::vector<ProbeOutcome> wait();
+
+private:
+    friend RunningProbes start_probes(const std::vector<ProbeSpec>& specs);
+    std::vector<ProbeProcess> processes_;
+    std::vector<ProbeOutcome> outcomes_;
+};
+
+// Forks every probe at once (they run concurrently).
+RunningProbes start_probes(const std::vector<ProbeSpec>& specs);
+// start_probes, then wait: returns when each has finished or hit its deadline.
 std::vector<ProbeOutcome> run_probes(const std::vector<ProbeSpec>& specs);
 
 // Pure: splits complete lines off `buffer` and applies them to `out`; returns true when "E" was seen.

@@ -108,10 +108,18 @@ nlohmann::json record_driver_answers(const NvmlLayer& nvml, const CudaLayer& cud
 // to answer, so NVIDIA-only nodes do not pay for the probe or carry an empty layer.
 constexpr std::string_view kKfdTopology = "/sys/class/kfd/kfd/topology/nodes";
 
-std::vector<CollectorStatus> collect_driver(const CollectContext& ctx, NvmlLayer& nvml, CudaLayer& cuda,
-                                            RocmSmiLayer* rocm_smi) {
+// The children start_driver_probes forked, and which outcome is which layer's.
+struct DriverProbes {
+    RunningProbes running;
+    std::optional<size_t> all_devices_probe, rocm_smi_probe;
+};
+
+void DriverProbesDeleter::operator()(DriverProbes* p) const { delete p; }
+
+StartedDriverProbes start_driver_probes(const CollectContext& ctx, bool ask_rocm_smi) {
     const auto& o = ctx.options;
     const Root& root = ctx.root;
+    StartedDriverProbes started(new DriverProbes);
     std::vector<ProbeSpec> specs;
 
     NvmlQueryOptions nopts{o.driver_library_dir};
@@ -120,7 +128,6 @@ std::vector<CollectorStatus> collect_driver(const CollectContext& ctx, NvmlLayer
                          query_nvml(nopts, ch);
                      },
                      o.driver_deadline});
-    std::optional<size_t> all_devices_probe;
     if (o.probe_cuda) {
         CudaQueryOptions caller{o.driver_library_dir, env_value(o, "CUDA_VISIBLE_DEVICES"),
                                 env_value(o, "CUDA_DEVICE_ORDER")};
@@ -130,7 +137,7 @@ std::vector<CollectorStatus> collect_driver(const CollectContext& ctx, NvmlLayer
                          },
                          o.driver_deadline});
         if (o.all_devices) {
-            all_devices_probe = specs.size();
+            started->all_devices_probe = specs.size();
             CudaQueryOptions all{o.driver_library_dir, std::nullopt, std::nullopt};
             specs.push_back({"cuda(all)", [all, &root](ProbeChannel& ch) {
                                  point_standins_at_capture(root);
@@ -140,9 +147,8 @@ std::vector<CollectorStatus> collect_driver(const CollectContext& ctx, NvmlLayer
         }
     }
 
-    std::optional<size_t> rocm_smi_probe;
-    if (rocm_smi && root.exists(kKfdTopology)) {
-        rocm_smi_probe = specs.size();
+    if (ask_rocm_smi && root.exists(kKfdTopology)) {
+        started->rocm_smi_probe = specs.size();
         RocmSmiQueryOptions ropts{o.driver_library_dir};
         specs.push_back({"rocm_smi", [ropts, &root](ProbeChannel& ch) {
                              point_standins_at_capture(root);
@@ -151,7 +157,18 @@ std::vector<CollectorStatus> collect_driver(const CollectContext& ctx, NvmlLayer
                          o.driver_deadline});
     }
 
-    auto outcomes = run_probes(specs);
+    started->running = start_probes(specs);
+    return started;
+}
+
+std::vector<CollectorStatus> finish_driver_probes(const CollectContext& ctx, StartedDriverProbes started,
+                                                  NvmlLayer& nvml, CudaLayer& cuda, RocmSmiLayer* rocm_smi) {
+    const auto& o = ctx.options;
+    auto outcomes = started->running.wait();
+    // A caller that passes no RocmSmiLayer did not want it (start_driver_probes then asked nothing).
+    std::optional<size_t> rocm_smi_probe;
+    if (rocm_smi) rocm_smi_probe = started->rocm_smi_probe;
+    const std::optional<size_t> all_devices_probe = started->all_devices_probe;
     std::vector<CollectorStatus> statuses;
     // Reported after NVML and CUDA.
     auto finish = [&] {
@@ -208,6 +225,11 @@ std::vector<CollectorStatus> collect_driver(const CollectContext& ctx, NvmlLayer
     }
     statuses.push_back(std::move(cst));
     return finish();
+}
+
+std::vector<CollectorStatus> collect_driver(const CollectContext& ctx, NvmlLayer& nvml, CudaLayer& cuda,
+                                            RocmSmiLayer* rocm_smi) {
+    return finish_driver_probes(ctx, start_driver_probes(ctx, rocm_smi != nullptr), nvml, cuda, rocm_smi);
 }
 
 }  // namespace gpudx

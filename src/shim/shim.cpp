@@ -271,7 +271,20 @@ struct View {
     uint8_t uuid[16];
     uint64_t current;  // kNoAddress: the UUID's card could not be found
     uint8_t source;
+    const View* retired_next;  // set once, when a newer view replaces this one (g_retired)
 };
+
+// Replaced views stay reachable here for the life of the process: readers that loaded one before it was replaced
+// may still use it, and a leak checker sees them held, not lost. A few per restore, so the list stays short.
+std::atomic<const View*> g_retired{nullptr};
+
+void retire(const View* old) {
+    auto* v = const_cast<View*>(old);  // only retired_next changes, and no reader looks at it
+    const View* head = g_retired.load(std::memory_order_relaxed);
+    do {
+        v->retired_next = head;
+    } while (!g_retired.compare_exchange_weak(head, old, std::memory_order_release, std::memory_order_relaxed));
+}
 
 constexpr int kMaxOrdinals = 64;
 constexpr int kHandedSlots = 4;
@@ -416,6 +429,7 @@ const View* refresh_view(int dev, const uint8_t uuid[16], const View* old) {
         std::free(fresh);  // another thread published first; never seen by anyone
         return expected;
     }
+    if (old) retire(old);
     if (old && std::memcmp(old->uuid, uuid, 16) != 0) {
         s.uuid_changes.fetch_add(1, std::memory_order_relaxed);
         s.logged.store(0, std::memory_order_relaxed);

@@ -53,7 +53,9 @@ KernelLog scan_in_chunks(std::string_view text, std::vector<size_t> sizes, Kerne
 // ---- one line in each format --------------------------------------------------------------------
 
 TEST(KernelLogFormat, RawKmsgRecordWithContinuationLines) {
-    auto p = parse_log_line(std::string("6,1234,5678901,-;") + kXid79, KernelLogFormat::kmsg);
+    // The parsed line holds views into its text: the text must outlive it.
+    const std::string record = std::string("6,1234,5678901,-;") + kXid79;
+    auto p = parse_log_line(record, KernelLogFormat::kmsg);
     ASSERT_TRUE(p.recognised);
     EXPECT_DOUBLE_EQ(*p.monotonic_s, 5.678901);
     EXPECT_EQ(p.message, kXid79);
