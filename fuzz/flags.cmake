@@ -16,5 +16,5 @@ if(CMAKE_CXX_COMPILER_VERSION VERSION_LESS 19)
 endif()
 
 add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
-                    -fno-omit-frame-pointer -g)
+                    -fno-omit-frame-pointer -gline-tables-only)
 add_link_options(-fsanitize=address,undefined)

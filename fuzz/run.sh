@@ -14,7 +14,10 @@ jobs=${FUZZ_JOBS:-$(nproc)}
 build_jobs=${BUILD_JOBS:-$(nproc)}
 
 if [[ ! -f $build/build.ninja ]]; then
+    # -O1 with line tables: the build takes half the time of -O2 -g, and a crash report still names file:line.
     cmake -S "$src" -B "$build" -G Ninja -DGPUDX_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
+        -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
         -DCMAKE_CXX_COMPILER="${FUZZ_CXX:-clang++-16}" -DCMAKE_C_COMPILER="${FUZZ_CC:-clang-16}" >/dev/null
 fi
 cmake --build "$build" --target fuzz_targets -j "$build_jobs"
