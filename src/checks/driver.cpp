@@ -164,10 +164,15 @@ void check_unresponsive(const CheckContext& ctx, const NvmlMap& map, std::vector
         const char* library;
         const char* device_prefix;
         const std::string& call;
+        const char* wedge_signs;  // what the kernel log says of a wedged GPU of this vendor
+        const char* reset;        // the vendor's GPU reset
     };
-    for (auto p : {Probe{"nvml", "NVML", "nvmlDevice", s.nvml.timed_out_call},
-                   Probe{"cuda", "the CUDA driver", "cuDevice", s.cuda.timed_out_call},
-                   Probe{"rocm_smi", "ROCm SMI", "rsmi_dev_", s.rocm_smi.timed_out_call}}) {
+    constexpr const char* kNvidiaSigns = "Xid 79 / \"fallen off the bus\"";
+    constexpr const char* kNvidiaReset = "`nvidia-smi -r -i <UUID>`";
+    for (auto p : {Probe{"nvml", "NVML", "nvmlDevice", s.nvml.timed_out_call, kNvidiaSigns, kNvidiaReset},
+                   Probe{"cuda", "the CUDA driver", "cuDevice", s.cuda.timed_out_call, kNvidiaSigns, kNvidiaReset},
+                   Probe{"rocm_smi", "ROCm SMI", "rsmi_dev_", s.rocm_smi.timed_out_call,
+                         "amdgpu GPU reset, RAS or \"ring timeout\" messages", "`amd-smi reset -G -g <N>`"}}) {
         auto* c = s.collector(p.collector);
         bool timed_out = c && c->state == CollectorState::timed_out;
         if (!timed_out && p.call.empty()) continue;
@@ -213,16 +218,11 @@ void check_unresponsive(const CheckContext& ctx, const NvmlMap& map, std::vector
         f.evidence.push_back({call.empty() ? std::string(p.collector) : call,
                               c ? (c->message.empty() ? "timed out" : c->message) : "timed out"});
         if (!how.empty()) f.evidence.push_back({"which GPU", how});
-        f.next_step = rocm_smi
-                          ? "A driver call that never returns means a wedged GPU or driver: look for amdgpu GPU "
-                            "reset, RAS or \"ring timeout\" messages in the kernel log and for processes in D state "
-                            "(`ps -eo pid,stat,wchan:32,cmd | awk '$2 ~ /D/'`). Drain the node; a GPU reset "
-                            "(`amd-smi reset -G -g <N>`) or a reboot is usually needed. gpudx killed its probe, so the "
-                            "other layers are still valid."
-                          : "A driver call that never returns means a wedged GPU or driver: look for Xid 79 / \"fallen "
-                            "off the bus\" in the kernel log and for processes in D state (`ps -eo pid,stat,wchan:32,cmd "
-                            "| awk '$2 ~ /D/'`). Drain the node; a GPU reset (`nvidia-smi -r -i <UUID>`) or a reboot is "
-                            "usually needed. gpudx killed its probe, so the other layers are still valid.";
+        f.next_step = fmt::format(
+            "A driver call that never returns means a wedged GPU or driver: look for {} in the kernel log and for "
+            "processes in D state (`ps -eo pid,stat,wchan:32,cmd | awk '$2 ~ /D/'`). Drain the node; a GPU reset ({}) "
+            "or a reboot is usually needed. gpudx killed its probe, so the other layers are still valid.",
+            p.wedge_signs, p.reset);
         out.push_back(std::move(f));
     }
 }
