@@ -398,13 +398,16 @@ void rocm_smi_devices(const CheckContext& ctx, std::vector<Finding>& out) {
         by_pci.emplace(d.pci, &d);
         listed.push_back(fmt::format("{} {}", d.index, d.pci));
     }
+    // Counted on the devices, not on by_pci: partitions of one GPU share an address.
+    const bool every_device_addressed =
+        std::none_of(r.devices.begin(), r.devices.end(), [](auto& d) { return d.pci.empty(); });
     for (auto& g : s.module.amd_gpus) {
         if (!g.in_kfd) continue;  // module.gpu_not_in_kfd names it
         GpuRef ref = ctx.gpu(g.pci);
         auto it = by_pci.find(g.pci);
         if (it == by_pci.end()) {
             // Only when every device answered its address: otherwise the missing one may be unanswered, not absent.
-            if (by_pci.size() != r.devices.size() || !r.timed_out_call.empty()) continue;
+            if (!every_device_addressed || !r.timed_out_call.empty()) continue;
             auto f = runtime_finding("driver.rocm_smi_missing_gpu", Severity::error,
                                      fmt::format("ROCm SMI does not list {}, which the KFD topology has: monitoring "
                                                  "and rocm-smi miss it",

@@ -579,6 +579,14 @@ TEST(AmdRocmSmi, AGpuKfdHasButRocmSmiDoesNotIsNamed) {
     EXPECT_EQ(f->severity, Severity::error);
     EXPECT_EQ(f->layer, Layer::driver);
 
+    // A partitioned GPU is several ROCm SMI devices at one address: the missing GPU is still named.
+    auto partitioned = s;
+    auto second = partitioned.rocm_smi.devices[0];
+    second.index = 7;
+    second.partition = 1;
+    partitioned.rocm_smi.devices.push_back(second);
+    EXPECT_EQ(count(findings(partitioned), "driver.rocm_smi_missing_gpu"), 1u);
+
     // A device that never answered its address may be the missing GPU: no finding then.
     s.rocm_smi.devices[0].pci.clear();
     EXPECT_FALSE(find(findings(s), "driver.rocm_smi_missing_gpu"));
