@@ -2,7 +2,7 @@
 // Each variant runs in a fresh forked child (as gpudx's probe does), ROUNDS times, the variants interleaved
 // so that the machine's drift hits all alike. Prints, per variant, the median wall time of the child
 // (fork to exit) and the median time of each step. Built on the device by device/speed.sh:
-//   g++ -O2 -std=c++20 -Isrc device/nvml_cost.cpp -ldl -lpthread -o nvml_cost && ./nvml_cost 15
+//   g++ -O2 -std=c++20 -Isrc device/nvml_cost.cpp -ldl -lpthread -o nvml_cost && ./nvml_cost 15 [variant...]
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -52,7 +52,17 @@ struct Steps {
     }
 };
 
-void device_queries(nvmlDevice_t h, unsigned i, Steps* s, bool fields, bool skip_agg) {
+// Variant flags: "fields" reads ECC mode, ECC counts, retired pages and remapped rows with one
+// nvmlDeviceGetFieldValues; "linkfields" adds the NVLink states to that batch (NVML_FI_DEV_NVLINK_GET_STATE
+// per link); "threads" queries each GPU from its own thread; "noattach" initialises with NVML_INIT_FLAG_NO_ATTACH.
+struct Flags {
+    bool fields, linkfields, threads, noattach;
+    explicit Flags(const std::string& v)
+        : fields(v.find("fields") != std::string::npos), linkfields(v.find("linkfields") != std::string::npos),
+          threads(v.find("threads") != std::string::npos), noattach(v.find("noattach") != std::string::npos) {}
+};
+
+void device_queries(nvmlDevice_t h, unsigned i, Steps* s, const Flags& f) {
     auto tag = [&](const char* what) { if (s) s->mark(std::string(what) + "(" + std::to_string(i) + ")"); };
     char buf[256];
     nvmlPciInfo_t pci{};
@@ -65,17 +75,19 @@ void device_queries(nvmlDevice_t h, unsigned i, Steps* s, bool fields, bool skip
     sym<nvml::DeviceGetUInt>("nvmlDeviceGetMinorNumber")(h, &u); tag("minor");
     sym<nvml::DeviceGetEnableState>("nvmlDeviceGetPersistenceMode")(h, &st); tag("persistence");
     sym<nvml::DeviceGetMigMode>("nvmlDeviceGetMigMode")(h, &cur, &pend); tag("mig_mode");
-    if (fields) {
-        FieldValue v[8]{};
-        unsigned ids[] = {1, 4, 6, 31, 142, 143, 144, 145};
-        for (int k = 0; k < 8; ++k) v[k].fieldId = ids[k];
-        sym<GetFieldValues>("nvmlDeviceGetFieldValues")(h, 8, v); tag("field_values(8)");
-        if (i == 0 && s) for (auto& f : v) dprintf(s->fd, "#field %u rc=%d type=%d value=%llu\n", f.fieldId, f.nvmlReturn, f.valueType, f.value);
+    if (f.fields) {
+        std::vector<FieldValue> v;
+        for (unsigned id : {1u, 4u, 6u, 31u, 142u, 143u, 144u, 145u}) v.push_back({id, 0, 0, 0, 0, 0, 0});
+        if (f.linkfields)
+            for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) v.push_back({165u, link, 0, 0, 0, 0, 0});
+        sym<GetFieldValues>("nvmlDeviceGetFieldValues")(h, static_cast<int>(v.size()), v.data()); tag("field_values");
+        if (i == 0 && s && f.linkfields)
+            for (auto& x : v) dprintf(s->fd, "#field %u/%u rc=%d type=%d value=%llu\n", x.fieldId, x.scopeId, x.nvmlReturn, x.valueType, x.value);
     } else {
         unsigned long long n = 0;
         sym<nvml::DeviceGetEnableStatePair>("nvmlDeviceGetEccMode")(h, &a, &b); tag("ecc_mode");
         sym<nvml::DeviceGetTotalEccErrors>("nvmlDeviceGetTotalEccErrors")(h, 1, 0, &n); tag("ecc_volatile");
-        if (!skip_agg) { sym<nvml::DeviceGetTotalEccErrors>("nvmlDeviceGetTotalEccErrors")(h, 1, 1, &n); tag("ecc_aggregate"); }
+        sym<nvml::DeviceGetTotalEccErrors>("nvmlDeviceGetTotalEccErrors")(h, 1, 1, &n); tag("ecc_aggregate");
         sym<nvml::DeviceGetEnableState>("nvmlDeviceGetRetiredPagesPendingStatus")(h, &st); tag("retired_pending");
         unsigned c1, c2, c3, c4;
         sym<nvml::DeviceGetRemappedRows>("nvmlDeviceGetRemappedRows")(h, &c1, &c2, &c3, &c4); tag("remapped");
@@ -83,12 +95,14 @@ void device_queries(nvmlDevice_t h, unsigned i, Steps* s, bool fields, bool skip
     nvmlGpuFabricInfo_v2_t fab{};
     fab.version = nvmlGpuFabricInfo_v2;
     sym<nvml::DeviceGetGpuFabricInfoV>("nvmlDeviceGetGpuFabricInfoV")(h, &fab); tag("fabric");
-    for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
-        nvmlEnableState_t act = 0;
-        nvmlReturn_t rc = sym<nvml::DeviceGetNvLinkState>("nvmlDeviceGetNvLinkState")(h, link, &act);
-        if (rc != NVML_SUCCESS) break;
+    if (!f.linkfields) {
+        for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
+            nvmlEnableState_t act = 0;
+            nvmlReturn_t rc = sym<nvml::DeviceGetNvLinkState>("nvmlDeviceGetNvLinkState")(h, link, &act);
+            if (rc != NVML_SUCCESS) break;
+        }
+        tag("nvlink_states");
     }
-    tag("nvlink_states");
     nvmlProcessInfo_t infos[16];
     unsigned n = 16;
     sym<nvml::DeviceGetComputeRunningProcesses>("nvmlDeviceGetComputeRunningProcesses_v3")(h, &n, infos); tag("processes");
@@ -96,9 +110,10 @@ void device_queries(nvmlDevice_t h, unsigned i, Steps* s, bool fields, bool skip
 
 void run_variant(const std::string& v, int fd) {
     Steps s{fd};
+    Flags f(v);
     lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
     s.mark("dlopen");
-    if (v == "noattach") sym<InitWithFlags>("nvmlInitWithFlags")(2);
+    if (f.noattach) sym<InitWithFlags>("nvmlInitWithFlags")(2);
     else sym<nvml::Init>("nvmlInit_v2")();
     s.mark("init");
     if (v == "init") return;
@@ -113,10 +128,10 @@ void run_variant(const std::string& v, int fd) {
         for (unsigned i = 0; i < count; ++i) { handle(i, &h[i]); s.mark("handle(" + std::to_string(i) + ")"); }
         return;
     }
-    if (v == "threads") {
+    if (f.threads) {
         std::vector<std::thread> t;
         for (unsigned i = 0; i < count; ++i)
-            t.emplace_back([&, i] { handle(i, &h[i]); device_queries(h[i], i, nullptr, false, false); });
+            t.emplace_back([&, i] { handle(i, &h[i]); device_queries(h[i], i, nullptr, f); });
         for (auto& x : t) x.join();
         s.mark("all devices (threads)");
         return;
@@ -124,7 +139,7 @@ void run_variant(const std::string& v, int fd) {
     for (unsigned i = 0; i < count; ++i) {
         handle(i, &h[i]);
         s.mark("handle(" + std::to_string(i) + ")");
-        device_queries(h[i], i, &s, v == "fields", v == "no_aggregate");
+        device_queries(h[i], i, &s, f);
     }
 }
 
@@ -137,7 +152,9 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
     int rounds = argc > 1 ? std::atoi(argv[1]) : 15;
-    std::vector<std::string> variants = {"init", "handles", "current", "no_aggregate", "fields", "threads", "noattach"};
+    std::vector<std::string> variants = {"init", "handles", "current", "fields", "linkfields", "threads",
+                                         "threads+fields", "threads+linkfields", "noattach", "noattach+threads+fields"};
+    if (argc > 2) variants.assign(argv + 2, argv + argc);
     std::map<std::string, std::vector<double>> wall;
     std::map<std::string, std::map<std::string, std::vector<double>>> steps;
     std::map<std::string, std::vector<std::string>> order;
@@ -165,7 +182,7 @@ int main(int argc, char** argv) {
                 size_t nl = out.find('\n', pos);
                 std::string line = out.substr(pos, nl - pos);
                 pos = nl == std::string::npos ? out.size() : nl + 1;
-                if (line.rfind("#", 0) == 0) { notes[v] += line + "\n"; continue; }
+                if (line.rfind("#", 0) == 0) { if (r == 0) notes[v] += line + "\n"; continue; }
                 size_t sp = line.rfind(' ');
                 std::string label = line.substr(0, sp);
                 if (!steps[v].count(label)) order[v].push_back(label);

@@ -22,10 +22,13 @@ a=$(median_ms 30 $GPUDX snapshot --no-cuda)
 b=$(median_ms 30 $GPUDX snapshot --no-driver)
 c=$(median_ms 10 nvidia-smi -q)
 d=$(median_ms 10 manual_snapshot)
+e=$(median_ms 30 $GPUDX --version)
+f=$(median_ms 30 true)
 log "gpudx snapshot --no-cuda (NVML) x30 median: $a ms"
 log "gpudx snapshot --no-driver x30 median:      $b ms"
 log "nvidia-smi -q x10 median:                   $c ms   ratio $(awk -v x=$c -v y=$a 'BEGIN{printf "%.2f", x/y}')x"
 log "manual shell snapshot x10 median:           $d ms   ratio $(awk -v x=$d -v y=$a 'BEGIN{printf "%.2f", x/y}')x"
+log "gpudx --version x30 median:               $e ms   (process start and exit; /bin/true: $f ms)"
 python3 -c "
 import json; j = json.load(open('$OUT/snapshot.json'))
 print('collectors:', ', '.join(f\"{c['name']}={c['duration_ms']:.1f}\" for c in j['collectors']))
