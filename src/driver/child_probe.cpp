@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -66,9 +67,24 @@ double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_c
     return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+std::optional<unsigned> parse_lane(std::string_view s) {
+    unsigned n = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+    if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+    return n;
+}
+
 }  // namespace
 
+std::vector<std::string> ProbeOutcome::calls_in_flight() const {
+    std::vector<std::string> calls;
+    for (auto& [lane, call] : busy_lanes) calls.push_back(call);
+    if (calls.empty() && !last_call.empty()) calls.push_back(last_call);
+    return calls;
+}
+
 void ProbeChannel::write_line(std::string_view tag, std::string_view text) {
+    std::lock_guard lock(write_mutex_);
     std::string line;
     line.reserve(tag.size() + text.size() + 2);
     line.append(tag);
@@ -84,24 +100,37 @@ ProbeChannel::ProbeChannel(int fd, std::string name)
     : fd_(fd), name_(std::move(name)), tracing_(std::getenv("GPUDX_PROBE_TRACE") != nullptr),
       last_(std::chrono::steady_clock::now()) {}
 
-void ProbeChannel::trace(std::string_view what) {
+void ProbeChannel::trace(std::string_view who, std::chrono::steady_clock::time_point& last, std::string_view what) {
     if (!tracing_) return;
     auto now = std::chrono::steady_clock::now();
-    std::string line = fmt::format("gpudx probe {} +{:.3f} ms {}\n", name_, ms_between(last_, now), what);
-    last_ = now;
+    std::string line = fmt::format("gpudx probe {}{} +{:.3f} ms {}\n", name_, who, ms_between(last, now), what);
+    last = now;
+    std::lock_guard lock(write_mutex_);
     write_all(STDERR_FILENO, line.data(), line.size());
 }
 
 void ProbeChannel::progress(std::string_view call) {
-    trace(call);
+    trace({}, last_, call);
     write_line("P", call);
+}
+
+ProbeChannel::Lane::Lane(ProbeChannel& ch, unsigned n) : ch_(ch), n_(n), last_(std::chrono::steady_clock::now()) {}
+
+void ProbeChannel::Lane::progress(std::string_view call) {
+    ch_.trace(fmt::format(" lane {}", n_), last_, call);
+    ch_.write_line("L", fmt::format("{} {}", n_, call));
+}
+
+void ProbeChannel::Lane::finished() {
+    ch_.trace(fmt::format(" lane {}", n_), last_, "(lane done)");
+    ch_.write_line("L", std::to_string(n_));
 }
 void ProbeChannel::result(const nlohmann::json& j) {
     // dump() escapes control characters, so the document stays on one line; invalid UTF-8 is replaced.
     write_line("R", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 void ProbeChannel::done() {
-    trace("(done)");
+    trace({}, last_, "(done)");
     write_line("E", {});
 }
 
@@ -118,6 +147,12 @@ bool consume_probe_lines(std::string& buffer, ProbeOutcome& out) {
         std::string_view text = line.size() > 2 ? line.substr(2) : std::string_view{};
         if (tag == 'P') {
             out.last_call.assign(text);
+        } else if (tag == 'L') {
+            auto space = text.find(' ');
+            auto lane = parse_lane(text.substr(0, space));
+            if (!lane) continue;
+            if (space == std::string_view::npos) out.busy_lanes.erase(*lane);
+            else out.busy_lanes[*lane].assign(text.substr(space + 1));
         } else if (tag == 'R') {
             auto j = nlohmann::json::parse(text, nullptr, false);
             if (!j.is_discarded()) out.result = std::move(j);

@@ -1,15 +1,19 @@
 #pragma once
 // Driver calls can hang forever (a wedged GPU, a driver waiting on a lock held by a dead process).
 // Each driver probe therefore runs in a forked child that reports over a pipe, line by line:
-//   "P <call>"   about to make this call (so a hang names it)
-//   "R <json>"   the results so far (a later R replaces an earlier one)
-//   "E"          finished
+//   "P <call>"     about to make this call (so a hang names it)
+//   "L <n> <call>" the same from lane n: one of several threads of the child making calls side by side
+//   "L <n>"        lane n has finished its calls
+//   "R <json>"     the results so far (a later R replaces an earlier one)
+//   "E"            finished
 // The parent reads with poll() until the deadline, then SIGKILLs the child and never waits on it
 // longer than it can afford: a child stuck in the kernel is left to a detached reaper thread.
 #include <sys/types.h>
 
 #include <chrono>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +26,7 @@ namespace gpudx {
 // The child's end of the pipe. With GPUDX_PROBE_TRACE set in the environment, every call is also written
 // to stderr with the time the previous one took, to find where a slow driver spends its time:
 //   gpudx probe nvml +3.214 ms nvmlInit_v2   (the 3.214 ms were spent in the call before it)
+// Thread-safe: lanes write from their own threads.
 class ProbeChannel {
 public:
     explicit ProbeChannel(int fd, std::string name = {});
@@ -29,13 +34,30 @@ public:
     void result(const nlohmann::json& j);
     void done();
 
+    // One thread's calls, announced as its own: when lanes run side by side, the parent must know each one's
+    // call in flight, not only the last announced.
+    class Lane {
+    public:
+        void progress(std::string_view call);
+        void finished();
+
+    private:
+        friend class ProbeChannel;
+        Lane(ProbeChannel& ch, unsigned n);
+        ProbeChannel& ch_;
+        unsigned n_;
+        std::chrono::steady_clock::time_point last_;
+    };
+    Lane lane(unsigned n) { return Lane(*this, n); }
+
 private:
     void write_line(std::string_view tag, std::string_view text);
-    void trace(std::string_view what);
+    void trace(std::string_view who, std::chrono::steady_clock::time_point& last, std::string_view what);
     int fd_;
     std::string name_;
     bool tracing_ = false;
     std::chrono::steady_clock::time_point last_;
+    std::mutex write_mutex_;
 };
 
 struct ProbeSpec {
@@ -50,8 +72,13 @@ struct ProbeOutcome {
     ProbeEnd end = ProbeEnd::not_started;
     std::optional<nlohmann::json> result;  // the last R line
     std::string last_call;                 // the last P line
+    std::map<unsigned, std::string> busy_lanes;  // lane -> its call in flight, for lanes not yet finished
     std::string message;                   // for died / not_started: why
     double duration_ms = 0;
+
+    // The calls that had not returned when the probe was stopped: each busy lane's, else the last P line's
+    // (a lane runs while the main thread waits for it, so a busy lane is where the child is stuck).
+    std::vector<std::string> calls_in_flight() const;
 };
 
 // One forked probe child as the parent reads it.

@@ -61,6 +61,45 @@ struct nvmlProcessInfo_t {
 };
 static_assert(sizeof(nvmlProcessInfo_t) == 24);
 
+// nvmlDeviceGetFieldValues: many values of one device in one call. Field ids from nvml.h (stable by its rule).
+inline constexpr unsigned NVML_FI_DEV_ECC_CURRENT = 1;        // 1 = ECC on
+inline constexpr unsigned NVML_FI_DEV_ECC_DBE_VOL_TOTAL = 4;  // uncorrected (double-bit), volatile
+inline constexpr unsigned NVML_FI_DEV_ECC_DBE_AGG_TOTAL = 6;  // uncorrected (double-bit), aggregate
+inline constexpr unsigned NVML_FI_DEV_RETIRED_PENDING = 31;   // 1 = pages pending retirement
+inline constexpr unsigned NVML_FI_DEV_REMAPPED_COR = 142;
+inline constexpr unsigned NVML_FI_DEV_REMAPPED_UNC = 143;
+inline constexpr unsigned NVML_FI_DEV_REMAPPED_PENDING = 144;
+inline constexpr unsigned NVML_FI_DEV_REMAPPED_FAILURE = 145;
+
+enum nvmlValueType_t : int {
+    NVML_VALUE_TYPE_DOUBLE = 0,
+    NVML_VALUE_TYPE_UNSIGNED_INT = 1,
+    NVML_VALUE_TYPE_UNSIGNED_LONG = 2,
+    NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3,
+    NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4,
+    NVML_VALUE_TYPE_SIGNED_INT = 5,
+    NVML_VALUE_TYPE_UNSIGNED_SHORT = 6,
+};
+union nvmlValue_t {
+    double dVal;
+    int siVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    long long sllVal;
+    unsigned short usVal;
+};
+struct nvmlFieldValue_t {
+    unsigned int fieldId;
+    unsigned int scopeId;
+    long long timestamp;
+    long long latencyUsec;
+    nvmlValueType_t valueType;
+    nvmlReturn_t nvmlReturn;
+    nvmlValue_t value;
+};
+static_assert(sizeof(nvmlFieldValue_t) == 40);
+
 // Fabric registration state (NVSwitch / NVLink-domain systems).
 inline constexpr unsigned NVML_GPU_FABRIC_STATE_NOT_SUPPORTED = 0;
 inline constexpr unsigned NVML_GPU_FABRIC_STATE_NOT_STARTED = 1;
@@ -110,6 +149,7 @@ using DeviceGetRemappedRows = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int
 using DeviceGetGpuFabricInfo = nvmlReturn_t (*)(nvmlDevice_t device, nvmlGpuFabricInfo_t* info);
 using DeviceGetGpuFabricInfoV = nvmlReturn_t (*)(nvmlDevice_t device, nvmlGpuFabricInfo_v2_t* info);
 using DeviceGetNvLinkState = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int link, nvmlEnableState_t* active);
+using DeviceGetFieldValues = nvmlReturn_t (*)(nvmlDevice_t device, int count, nvmlFieldValue_t* values);
 using DeviceGetComputeRunningProcesses = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int* count,
                                                           nvmlProcessInfo_t* infos);  // _v3 / _v2
 }  // namespace nvml

@@ -42,18 +42,23 @@ CollectorStatus status_of(const char* name, const ProbeOutcome& out, std::chrono
     CollectorStatus st;
     st.name = name;
     st.duration_ms = out.duration_ms;
+    // With lanes, several calls can be in flight: the first names the hang, the others are told.
+    auto calls = out.calls_in_flight();
+    std::string first = calls.empty() ? std::string() : calls.front();
+    std::string others;
+    for (size_t i = 1; i < calls.size(); ++i) others += (i == 1 ? "; also in flight: " : ", ") + calls[i];
     switch (out.end) {
         case ProbeEnd::timed_out:
             st.state = CollectorState::timed_out;
-            timed_out_call = out.last_call.empty() ? "(before the first call)" : out.last_call;
-            st.message = fmt::format("no answer within {} ms; the call that did not return: {}", deadline.count(),
-                                     timed_out_call);
+            timed_out_call = first.empty() ? "(before the first call)" : first;
+            st.message = fmt::format("no answer within {} ms; the call that did not return: {}{}", deadline.count(),
+                                     timed_out_call, others);
             st.path = timed_out_call;
             break;
         case ProbeEnd::died:
             st.state = CollectorState::error;
-            st.message = fmt::format("{} during {}", out.message, out.last_call.empty() ? "startup" : out.last_call);
-            st.path = out.last_call;
+            st.message = fmt::format("{} during {}{}", out.message, first.empty() ? "startup" : first, others);
+            st.path = first;
             break;
         case ProbeEnd::not_started:
             st.state = CollectorState::error;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "checks/check_context.hpp"
@@ -220,6 +221,74 @@ TEST(Standins, PerDeviceErrorCodesAreRecordedNotFatal) {
     EXPECT_NE(std::find(u.nvml.devices[0].unsupported.begin(), u.nvml.devices[0].unsupported.end(),
                         "nvmlDeviceGetRemappedRows"),
               u.nvml.devices[0].unsupported.end());
+}
+
+// The GPUs are asked from one lane (thread) each: a GPU that hangs is named, and the others still answer,
+// whichever comes first in index order.
+TEST(Standins, AHungGpuIsNamedWhileTheOtherGpusAnswer) {
+    for (int hung : {0, 1}) {
+        SCOPED_TRACE(hung);
+        use_controls({{"faults", {{{"call", "nvmlDeviceGetTotalEccErrors"}, {"device", hung}, {"hang", true}}}}});
+        auto p = probe({}, false, 700ms);
+        EXPECT_LT(p.seconds, 1.7);
+        ASSERT_EQ(p.statuses[0].state, CollectorState::timed_out);
+        EXPECT_EQ(p.nvml.timed_out_call, fmt::format("nvmlDeviceGetFieldValues({})", hung));
+        ASSERT_EQ(p.nvml.devices.size(), 1u);
+        EXPECT_EQ(p.nvml.devices[0].index, static_cast<unsigned>(1 - hung));
+        EXPECT_EQ(p.nvml.devices[0].uuid, hung == 0 ? kUuid1 : kUuid0);
+        EXPECT_EQ(p.nvml.devices[0].ecc_uncorrected_volatile, 0u);
+    }
+    // Both hung: the first names the finding, the collector's message tells the other.
+    use_controls({{"faults", {{{"call", "nvmlDeviceGetSerial"}, {"hang", true}}}}});
+    auto both = probe({}, false, 700ms);
+    EXPECT_TRUE(both.nvml.devices.empty());
+    EXPECT_EQ(both.nvml.timed_out_call, "nvmlDeviceGetSerial(0)");
+    EXPECT_NE(both.statuses[0].message.find("also in flight: nvmlDeviceGetSerial(1)"), std::string::npos)
+        << both.statuses[0].message;
+}
+
+// ECC, retired pages and remapped rows come from one nvmlDeviceGetFieldValues; when that call fails they are
+// asked one by one, and the layer is the same either way.
+TEST(Standins, MemoryHealthFieldsAndTheCallsTheyReplaceAgree) {
+    auto memory_health = [](const NvmlDevice& d) {
+        return nlohmann::json{{"ecc", d.ecc_enabled ? nlohmann::json(*d.ecc_enabled) : nlohmann::json()},
+                              {"vol", d.ecc_uncorrected_volatile ? nlohmann::json(*d.ecc_uncorrected_volatile) : nlohmann::json()},
+                              {"agg", d.ecc_uncorrected_aggregate ? nlohmann::json(*d.ecc_uncorrected_aggregate) : nlohmann::json()},
+                              {"retired", d.retired_pages_pending ? nlohmann::json(*d.retired_pages_pending) : nlohmann::json()},
+                              {"cor", d.remapped_rows_correctable ? nlohmann::json(*d.remapped_rows_correctable) : nlohmann::json()},
+                              {"unc", d.remapped_rows_uncorrectable ? nlohmann::json(*d.remapped_rows_uncorrectable) : nlohmann::json()},
+                              {"pending", d.remapped_rows_pending ? nlohmann::json(*d.remapped_rows_pending) : nlohmann::json()},
+                              {"failure", d.remapped_rows_failure ? nlohmann::json(*d.remapped_rows_failure) : nlohmann::json()},
+                              {"unsupported", d.unsupported},
+                              {"errors", d.errors}};
+    };
+    nlohmann::json patch = {{"1", {{"ecc_uncorrected_volatile", 3}, {"ecc_uncorrected_aggregate", 7},
+                                   {"remapped_rows_uncorrectable", 2}, {"remapped_rows_pending", true}}}};
+    use_controls({{"nvml_device_override", patch}});
+    auto batched = probe();
+    use_controls({{"nvml_device_override", patch},
+                  {"faults", {{{"call", "nvmlDeviceGetFieldValues"}, {"result", NVML_ERROR_UNKNOWN}}}}});
+    auto one_by_one = probe();
+    ASSERT_EQ(batched.nvml.devices.size(), 2u);
+    ASSERT_EQ(one_by_one.nvml.devices.size(), 2u);
+    auto& d1 = batched.nvml.devices[1];
+    EXPECT_EQ(d1.ecc_uncorrected_volatile, 3u);
+    EXPECT_EQ(d1.ecc_uncorrected_aggregate, 7u);
+    EXPECT_EQ(d1.remapped_rows_uncorrectable, 2u);
+    EXPECT_EQ(d1.remapped_rows_pending, true);
+    for (int i : {0, 1}) {
+        SCOPED_TRACE(i);
+        EXPECT_EQ(memory_health(batched.nvml.devices[i]), memory_health(one_by_one.nvml.devices[i]));
+    }
+    // A field's own failure is filed under the call it stands for, with its field id.
+    use_controls({{"faults", {{{"call", "nvmlDeviceGetTotalEccErrors"}, {"device", 0}, {"result", NVML_ERROR_GPU_IS_LOST}}}}});
+    auto lost = probe();
+    ASSERT_EQ(lost.nvml.devices.size(), 2u);
+    EXPECT_FALSE(lost.nvml.devices[0].ecc_uncorrected_volatile);
+    ASSERT_EQ(lost.nvml.devices[0].errors.size(), 2u);
+    EXPECT_EQ(lost.nvml.devices[0].errors[0].rfind("nvmlDeviceGetTotalEccErrors (field 4): NVML_ERROR_GPU_IS_LOST", 0), 0u)
+        << lost.nvml.devices[0].errors[0];
+    EXPECT_TRUE(lost.nvml.devices[1].errors.empty());
 }
 
 TEST(Standins, FewerDevicesThanPcieIsFound) {

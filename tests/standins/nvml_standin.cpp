@@ -289,6 +289,49 @@ EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t h, unsigned* corr, un
     return NVML_SUCCESS;
 }
 
+// Answers each field through the call it stands for, so a fault on that call (a hang, an error, Not Supported)
+// shows in the field; a fault on nvmlDeviceGetFieldValues itself fails the whole call.
+EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t h, int count, nvmlFieldValue_t* values) {
+    auto* d = dev(h);
+    if (!d || count < 0 || (count > 0 && !values)) return NVML_ERROR_INVALID_ARGUMENT;
+    if (auto f = standin::fault("nvmlDeviceGetFieldValues", d->index)) return *f;
+    for (int i = 0; i < count; ++i) {
+        auto& v = values[i];
+        v.valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+        v.value.ullVal = 0;
+        nvmlEnableState_t a = 0, b = 0;
+        unsigned long long n = 0;
+        unsigned rows[4] = {};
+        switch (v.fieldId) {
+            case NVML_FI_DEV_ECC_CURRENT:
+                v.nvmlReturn = nvmlDeviceGetEccMode(h, &a, &b);
+                n = static_cast<unsigned long long>(a);
+                break;
+            case NVML_FI_DEV_ECC_DBE_VOL_TOTAL:
+            case NVML_FI_DEV_ECC_DBE_AGG_TOTAL:
+                v.nvmlReturn = nvmlDeviceGetTotalEccErrors(
+                    h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                    v.fieldId == NVML_FI_DEV_ECC_DBE_VOL_TOTAL ? NVML_VOLATILE_ECC : NVML_AGGREGATE_ECC, &n);
+                break;
+            case NVML_FI_DEV_RETIRED_PENDING:
+                v.nvmlReturn = nvmlDeviceGetRetiredPagesPendingStatus(h, &a);
+                n = static_cast<unsigned long long>(a);
+                break;
+            case NVML_FI_DEV_REMAPPED_COR:
+            case NVML_FI_DEV_REMAPPED_UNC:
+            case NVML_FI_DEV_REMAPPED_PENDING:
+            case NVML_FI_DEV_REMAPPED_FAILURE:
+                v.nvmlReturn = nvmlDeviceGetRemappedRows(h, &rows[0], &rows[1], &rows[2], &rows[3]);
+                n = rows[v.fieldId - NVML_FI_DEV_REMAPPED_COR];
+                break;
+            default:
+                v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        }
+        if (v.nvmlReturn == NVML_SUCCESS) v.value.ullVal = n;
+    }
+    return NVML_SUCCESS;
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t h, nvmlGpuFabricInfo_v2_t* info) {
     unsigned state = 0;
     nvmlReturn_t rc = field(h, "nvmlDeviceGetGpuFabricInfo", "fabric_state", state);

@@ -57,6 +57,22 @@ TEST(DriverProbe, ConsumesCompleteLinesAndKeepsThePartialOne) {
     EXPECT_TRUE(buf.empty());
 }
 
+TEST(DriverProbe, LanesInFlightNameTheHangBeforeTheMainThreadsLastCall) {
+    ProbeOutcome out;
+    std::string buf = "P nvmlDeviceGetCount_v2\nL 0 nvmlDeviceGetUUID(0)\nL 1 nvmlDeviceGetUUID(1)\n"
+                      "L 1 nvmlDeviceGetFieldValues(1)\nL 0\nL x garbled\nL 7\n";
+    EXPECT_FALSE(consume_probe_lines(buf, out));
+    // Lane 0 finished; lane 1 is in its second call; a finished lane never seen busy is harmless.
+    EXPECT_EQ(out.calls_in_flight(), std::vector<std::string>{"nvmlDeviceGetFieldValues(1)"});
+    buf = "L 0 nvmlDeviceGetUUID(2)\n";
+    consume_probe_lines(buf, out);
+    EXPECT_EQ(out.calls_in_flight(), (std::vector<std::string>{"nvmlDeviceGetUUID(2)", "nvmlDeviceGetFieldValues(1)"}));
+    buf = "L 0\nL 1\n";
+    consume_probe_lines(buf, out);
+    // No lane busy: the main thread's last call is the one in flight.
+    EXPECT_EQ(out.calls_in_flight(), std::vector<std::string>{"nvmlDeviceGetCount_v2"});
+}
+
 TEST(DriverProbe, GarbledResultLineKeepsThePreviousResult) {
     ProbeOutcome out;
     std::string buf = "R {\"a\":1}\nR {not json\n";
