@@ -341,7 +341,7 @@ private:
 };
 
 // The GPUs are asked side by side, one lane (thread) each up to kMaxLanes: the driver serialises much of the
-// work, but not all of it (2xH200: 20 ms for both GPUs from two threads, 28 ms from one; device/nvml_cost.cpp).
+// work, but not all of it (2xH200, device/nvml_cost.cpp: the whole child 37 ms with lanes, 42 ms without).
 // Each lane announces its own calls, so a GPU that hangs is named while the others still answer; the layer
 // is sent again as each GPU finishes, in index order, with the GPUs answered so far.
 void query_devices(const NvmlApi& api, ProbeChannel& ch, NvmlLayer& layer, unsigned count) {
