@@ -100,9 +100,11 @@ ProbeChannel::ProbeChannel(int fd, std::string name)
     : fd_(fd), name_(std::move(name)), tracing_(std::getenv("GPUDX_PROBE_TRACE") != nullptr),
       last_(std::chrono::steady_clock::now()) {}
 
-void ProbeChannel::trace(std::string_view who, std::chrono::steady_clock::time_point& last, std::string_view what) {
+void ProbeChannel::trace(std::optional<unsigned> lane, std::chrono::steady_clock::time_point& last,
+                         std::string_view what) {
     if (!tracing_) return;
     auto now = std::chrono::steady_clock::now();
+    std::string who = lane ? fmt::format(" lane {}", *lane) : std::string();
     std::string line = fmt::format("gpudx probe {}{} +{:.3f} ms {}\n", name_, who, ms_between(last, now), what);
     last = now;
     std::lock_guard lock(write_mutex_);
@@ -110,19 +112,19 @@ void ProbeChannel::trace(std::string_view who, std::chrono::steady_clock::time_p
 }
 
 void ProbeChannel::progress(std::string_view call) {
-    trace({}, last_, call);
+    trace(std::nullopt, last_, call);
     write_line("P", call);
 }
 
 ProbeChannel::Lane::Lane(ProbeChannel& ch, unsigned n) : ch_(ch), n_(n), last_(std::chrono::steady_clock::now()) {}
 
 void ProbeChannel::Lane::progress(std::string_view call) {
-    ch_.trace(fmt::format(" lane {}", n_), last_, call);
+    ch_.trace(n_, last_, call);
     ch_.write_line("L", fmt::format("{} {}", n_, call));
 }
 
 void ProbeChannel::Lane::finished() {
-    ch_.trace(fmt::format(" lane {}", n_), last_, "(lane done)");
+    ch_.trace(n_, last_, "(lane done)");
     ch_.write_line("L", std::to_string(n_));
 }
 void ProbeChannel::result(const nlohmann::json& j) {
@@ -130,7 +132,7 @@ void ProbeChannel::result(const nlohmann::json& j) {
     write_line("R", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 void ProbeChannel::done() {
-    trace({}, last_, "(done)");
+    trace(std::nullopt, last_, "(done)");
     write_line("E", {});
 }
 

@@ -26,6 +26,7 @@ namespace gpudx {
 // The child's end of the pipe. With GPUDX_PROBE_TRACE set in the environment, every call is also written
 // to stderr with the time the previous one took, to find where a slow driver spends its time:
 //   gpudx probe nvml +3.214 ms nvmlInit_v2   (the 3.214 ms were spent in the call before it)
+//   gpudx probe nvml lane 1 +6.795 ms nvmlDeviceGetUUID(1)   (a lane's lines time that lane's calls)
 // Thread-safe: lanes write from their own threads.
 class ProbeChannel {
 public:
@@ -52,7 +53,8 @@ public:
 
 private:
     void write_line(std::string_view tag, std::string_view text);
-    void trace(std::string_view who, std::chrono::steady_clock::time_point& last, std::string_view what);
+    // `lane`: the lane that made the call, none for the main thread.
+    void trace(std::optional<unsigned> lane, std::chrono::steady_clock::time_point& last, std::string_view what);
     int fd_;
     std::string name_;
     bool tracing_ = false;
