@@ -51,7 +51,7 @@ cat >"$WORK/holder.cpp" <<'EOF'
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include "driver/cuda_abi.hpp"
+#include "abi/cuda.hpp"
 using namespace gpudx;
 template <class F> F sym(void* h, const char* n) { auto p = reinterpret_cast<F>(dlsym(h, n)); if (!p) { std::printf("missing %s\n", n); std::exit(2); } return p; }
 #define CK(x) do { int rc_ = (x); if (rc_) { std::printf("FAILED %s = %d\n", #x, rc_); std::fflush(stdout); std::exit(3); } } while (0)
@@ -120,7 +120,7 @@ cat >"$WORK/rawctl.cpp" <<'EOF'
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-#include "driver/cuda_abi.hpp"
+#include "abi/cuda.hpp"
 using namespace gpudx;
 using C = std::chrono::steady_clock;
 static double s(C::time_point a) { return std::chrono::duration<double>(C::now() - a).count(); }

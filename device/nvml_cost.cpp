@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "driver/nvml_abi.hpp"
+#include "abi/nvml.hpp"
 
 using namespace gpudx;
 

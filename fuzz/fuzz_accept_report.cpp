@@ -1,6 +1,6 @@
-// Acceptance records (ops/accept.hpp) as `gpudx accept --compare` reads them: saved runs, possibly edited.
+// Acceptance records (actions/accept.hpp) as `gpudx accept --compare` reads them: saved runs, possibly edited.
 #include "fuzz.hpp"
-#include "ops/accept.hpp"
+#include "actions/accept.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     using namespace gpudx;

@@ -1,6 +1,7 @@
-// Node-record JSON (`gpudx baseline`, ops/baseline.hpp), then compared with a node and with itself.
+// Node-record JSON (`gpudx baseline`, rules/baseline.hpp), then compared with a node and with itself.
 #include "fuzz.hpp"
 #include "node_record.hpp"
+#include "render/records.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     using namespace gpudx;

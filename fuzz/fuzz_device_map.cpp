@@ -1,9 +1,9 @@
-// The checkpoint device map (ops/device_map.hpp): "OLD=NEW,…" and "swap:A,B", resolved against a node.
+// The checkpoint device map (actions/device_map.hpp): "OLD=NEW,…" and "swap:A,B", resolved against a node.
 // A plan that comes out must be a permutation of the node's GPUs: the driver restores onto exactly it.
 #include <set>
 
 #include "fuzz.hpp"
-#include "ops/device_map.hpp"
+#include "actions/device_map.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     using namespace gpudx;

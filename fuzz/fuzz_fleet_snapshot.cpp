@@ -1,7 +1,7 @@
-// The fleet report's SAX reader of snapshot files (ops/fleet.hpp): thousands of files from other nodes,
+// The fleet report's SAX reader of snapshot files (fleet/fleet.hpp): thousands of files from other nodes,
 // truncated ones included.
 #include "fuzz.hpp"
-#include "ops/fleet.hpp"
+#include "fleet/fleet.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     using namespace gpudx;

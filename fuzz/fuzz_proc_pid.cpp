@@ -1,9 +1,9 @@
-// Per-process procfs files: status, cgroup, stat, environ, maps (collect/proc_cgroup.hpp, ops/verify.hpp,
-// ops/checkpoint.hpp).
+// Per-process procfs files: status, cgroup, stat, environ, maps (collect/proc_cgroup.hpp, identity/verify.hpp,
+// actions/checkpoint.hpp).
 #include "collect/proc_cgroup.hpp"
 #include "fuzz.hpp"
-#include "ops/checkpoint.hpp"
-#include "ops/verify.hpp"
+#include "actions/checkpoint.hpp"
+#include "identity/verify.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     using namespace gpudx;

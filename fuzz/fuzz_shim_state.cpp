@@ -1,7 +1,7 @@
-// The state file the shim publishes and `gpudx verify` reads (ops/verify.hpp): written by another process,
+// The state file the shim publishes and `gpudx verify` reads (identity/verify.hpp): written by another process,
 // possibly torn by a crash mid-write.
 #include "fuzz.hpp"
-#include "ops/verify.hpp"
+#include "identity/verify.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     using namespace gpudx;

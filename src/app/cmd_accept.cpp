@@ -9,12 +9,12 @@
 
 #include "app/command.hpp"
 #include "app/common.hpp"
-#include "checks/diagnose.hpp"
+#include "rules/diagnose.hpp"
 #include "collect/collectors.hpp"
 #include "core/root.hpp"
 #include "core/text.hpp"
-#include "ops/accept.hpp"
-#include "ops/matrix.hpp"
+#include "actions/accept.hpp"
+#include "rules/matrix.hpp"
 
 extern char** environ;
 

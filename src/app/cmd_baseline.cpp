@@ -5,8 +5,9 @@
 
 #include "app/command.hpp"
 #include "app/common.hpp"
-#include "checks/diagnose.hpp"
-#include "ops/baseline.hpp"
+#include "rules/diagnose.hpp"
+#include "rules/baseline.hpp"
+#include "render/records.hpp"
 #include "render/report.hpp"
 
 namespace gpudx::app {

@@ -6,7 +6,7 @@
 
 #include "app/command.hpp"
 #include "app/common.hpp"
-#include "ops/checkpoint.hpp"
+#include "actions/checkpoint.hpp"
 
 namespace gpudx::app {
 namespace {

@@ -6,10 +6,10 @@
 
 #include "app/command.hpp"
 #include "app/common.hpp"
-#include "checks/diagnose.hpp"
-#include "checks/xid_policy.hpp"
-#include "ops/baseline.hpp"
-#include "ops/slurm.hpp"
+#include "rules/diagnose.hpp"
+#include "rules/xid_policy.hpp"
+#include "rules/baseline.hpp"
+#include "actions/slurm.hpp"
 #include "render/formats.hpp"
 #include "render/report.hpp"
 

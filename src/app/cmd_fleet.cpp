@@ -8,8 +8,9 @@
 
 #include "app/command.hpp"
 #include "app/common.hpp"
-#include "checks/diagnose.hpp"
-#include "ops/fleet.hpp"
+#include "rules/diagnose.hpp"
+#include "fleet/fleet.hpp"
+#include "render/fleet.hpp"
 
 namespace gpudx::app {
 namespace {

@@ -2,8 +2,8 @@
 
 #include "app/command.hpp"
 #include "app/common.hpp"
-#include "checks/diagnose.hpp"
-#include "ops/gather.hpp"
+#include "rules/diagnose.hpp"
+#include "capture/gather.hpp"
 
 namespace gpudx::app {
 namespace {

@@ -4,8 +4,8 @@
 
 #include "app/command.hpp"
 #include "app/common.hpp"
-#include "checks/check_context.hpp"
-#include "checks/diagnose.hpp"
+#include "rules/check_context.hpp"
+#include "rules/diagnose.hpp"
 #include "identity/join.hpp"
 #include "render/report.hpp"
 

@@ -4,8 +4,9 @@
 
 #include "app/command.hpp"
 #include "app/common.hpp"
-#include "checks/diagnose.hpp"
-#include "ops/matrix.hpp"
+#include "rules/diagnose.hpp"
+#include "rules/matrix.hpp"
+#include "render/records.hpp"
 
 namespace gpudx::app {
 namespace {

@@ -8,9 +8,9 @@
 
 #include "app/command.hpp"
 #include "app/common.hpp"
-#include "checks/diagnose.hpp"
-#include "ops/record.hpp"
-#include "ops/slurm.hpp"
+#include "rules/diagnose.hpp"
+#include "capture/record.hpp"
+#include "actions/slurm.hpp"
 
 extern char** environ;
 

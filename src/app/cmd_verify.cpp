@@ -2,7 +2,7 @@
 
 #include "app/command.hpp"
 #include "app/common.hpp"
-#include "ops/verify.hpp"
+#include "identity/verify.hpp"
 
 namespace gpudx::app {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "app/command.hpp"
 #include "app/common.hpp"
-#include "checks/xid_policy.hpp"
+#include "rules/xid_policy.hpp"
 #include "core/error.hpp"
 
 namespace gpudx::app {

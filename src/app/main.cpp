@@ -6,7 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "app/command.hpp"
-#include "checks/diagnose.hpp"
+#include "rules/diagnose.hpp"
 #include "core/error.hpp"
 
 namespace gpudx::app {

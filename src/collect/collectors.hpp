@@ -21,7 +21,7 @@ std::vector<CollectorStatus> collect_driver(const CollectContext&, NvmlLayer&, C
                                             RocmSmiLayer* rocm_smi = nullptr);
 
 // collect_driver in two halves, for a caller that collects other layers meanwhile: start_driver_probes forks the
-// probe children and must run before the caller starts threads (driver/child_probe.hpp says why);
+// probe children and must run before the caller starts threads (core/child_probe.hpp says why);
 // finish_driver_probes reads them, from any thread.
 struct DriverProbes;
 struct DriverProbesDeleter {

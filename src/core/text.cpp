@@ -162,4 +162,11 @@ std::string strip_control(std::string_view s) {
     return out;
 }
 
+std::string fit(std::string_view text, size_t n) {
+    if (text.size() <= n) return std::string(text);
+    size_t cut = n >= 3 ? n - 3 : 0;  // "…" is three bytes
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    return std::string(text.substr(0, cut)) + "\xE2\x80\xA6";
+}
+
 }  // namespace gpudx

@@ -30,4 +30,7 @@ std::string sanitize_utf8(std::string_view s);
 // "x\n\033[2J" can then neither move the cursor nor forge a line of the report.
 std::string strip_control(std::string_view s);
 
+// Shortens to at most n bytes on a UTF-8 boundary, marking the cut with "…" when it had to cut.
+std::string fit(std::string_view text, size_t n);
+
 }  // namespace gpudx

@@ -21,13 +21,6 @@ std::string escape_prometheus_label(std::string_view value) {
     return out;
 }
 
-std::string fit(std::string_view text, size_t n) {
-    if (text.size() <= n) return std::string(text);
-    size_t cut = n >= 3 ? n - 3 : 0;  // "…" is three bytes
-    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-    return std::string(text.substr(0, cut)) + "\xE2\x80\xA6";
-}
-
 std::string render_prometheus(const Snapshot& s, const Diagnosis& d) {
     std::string out;
     out += "# HELP gpudx_finding A finding of gpudx diagnose, one series per finding and GPU (value 1).\n";
@@ -111,7 +104,7 @@ std::string slurm_reason(const Diagnosis& d) {
     if (!f) return {};
     std::string subject = short_subject(*f);
     std::string more = d.findings.size() > 1 && d.findings[1].severity == Severity::error ? " (+more)" : "";
-    // The prefix is how `diagnose --drain` recognises its own drains (src/ops/slurm.hpp): keep it first.
+    // The prefix is how `diagnose --drain` recognises its own drains (src/actions/slurm.hpp): keep it first.
     std::string prefix = std::string(kSlurmReasonPrefix) + " ";
     std::string reason = prefix + f->id + (subject.empty() ? "" : " " + subject) + more;
     if (reason.size() > 80 && !subject.empty()) {

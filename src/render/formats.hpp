@@ -3,7 +3,8 @@
 #include <string>
 #include <string_view>
 
-#include "checks/diagnose.hpp"
+#include "actions/slurm.hpp"  // kSlurmReasonPrefix
+#include "model/diagnosis.hpp"
 #include "model/snapshot.hpp"
 
 namespace gpudx {
@@ -11,9 +12,6 @@ namespace gpudx {
 // Prometheus text exposition for node_exporter's textfile collector (docs/output-formats.md).
 std::string render_prometheus(const Snapshot& s, const Diagnosis& d);
 std::string escape_prometheus_label(std::string_view value);
-
-// Every Slurm reason gpudx writes starts with this; `diagnose --drain` knows its own drains by it.
-inline constexpr std::string_view kSlurmReasonPrefix = "gpudx:";
 
 // The reason Slurm shows for a drained node: one line of at most 80 ASCII characters,
 // "gpudx: <check id> <GPU UUID> <PCI address>" for the most severe error. Empty when there is none.
@@ -28,8 +26,5 @@ PluginResult node_problem_detector(const Diagnosis& d);
 
 // Nagios/Icinga plugin: "GPUDX CRITICAL - ... | perfdata"; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
 PluginResult nagios(const Snapshot& s, const Diagnosis& d);
-
-// Shortens to at most n bytes on a UTF-8 boundary, marking the cut with "…" when it had to cut.
-std::string fit(std::string_view text, size_t n);
 
 }  // namespace gpudx

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "checks/diagnose.hpp"
+#include "model/diagnosis.hpp"
 #include "model/snapshot.hpp"
 
 namespace gpudx {
@@ -14,7 +14,6 @@ struct RenderOptions {
     bool verbose = false;  // text: also info findings and collector timings
 };
 
-nlohmann::json finding_to_json(const Finding& f);
 nlohmann::json diagnosis_to_json(const Snapshot& s, const Diagnosis& d);
 std::string render_diagnosis_text(const Snapshot& s, const Diagnosis& d, const RenderOptions& o);
 std::string render_snapshot_text(const Snapshot& s);

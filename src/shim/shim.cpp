@@ -23,8 +23,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "driver/cuda_abi.hpp"
-#include "driver/nvml_abi.hpp"
+#include "abi/cuda.hpp"
+#include "abi/nvml.hpp"
 #include "shim/shim_internal.hpp"
 #include "shim/shim_parse.hpp"
 

@@ -1,5 +1,5 @@
 // A stand-in libcuda.so.1 for `gpudx accept` end-to-end tests without a GPU: "device" memory is host
-// memory, the three PTX kernels run as their host versions (ops/accept_kernels.hpp), copies are
+// memory, the three PTX kernels run as their host versions (actions/accept_kernels.hpp), copies are
 // memcpy. Faults come from GPUDX_STANDIN_FAULT:
 //   no_device        cuInit answers CUDA_ERROR_NO_DEVICE
 //   wrong_bytes_d2h  device-to-host copies deliver one wrong byte
@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "ops/accept_kernels.hpp"
+#include "actions/accept_kernels.hpp"
 
 namespace {
 

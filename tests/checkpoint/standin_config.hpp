@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "driver/cuda_abi.hpp"
+#include "abi/cuda.hpp"
 
 namespace standin {
 

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "driver/cuda_abi.hpp"
+#include "abi/cuda.hpp"
 #include "standin_config.hpp"
 
 using namespace gpudx;

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "driver/nvml_abi.hpp"
+#include "abi/nvml.hpp"
 #include "standin_config.hpp"
 
 using namespace gpudx;

@@ -11,11 +11,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "checks/check_context.hpp"
+#include "rules/check_context.hpp"
 #include "collect/collectors.hpp"
-#include "driver/cuda_abi.hpp"
-#include "driver/nvml_abi.hpp"
-#include "driver/rocm_smi_abi.hpp"
+#include "abi/cuda.hpp"
+#include "abi/nvml.hpp"
+#include "abi/rocm_smi.hpp"
 #include "identity/join.hpp"
 
 using namespace gpudx;

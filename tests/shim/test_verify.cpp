@@ -1,7 +1,7 @@
 // gpudx verify's parsers and verdicts, from literal text (no process, no shim needed).
 #include <gtest/gtest.h>
 
-#include "ops/verify.hpp"
+#include "identity/verify.hpp"
 
 using namespace gpudx;
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "driver/cuda_abi.hpp"
+#include "abi/cuda.hpp"
 #include "standin_scenario.hpp"
 
 using namespace gpudx;

@@ -3,7 +3,7 @@
 #include <deque>
 #include <string>
 
-#include "driver/nvml_abi.hpp"
+#include "abi/nvml.hpp"
 #include "standin_scenario.hpp"
 
 using namespace gpudx;

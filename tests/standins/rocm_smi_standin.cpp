@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-#include "driver/rocm_smi_abi.hpp"
+#include "abi/rocm_smi.hpp"
 #include "standin_scenario.hpp"
 
 using namespace gpudx;

@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ops/accept.hpp"
-#include "ops/accept_kernels.hpp"
+#include "actions/accept.hpp"
+#include "actions/accept_kernels.hpp"
 
 using namespace gpudx;
 

@@ -11,12 +11,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checks/diagnose.hpp"
+#include "rules/diagnose.hpp"
 #include "collect/amd.hpp"
 #include "collect/collectors.hpp"
 #include "collect/devices.hpp"
 #include "collect/pcie.hpp"
-#include "driver/rocm_smi_abi.hpp"
+#include "abi/rocm_smi.hpp"
 #include "identity/join.hpp"
 #include "identity/visible_devices.hpp"
 #include "model/layer_json.hpp"

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../fleet/h200x2_snapshot.hpp"
-#include "ops/baseline.hpp"
+#include "rules/baseline.hpp"
 
 using namespace gpudx;
 using namespace gpudx::testdata;

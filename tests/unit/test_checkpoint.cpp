@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ops/checkpoint.hpp"
+#include "actions/checkpoint.hpp"
 
 using namespace gpudx;
 

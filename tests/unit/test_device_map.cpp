@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "ops/device_map.hpp"
+#include "actions/device_map.hpp"
 
 using namespace gpudx;
 

@@ -7,11 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "driver/child_probe.hpp"
-#include "driver/cuda_abi.hpp"
-#include "driver/library.hpp"
-#include "driver/nvml_abi.hpp"
-#include "driver/probe.hpp"
+#include "core/child_probe.hpp"
+#include "abi/cuda.hpp"
+#include "vendor/library.hpp"
+#include "abi/nvml.hpp"
+#include "vendor/queries.hpp"
 
 using namespace gpudx;
 using namespace std::chrono_literals;

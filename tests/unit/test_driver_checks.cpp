@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "checks/check_context.hpp"
+#include "rules/check_context.hpp"
 
 using namespace gpudx;
 

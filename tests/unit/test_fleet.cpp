@@ -9,7 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "../fleet/h200x2_snapshot.hpp"
-#include "ops/fleet.hpp"
+#include "fleet/fleet.hpp"
+#include "render/fleet.hpp"
 
 using namespace gpudx;
 using namespace gpudx::testdata;

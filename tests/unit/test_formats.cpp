@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "core/text.hpp"
 #include "render/formats.hpp"
 
 using namespace gpudx;

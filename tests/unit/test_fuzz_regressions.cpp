@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checks/xid_policy.hpp"
+#include "rules/xid_policy.hpp"
 #include "collect/kernel_log_parse.hpp"
 #include "collect/ld_so_cache.hpp"
 #include "collect/module.hpp"
@@ -22,10 +22,10 @@
 #include "model/json_support.hpp"
 #include "model/layer_json.hpp"
 #include "model/snapshot.hpp"
-#include "ops/accept.hpp"
-#include "ops/baseline.hpp"
-#include "ops/matrix.hpp"
-#include "ops/verify.hpp"
+#include "actions/accept.hpp"
+#include "rules/baseline.hpp"
+#include "rules/matrix.hpp"
+#include "identity/verify.hpp"
 
 using namespace gpudx;
 

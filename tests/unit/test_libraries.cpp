@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "checks/diagnose.hpp"
+#include "rules/diagnose.hpp"
 #include "collect/collectors.hpp"
 
 using namespace gpudx;

@@ -10,10 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checks/diagnose.hpp"
+#include "rules/diagnose.hpp"
 #include "identity/join.hpp"
-#include "ops/baseline.hpp"
-#include "ops/fleet.hpp"
+#include "rules/baseline.hpp"
+#include "render/records.hpp"
+#include "fleet/fleet.hpp"
+#include "render/fleet.hpp"
 #include "render/report.hpp"
 
 using namespace gpudx;

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "core/root.hpp"
-#include "ops/record.hpp"
+#include "capture/record.hpp"
 
 using namespace gpudx;
 namespace fs = std::filesystem;

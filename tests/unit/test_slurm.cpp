@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "ops/slurm.hpp"
+#include "actions/slurm.hpp"
 
 using namespace gpudx;
 namespace fs = std::filesystem;

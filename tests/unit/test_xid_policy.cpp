@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "checks/check_context.hpp"
-#include "checks/xid_policy.hpp"
+#include "rules/check_context.hpp"
+#include "rules/xid_policy.hpp"
 #include "collect/collectors.hpp"
 #include "core/root.hpp"
 
@@ -72,7 +72,7 @@ TEST(XidPolicy, BuiltinTextIsTheDataFile) {
     std::string data = read_all(std::string(GPUDX_TEST_SOURCE_DIR) + "/../data/xid-policy.toml");
     ASSERT_FALSE(data.empty());
     EXPECT_EQ(std::string(builtin_xid_policy_text()), data)
-        << "src/checks/xid_policy.cpp's kBuiltinPolicy must be a copy of data/xid-policy.toml";
+        << "src/rules/xid_policy.cpp's kBuiltinPolicy must be a copy of data/xid-policy.toml";
     EXPECT_TRUE(parse_xid_policy(data, "data/xid-policy.toml"));
 }
 

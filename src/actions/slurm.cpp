@@ -1,0 +1,230 @@
+#include "actions/slurm.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/text.hpp"
+
+extern char** environ;
+
+namespace gpudx {
+
+std::optional<SlurmNodeState> parse_scontrol_show_node(std::string_view text) {
+    SlurmNodeState n;
+    bool seen_node = false, seen_state = false;
+    for (auto line : split_lines(text)) {
+        auto t = trim(line);
+        // Reason takes the rest of its line and may hold blanks or '=': never split it into tokens.
+        if (t.starts_with("Reason=")) {
+            std::string_view r = t.substr(7);
+            // Slurm appends " [user@time]" to show who set the reason and when.
+            if (r.ends_with("]")) {
+                auto open = r.rfind(" [");
+                if (open != std::string_view::npos && r.find('@', open) != std::string_view::npos) r = r.substr(0, open);
+            }
+            n.reason = std::string(trim(r));
+            continue;
+        }
+        for (auto tok : split_ws(t)) {
+            if (tok.starts_with("NodeName=")) {
+                if (seen_node) return seen_state ? std::optional(n) : std::nullopt;  // a second node: stop
+                seen_node = true;
+                n.name = std::string(tok.substr(9));
+            } else if (tok.starts_with("State=")) {
+                seen_state = true;
+                n.state = std::string(tok.substr(6));
+            }
+        }
+    }
+    if (!seen_node || !seen_state) return std::nullopt;
+    for (auto flag : split(n.state, '+')) {
+        std::string f = std::string(flag);
+        while (!f.empty() && (f.back() == '*' || f.back() == '~' || f.back() == '#' || f.back() == '$' ||
+                              f.back() == '@' || f.back() == '%' || f.back() == '!' || f.back() == '^'))
+            f.pop_back();
+        if (f == "DRAIN" || f == "DRAINED" || f == "DRAINING") n.drain = true;
+        if (f == "DOWN") n.down = true;
+    }
+    // An admin's reason of "none" clears it in Slurm; show prints nothing or "(null)" for no reason.
+    if (n.reason == "(null)" || n.reason == "none") n.reason.clear();
+    return n;
+}
+
+bool is_gpudx_reason(std::string_view reason) { return reason.starts_with(kSlurmReasonPrefix); }
+
+const char* to_string(SlurmAction a) {
+    switch (a) {
+        case SlurmAction::none: return "none";
+        case SlurmAction::drain: return "drain";
+        case SlurmAction::resume: return "resume";
+        case SlurmAction::leave_foreign: return "leave_foreign";
+        case SlurmAction::unknown: return "unknown";
+    }
+    return "?";
+}
+
+SlurmAction decide_slurm_action(int diagnosis_exit_code, std::string_view reason, const SlurmNodeState& node) {
+    // Could not evaluate: too little known to take a node out of service or to put it back.
+    if (diagnosis_exit_code == 3) return SlurmAction::unknown;
+    bool ours = is_gpudx_reason(node.reason);
+    // Any reason that is not ours belongs to someone (an admin, Slurm itself for a node not responding):
+    // overwriting it would lose their note, and a later resume would undo their decision.
+    bool foreign = !node.reason.empty() && !ours;
+    if (!reason.empty()) {
+        if (foreign) return SlurmAction::leave_foreign;
+        if (ours && node.drain && node.reason == reason) return SlurmAction::none;
+        return SlurmAction::drain;
+    }
+    if (ours && node.drain) return SlurmAction::resume;
+    return SlurmAction::none;
+}
+
+std::string default_slurm_node_name(const std::map<std::string, std::string>& env) {
+    if (auto it = env.find("SLURMD_NODENAME"); it != env.end() && !it->second.empty()) return it->second;
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0) return {};
+    std::string h = host;
+    // Slurm node names are the short host name unless gres/slurm.conf say otherwise; --node covers that.
+    if (auto dot = h.find('.'); dot != std::string::npos) h.resize(dot);
+    return h;
+}
+
+Result<ProcessResult> run_process(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+    if (argv.empty()) return fail("no command to run");
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    int pipefd[2];
+    if (::pipe2(pipefd, O_CLOEXEC) != 0) return fail(std::string("pipe: ") + std::strerror(errno), argv[0], errno);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDERR_FILENO);
+    // Its own process group, so a timeout kills whatever it started too (a wrapper script's children).
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+    pid_t pid = 0;
+    int rc = ::posix_spawnp(&pid, argv[0].c_str(), &fa, &attr, cargv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    ::close(pipefd[1]);
+    if (rc != 0) {
+        ::close(pipefd[0]);
+        return fail(std::strerror(rc), argv[0], rc);
+    }
+    ProcessResult r;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    bool timed_out = false;
+    char buf[4096];
+    for (;;) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+            timed_out = true;
+            break;
+        }
+        pollfd p{pipefd[0], POLLIN, 0};
+        int n = ::poll(&p, 1, static_cast<int>(left.count()));
+        if (n < 0 && errno == EINTR) continue;
+        if (n == 0) {
+            timed_out = true;
+            break;
+        }
+        ssize_t got = ::read(pipefd[0], buf, sizeof buf);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;
+        if (r.output.size() < (1u << 20)) r.output.append(buf, static_cast<size_t>(got));
+    }
+    ::close(pipefd[0]);
+    if (timed_out) ::kill(-pid, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (timed_out)
+        return fail(fmt::format("did not finish within {:.0f} s (killed)", timeout.count() / 1000.0), argv[0]);
+    r.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return r;
+}
+
+namespace {
+
+std::string one_line(std::string_view output) {
+    std::string s;
+    for (auto l : split_lines(output)) {
+        auto t = trim(l);
+        if (t.empty()) continue;
+        s += (s.empty() ? "" : " / ") + std::string(t);
+    }
+    return strip_control(fit(s, 300));
+}
+
+Result<ProcessResult> scontrol(const SlurmDrainOptions& o, std::vector<std::string> args) {
+    args.insert(args.begin(), o.scontrol);
+    std::string shown;
+    for (auto& a : args) shown += (shown.empty() ? "" : " ") + a;
+    auto r = run_process(args, o.timeout);
+    if (!r) return fail(fmt::format("cannot run `{}`: {}", shown, r.error().message), o.scontrol);
+    if (r->exit_status != 0)
+        return fail(fmt::format("`{}` failed (exit {}): {}", shown, r->exit_status,
+                                r->output.empty() ? std::string("no output") : one_line(r->output)),
+                    o.scontrol);
+    return r;
+}
+
+}  // namespace
+
+Result<SlurmDrainResult> apply_slurm_drain(const SlurmDrainOptions& o, int diagnosis_exit_code,
+                                           const std::string& reason) {
+    if (o.node.empty()) return fail("no Slurm node name: pass --node NAME");
+    auto shown = scontrol(o, {"show", "node", o.node});
+    if (!shown) return std::unexpected(shown.error());
+    auto node = parse_scontrol_show_node(shown->output);
+    if (!node)
+        return fail(fmt::format("`{} show node {}` printed no node state: {}", o.scontrol, o.node, one_line(shown->output)),
+                    o.scontrol);
+    SlurmDrainResult res;
+    res.before = *node;
+    res.action = decide_slurm_action(diagnosis_exit_code, reason, *node);
+    switch (res.action) {
+        case SlurmAction::drain: {
+            auto r = scontrol(o, {"update", "nodename=" + o.node, "state=drain", "reason=" + reason});
+            if (!r) return std::unexpected(r.error());
+            res.message = fmt::format("drained Slurm node {} (was {}): {}", o.node, node->state, reason);
+            break;
+        }
+        case SlurmAction::resume: {
+            auto r = scontrol(o, {"update", "nodename=" + o.node, "state=resume"});
+            if (!r) return std::unexpected(r.error());
+            res.message = fmt::format("resumed Slurm node {}: healthy again, it was drained by gpudx ({})", o.node,
+                                      node->reason);
+            break;
+        }
+        case SlurmAction::leave_foreign:
+            res.message = fmt::format("Slurm node {} ({}) already carries another reason, left as it is: {}", o.node,
+                                      node->state, node->reason);
+            break;
+        case SlurmAction::unknown:
+            res.message = fmt::format("Slurm node {} left as it is ({}): gpudx could not evaluate this node", o.node,
+                                      node->state);
+            break;
+        case SlurmAction::none:
+            res.message = reason.empty()
+                              ? fmt::format("Slurm node {} ({}): nothing to do", o.node, node->state)
+                              : fmt::format("Slurm node {} already drained by gpudx for this reason", o.node);
+            break;
+    }
+    return res;
+}
+
+}  // namespace gpudx

@@ -1,0 +1,374 @@
+#include "capture/gather.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "collect/collectors.hpp"
+#include "core/text.hpp"
+#include "vendor/queries.hpp"
+
+extern char** environ;
+
+namespace gpudx {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Reads the live machine like Root("/") and remembers every path it was asked about.
+class RecordingRoot : public Root {
+public:
+    RecordingRoot() : Root("/") {}
+    Result<std::string> read_file(std::string_view p, size_t max) const override {
+        note(p, Kind::file);
+        {
+            std::lock_guard lock(mu_);
+            size_t& limit = read_limits_[std::string(p)];
+            limit = std::max(limit, max);
+        }
+        return Root::read_file(p, max);
+    }
+    Result<std::vector<std::string>> list_dir(std::string_view p) const override {
+        note(p, Kind::dir);
+        return Root::list_dir(p);
+    }
+    Result<std::string> read_link(std::string_view p) const override {
+        note(p, Kind::link);
+        return Root::read_link(p);
+    }
+    Result<FileInfo> stat(std::string_view p) const override {
+        note(p, Kind::stat);
+        return Root::stat(p);
+    }
+    enum class Kind { file, dir, link, stat };
+    std::set<std::pair<std::string, Kind>> seen() const {
+        std::lock_guard lock(mu_);
+        return seen_;
+    }
+    // The most bytes any collector asked to read of `p` (0 when it was never read as a file).
+    size_t read_limit(const std::string& p) const {
+        std::lock_guard lock(mu_);
+        auto it = read_limits_.find(p);
+        return it == read_limits_.end() ? 0 : it->second;
+    }
+
+private:
+    void note(std::string_view p, Kind k) const {
+        std::lock_guard lock(mu_);
+        seen_.emplace(std::string(p), k);
+    }
+    mutable std::mutex mu_;
+    mutable std::set<std::pair<std::string, Kind>> seen_;
+    mutable std::map<std::string, size_t> read_limits_;
+};
+
+constexpr size_t kMaxCapturedFile = 64 * 1024 * 1024;
+
+// "libcuda.so.1", "libnvidia-ml.so.580.159.04", "libamdhip64.so".
+bool is_shared_library_name(std::string_view name) {
+    auto so = name.find(".so");
+    return name.starts_with("lib") && so != std::string_view::npos &&
+           (so + 3 == name.size() || name[so + 3] == '.');
+}
+
+// Writes the capture tree: links become files holding their target (the h200x2 format),
+// device nodes become NAME.devnode holding "0oMODE MAJOR:MINOR uid=UID gid=GID".
+class CaptureWriter {
+public:
+    CaptureWriter(fs::path dir, GatherSummary& summary) : dir_(std::move(dir)), summary_(summary) {}
+
+    // Follows the path on the live machine component by component, recording every link on the way.
+    // `read_limit`: the most bytes gpudx reads of the file, 0 when it only looked at it (a library is only
+    // opened to tell a link recorded as a file from an ELF object), so a larger file is kept as an empty
+    // placeholder: it exists, as in the live tree, and replays the same.
+    void capture(const std::string& path, RecordingRoot::Kind kind, size_t read_limit = kMaxCapturedFile) {
+        std::vector<std::string> todo;
+        for (auto c : split(path, '/'))
+            if (!c.empty() && c != ".") todo.emplace_back(c);
+        std::reverse(todo.begin(), todo.end());
+        std::string cur;
+        int links = 0;
+        while (!todo.empty()) {
+            std::string c = todo.back();
+            todo.pop_back();
+            if (c == "..") {
+                cur = cur.substr(0, cur.rfind('/'));
+                continue;
+            }
+            std::string next = cur + "/" + c;
+            bool last = todo.empty();
+            struct stat st;
+            if (::lstat(next.c_str(), &st) != 0) return;
+            if (S_ISLNK(st.st_mode) && (!last || kind != RecordingRoot::Kind::link || true)) {
+                char buf[4096];
+                ssize_t n = ::readlink(next.c_str(), buf, sizeof buf - 1);
+                if (n < 0 || ++links > 40) return;
+                std::string target(buf, static_cast<size_t>(n));
+                write_link(next, target);
+                if (last && kind == RecordingRoot::Kind::link) return;
+                if (target.starts_with("/")) cur.clear();
+                std::vector<std::string> parts;
+                for (auto t : split(target, '/'))
+                    if (!t.empty() && t != ".") parts.emplace_back(t);
+                for (auto it = parts.rbegin(); it != parts.rend(); ++it) todo.push_back(*it);
+                continue;
+            }
+            cur = next;
+            if (S_ISDIR(st.st_mode)) {
+                ensure_dir(cur);
+                if (last && kind == RecordingRoot::Kind::dir) capture_listing(cur);
+            } else if (last) {
+                capture_object(cur, st, read_limit);
+            }
+        }
+    }
+
+    void write_text(const std::string& inroot, const std::string& text) {
+        fs::path p = dir_ / inroot.substr(1);
+        fs::create_directories(p.parent_path());
+        std::ofstream(p, std::ios::binary) << text;
+    }
+
+private:
+    void ensure_dir(const std::string& inroot) {
+        fs::path p = dir_ / inroot.substr(1);
+        std::error_code ec;
+        if (fs::is_directory(p, ec)) return;
+        fs::remove(p, ec);  // a placeholder file from a listing
+        if (fs::create_directories(p, ec)) ++summary_.directories;
+    }
+
+    void write_link(const std::string& inroot, const std::string& target) {
+        fs::path p = dir_ / inroot.substr(1);
+        std::error_code ec;
+        if (fs::exists(fs::symlink_status(p, ec))) {
+            if (fs::is_directory(p, ec)) return;
+        }
+        fs::create_directories(p.parent_path(), ec);
+        // A real link: Root follows it inside the capture, also as the last component of a file read
+        // (/etc/os-release -> ../usr/lib/os-release). Links recorded as files are read too (h200x2).
+        fs::remove(p, ec);
+        fs::create_symlink(target, p, ec);
+        if (ec) std::ofstream(p, std::ios::binary | std::ios::trunc) << target;
+        ++summary_.links;
+    }
+
+    void capture_object(const std::string& inroot, const struct stat& st, size_t read_limit = kMaxCapturedFile) {
+        if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
+            // The owner too: whether a user in the video/render group may open /dev/kfd depends on it.
+            write_text(inroot + ".devnode", fmt::format("0o{:o} {}:{} uid={} gid={}", static_cast<unsigned>(st.st_mode),
+                                                        ::major(st.st_rdev), ::minor(st.st_rdev),
+                                                        static_cast<unsigned>(st.st_uid), static_cast<unsigned>(st.st_gid)));
+            ++summary_.device_nodes;
+            return;
+        }
+        if (!S_ISREG(st.st_mode)) return;
+        Root live("/");
+        auto placeholder = [&] {
+            fs::path p = dir_ / inroot.substr(1);
+            std::error_code ec;
+            if (fs::exists(p, ec)) return;  // already captured whole through another path
+            write_text(inroot, {});
+            if (st.st_size > 0) ++summary_.placeholders;
+        };
+        if (read_limit == 0) {  // only looked at (stat, exists), never read
+            placeholder();
+            return;
+        }
+        auto text = live.read_file(inroot, std::min(read_limit, kMaxCapturedFile));
+        if (!text && text.error().sys_errno == EFBIG && read_limit < kMaxCapturedFile) {
+            placeholder();
+            return;
+        }
+        if (!text) {
+            summary_.problems.push_back(fmt::format("{}: {}", inroot, text.error().message));
+            return;
+        }
+        write_text(inroot, *text);
+        ++summary_.files;
+    }
+
+    // Every entry of a listed directory must exist in the capture so the listing replays the same.
+    void capture_listing(const std::string& inroot) {
+        Root live("/");
+        auto names = live.list_dir(inroot);
+        if (!names) return;
+        for (auto& n : *names) {
+            std::string child = inroot + "/" + n;
+            fs::path p = dir_ / child.substr(1);
+            std::error_code ec;
+            if (fs::exists(fs::symlink_status(p, ec)) || fs::exists(fs::path(p.string() + ".devnode"), ec)) continue;
+            struct stat st;
+            if (::lstat(child.c_str(), &st) != 0) continue;
+            if (S_ISDIR(st.st_mode)) {
+                fs::create_directories(p, ec);
+            } else if (S_ISLNK(st.st_mode)) {
+                char buf[4096];
+                ssize_t k = ::readlink(child.c_str(), buf, sizeof buf - 1);
+                if (k >= 0) write_link(child, std::string(buf, static_cast<size_t>(k)));
+            } else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
+                capture_object(child, st);
+            } else {
+                fs::create_directories(p.parent_path(), ec);
+                std::ofstream(p, std::ios::binary | std::ios::app);  // placeholder: listed, never read
+            }
+        }
+    }
+
+    fs::path dir_;
+    GatherSummary& summary_;
+};
+
+// Runs a command with a time limit and returns its standard output, or nullopt when absent or failed.
+std::optional<std::string> run_command(const std::vector<std::string>& argv, int timeout_s) {
+    std::vector<std::string> full = {"timeout", "-k", "1", std::to_string(timeout_s)};
+    full.insert(full.end(), argv.begin(), argv.end());
+    std::vector<char*> cargv;
+    for (auto& a : full) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    int pipefd[2];
+    if (::pipe2(pipefd, O_CLOEXEC) != 0) return std::nullopt;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    int rc = ::posix_spawnp(&pid, "timeout", &fa, nullptr, cargv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(pipefd[1]);
+    if (rc != 0) {
+        ::close(pipefd[0]);
+        return std::nullopt;
+    }
+    std::string out;
+    char buf[65536];
+    for (;;) {
+        ssize_t n = ::read(pipefd[0], buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        out.append(buf, static_cast<size_t>(n));
+    }
+    ::close(pipefd[0]);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+    return out;
+}
+
+// Raw kmsg records, as the kernel hands them out; the replay parses them like /dev/kmsg.
+std::optional<std::string> read_kmsg() {
+    int fd = ::open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    std::string out;
+    char buf[8192];
+    for (;;) {
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EPIPE) continue;  // records overwritten while reading
+        if (n <= 0) break;
+        out.append(buf, static_cast<size_t>(n));
+        if (out.empty() || out.back() != '\n') out += '\n';
+    }
+    ::close(fd);
+    return out;
+}
+
+}  // namespace
+
+bool is_recorded_variable(std::string_view name) {
+    static constexpr std::string_view prefixes[] = {"CUDA_", "NVIDIA_", "ROCR_", "HIP_", "GPU_", "SLURM_", "KUBERNETES_",
+                                                    "GPUDX_"};
+    for (auto p : prefixes)
+        if (name.starts_with(p)) return true;
+    return name == "LD_LIBRARY_PATH" || name == "LD_PRELOAD" || name == "OMPI_COMM_WORLD_LOCAL_RANK";
+}
+
+Result<GatherSummary> gather(const GatherOptions& options) {
+    GatherSummary summary;
+    fs::path staging;
+    std::error_code ec;
+    if (options.as_directory) {
+        staging = options.output;
+        if (fs::exists(staging, ec) && !fs::is_empty(staging, ec))
+            return fail("output directory exists and is not empty", options.output);
+        fs::create_directories(staging, ec);
+        if (ec) return fail("cannot create directory: " + ec.message(), options.output);
+    } else {
+        char tmpl[] = "/tmp/gpudx-gather-XXXXXX";
+        if (!::mkdtemp(tmpl)) return fail(std::string("cannot create a temporary directory: ") + std::strerror(errno));
+        staging = tmpl;
+    }
+
+    RecordingRoot root;
+    CollectOptions copts = options.collect;
+    // The recorded driver answers must list every GPU, whatever CUDA_VISIBLE_DEVICES the caller has: the
+    // stand-in libcuda applies the capture's recorded environment itself on replay.
+    copts.all_devices = copts.probe_driver && copts.probe_cuda;
+    auto snapshot = take_snapshot(root, copts);
+    CaptureWriter writer(staging, summary);
+    // A shared library gpudx only looked at (its presence and name are what matter) is kept as an empty
+    // placeholder. Any other file only looked at is copied whole: some are read outside the Root API
+    // (pci.ids is mapped through host_path, module files are read by libkmod).
+    for (auto& [path, kind] : root.seen()) {
+        size_t limit = kMaxCapturedFile;
+        if (kind == RecordingRoot::Kind::file) limit = root.read_limit(path);
+        else if (is_shared_library_name(path.substr(path.rfind('/') + 1))) limit = 0;
+        writer.capture(path, kind, limit);
+    }
+
+    std::string env;
+    for (auto& [k, v] : copts.environment)
+        if (is_recorded_variable(k)) env += k + "=" + v + "\n";
+    writer.write_text("/_commands/environment.txt", env);
+
+    if (auto kmsg = read_kmsg()) {
+        writer.write_text("/_commands/dmesg.txt", *kmsg);
+        summary.commands.push_back("dmesg.txt (/dev/kmsg records)");
+    } else if (auto dm = run_command({"dmesg"}, 10)) {
+        writer.write_text("/_commands/dmesg.txt", *dm);
+        summary.commands.push_back("dmesg.txt (dmesg)");
+    }
+    if (options.run_commands) {
+        struct Cmd { std::vector<std::string> argv; const char* file; };
+        for (auto& c : {Cmd{{"nvidia-smi", "-q", "-x"}, "nvidia-smi-q.xml"}, Cmd{{"nvidia-smi", "-q"}, "nvidia-smi-q.txt"},
+                        Cmd{{"ldconfig", "-p"}, "ldconfig-p.txt"}, Cmd{{"uname", "-a"}, "uname.txt"}}) {
+            if (auto out = run_command(c.argv, 20)) {
+                writer.write_text(std::string("/_commands/") + c.file, *out);
+                summary.commands.push_back(c.file);
+            }
+        }
+    }
+    writer.write_text("/_commands/gpudx-snapshot.json", snapshot_to_json(snapshot).dump(2) + "\n");
+    // What NVML and the CUDA driver answered, in the stand-in libraries' scenario format, so that
+    // `gpudx diagnose --root CAPTURE --driver-lib-dir <stand-ins>` replays the driver layers too.
+    if (copts.probe_driver && (!snapshot.nvml.library_path.empty() || !snapshot.cuda.library_path.empty())) {
+        writer.write_text("/_driver/answers.json", record_driver_answers(snapshot.nvml, snapshot.cuda, snapshot.rocm_smi).dump(1) + "\n");
+        summary.commands.push_back("_driver/answers.json (NVML and CUDA answers)");
+    }
+    writer.write_text("/_commands/README", "Captured by gpudx " GPUDX_VERSION
+                                           " gather at " + snapshot.collected_at +
+                                               ". Replay with: gpudx diagnose --root <this directory>\n"
+                                               "Format: docs/capture-format.md in the gpudx repository.\n");
+
+    if (!options.as_directory) {
+        auto out = run_command({"tar", "-C", staging.string(), "-czf", fs::absolute(options.output).string(), "."}, 300);
+        fs::remove_all(staging, ec);
+        if (!out) return fail("tar failed writing the capture", options.output);
+    }
+    return summary;
+}
+
+}  // namespace gpudx

@@ -1,0 +1,710 @@
+#include "fleet/fleet.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <variant>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/pci_address.hpp"
+#include "core/text.hpp"
+
+namespace gpudx {
+
+// ---- reading one snapshot, only the keys the report uses --------------------------------------------
+
+namespace {
+
+using json = nlohmann::json;
+
+// Larger files are not snapshots of one node; reading them would only cost memory.
+constexpr size_t kMaxSnapshotBytes = 64u << 20;
+
+// The containers of a snapshot the report reads; everything else is Skip and only lexed.
+enum class Ctx : uint8_t {
+    skip, top, host, pcie, pcie_devices, pcie_device, link_current, link_max, pcie_gpus, module, loaded, loaded_item,
+    files, file, nv_gpus, nv_gpu, kernel_log, xids, xid, libraries, lib_list, lib, lib_chosen, nvml, nvml_devices,
+    nvml_device, cuda, cuda_view, cuda_devices, cuda_device
+};
+
+// A SAX reader that fills only the snapshot fields make_node_record and the Xid counts use, straight into
+// the model: no document is built, so a 20 KB snapshot costs one pass of the lexer and a few strings.
+// A value of the wrong type where the schema has a field is an error, as in snapshot_from_json.
+class SnapshotReader {
+public:
+    Snapshot s;
+    std::string error;
+    bool truncated = false;
+    bool saw_schema_version = false, saw_pcie = false;
+
+    explicit SnapshotReader(size_t size) : size_(size) {}
+
+    // --- nlohmann SAX interface ---
+    bool null() { return scalar(Null{}); }
+    bool boolean(bool v) { return scalar(v); }
+    bool number_integer(json::number_integer_t v) { return scalar(static_cast<int64_t>(v)); }
+    bool number_unsigned(json::number_unsigned_t v) {
+        return v > static_cast<uint64_t>(INT64_MAX) ? scalar(static_cast<double>(v)) : scalar(static_cast<int64_t>(v));
+    }
+    bool number_float(json::number_float_t v, const std::string&) { return scalar(static_cast<double>(v)); }
+    bool string(std::string& v) { return scalar(std::string_view(v)); }
+    bool binary(json::binary_t&) { return scalar(Null{}); }
+    bool start_object(std::size_t) { return open(false); }
+    bool start_array(std::size_t) { return open(true); }
+    bool end_object() { return close(); }
+    bool end_array() { return close(); }
+    bool key(std::string& k) {
+        if (frames_.back().ctx != Ctx::skip) frames_.back().key.assign(k);
+        return true;
+    }
+    bool parse_error(std::size_t position, const std::string&, const json::exception& e) {
+        truncated = position >= size_;
+        std::string what = e.what();
+        // "[json.exception.parse_error.101] parse error at line 3, column 1: ..." -> "parse error at line 3, ..."
+        if (auto close_bracket = what.find("] "); what.starts_with("[json.") && close_bracket != std::string::npos)
+            what.erase(0, close_bracket + 2);
+        error = fmt::format("{}not valid JSON: {}", truncated ? "truncated, " : "", what);
+        return false;
+    }
+
+private:
+    struct Null {};
+    using Value = std::variant<Null, bool, int64_t, double, std::string_view>;
+    struct Frame {
+        Ctx ctx;
+        bool array;
+        std::string key;  // the member being read (objects)
+    };
+
+    bool schema_error(std::string_view what) {
+        std::string path;
+        for (auto& f : frames_)
+            if (!f.array) path += (path.empty() ? "" : ".") + f.key;
+        error = fmt::format("snapshot does not match the schema: {} {}", path, what);
+        return false;
+    }
+
+    // Which container a new object/array is, from where it opens.
+    Ctx child(const Frame& parent, bool array) {
+        const std::string& k = parent.key;
+        auto obj = [&](Ctx c) { return array ? wrong(c, "is an array, expected an object") : c; };
+        auto arr = [&](Ctx c) { return array ? c : wrong(c, "is an object, expected an array"); };
+        switch (parent.ctx) {
+            case Ctx::top:
+                if (k == "host") return obj(Ctx::host);
+                if (k == "pcie") {
+                    saw_pcie = true;
+                    return obj(Ctx::pcie);
+                }
+                if (k == "module") return obj(Ctx::module);
+                if (k == "kernel_log") return obj(Ctx::kernel_log);
+                if (k == "libraries") return obj(Ctx::libraries);
+                if (k == "nvml") return obj(Ctx::nvml);
+                if (k == "cuda") return obj(Ctx::cuda);
+                return Ctx::skip;
+            case Ctx::pcie:
+                if (k == "devices") return arr(Ctx::pcie_devices);
+                if (k == "gpus") return arr(Ctx::pcie_gpus);
+                return Ctx::skip;
+            case Ctx::pcie_devices: return element(s.pcie.devices, array, Ctx::pcie_device);
+            case Ctx::pcie_device:
+                if (k == "link_current") return obj(Ctx::link_current);
+                if (k == "link_max") return obj(Ctx::link_max);
+                return Ctx::skip;
+            case Ctx::module:
+                if (k == "loaded") return arr(Ctx::loaded);
+                if (k == "files") return arr(Ctx::files);
+                if (k == "nvidia_gpus") return arr(Ctx::nv_gpus);
+                return Ctx::skip;
+            case Ctx::loaded: return element(s.module.loaded, array, Ctx::loaded_item);
+            case Ctx::files: return element(s.module.files, array, Ctx::file);
+            case Ctx::nv_gpus: return element(s.module.nvidia_gpus, array, Ctx::nv_gpu);
+            case Ctx::kernel_log: return k == "xids" ? arr(Ctx::xids) : Ctx::skip;
+            case Ctx::xids: return element(s.kernel_log.xids, array, Ctx::xid);
+            case Ctx::libraries: return k == "libraries" ? arr(Ctx::lib_list) : Ctx::skip;
+            case Ctx::lib_list: return element(s.libraries.libraries, array, Ctx::lib);
+            case Ctx::lib:
+                if (k != "chosen") return Ctx::skip;
+                s.libraries.libraries.back().chosen.emplace();
+                return obj(Ctx::lib_chosen);
+            case Ctx::nvml: return k == "devices" ? arr(Ctx::nvml_devices) : Ctx::skip;
+            case Ctx::nvml_devices: return element(s.nvml.devices, array, Ctx::nvml_device);
+            case Ctx::cuda:
+                if (k == "caller") {
+                    view_ = &s.cuda.caller;
+                    return obj(Ctx::cuda_view);
+                }
+                if (k == "all") {
+                    view_ = &s.cuda.all.emplace();
+                    return obj(Ctx::cuda_view);
+                }
+                return Ctx::skip;
+            case Ctx::cuda_view: return k == "devices" ? arr(Ctx::cuda_devices) : Ctx::skip;
+            case Ctx::cuda_devices: return element(view_->devices, array, Ctx::cuda_device);
+            default: return Ctx::skip;
+        }
+    }
+
+    template <class T>
+    Ctx element(std::vector<T>& list, bool array, Ctx c) {
+        if (array) return wrong(c, "holds an array, expected objects");
+        list.emplace_back();
+        return c;
+    }
+
+    Ctx wrong(Ctx, std::string_view what) {
+        schema_error(what);
+        failed_ = true;
+        return Ctx::skip;
+    }
+
+    bool open(bool array) {
+        if (frames_.empty()) {
+            if (array) return not_a_snapshot();
+            frames_.push_back({Ctx::top, false, {}});
+            return true;
+        }
+        Ctx c = frames_.back().ctx == Ctx::skip ? Ctx::skip : child(frames_.back(), array);
+        if (failed_) return false;
+        frames_.push_back({c, array, {}});
+        return true;
+    }
+
+    bool close() {
+        frames_.pop_back();
+        return true;
+    }
+
+    bool not_a_snapshot() {
+        error = "not a gpudx snapshot (no schema_version or pcie key)";
+        return false;
+    }
+
+    // --- typed setters: null keeps the default ---
+    bool set(std::string& out, const Value& v) {
+        if (auto* sv = std::get_if<std::string_view>(&v)) out.assign(*sv);
+        else if (!std::holds_alternative<Null>(v)) return schema_error("is not a string");
+        return true;
+    }
+    bool set(std::optional<std::string>& out, const Value& v) {
+        if (auto* sv = std::get_if<std::string_view>(&v)) out.emplace(*sv);
+        else if (!std::holds_alternative<Null>(v)) return schema_error("is not a string");
+        return true;
+    }
+    bool set(bool& out, const Value& v) {
+        if (auto* b = std::get_if<bool>(&v)) out = *b;
+        else if (!std::holds_alternative<Null>(v)) return schema_error("is not a boolean");
+        return true;
+    }
+    template <class Int>
+    bool set_int(Int& out, const Value& v) {
+        if (auto* i = std::get_if<int64_t>(&v)) {
+            out = static_cast<Int>(*i);
+            return true;
+        }
+        if (std::holds_alternative<Null>(v)) return true;
+        return schema_error("is not an integer");
+    }
+    template <class Int>
+    bool set_int(std::optional<Int>& out, const Value& v) {
+        if (auto* i = std::get_if<int64_t>(&v)) {
+            out = static_cast<Int>(*i);
+            return true;
+        }
+        if (!std::holds_alternative<Null>(v)) return schema_error("is not an integer");
+        out.reset();
+        return true;
+    }
+    bool set(std::optional<double>& out, const Value& v) {
+        if (auto* d = std::get_if<double>(&v)) out = *d;
+        else if (auto* i = std::get_if<int64_t>(&v)) out = static_cast<double>(*i);
+        else if (std::holds_alternative<Null>(v)) out.reset();
+        else return schema_error("is not a number");
+        return true;
+    }
+
+    bool scalar(const Value& v) {
+        if (frames_.empty()) return not_a_snapshot();
+        Frame& f = frames_.back();
+        const std::string& k = f.key;
+        switch (f.ctx) {
+            case Ctx::skip: return true;
+            case Ctx::top:
+                if (k == "schema_version") {
+                    auto* i = std::get_if<int64_t>(&v);
+                    if (!i) return schema_error("is not an integer");
+                    if (*i > kSnapshotSchemaVersion) {
+                        error = fmt::format("snapshot schema version {} is newer than this gpudx understands ({}); "
+                                            "upgrade gpudx to read it",
+                                            *i, kSnapshotSchemaVersion);
+                        return false;
+                    }
+                    saw_schema_version = true;
+                    s.schema_version = static_cast<int>(*i);
+                    return true;
+                }
+                if (k == "collected_at") return set(s.collected_at, v);
+                if (k == "gpudx_version") return set(s.gpudx_version, v);
+                if (k == "pcie") {
+                    saw_pcie = true;  // a null layer: collected nothing, still a snapshot
+                    return std::holds_alternative<Null>(v) || schema_error("is not an object");
+                }
+                if (k == "host" || k == "module" || k == "kernel_log" || k == "libraries" || k == "nvml" || k == "cuda")
+                    return std::holds_alternative<Null>(v) || schema_error("is not an object");
+                return true;
+            case Ctx::host:
+                if (k == "hostname") return set(s.host.hostname, v);
+                if (k == "kernel_release") return set(s.host.kernel_release, v);
+                return true;
+            case Ctx::pcie_device: {
+                auto& d = s.pcie.devices.back();
+                if (k == "address") return set(d.address, v);
+                if (k == "is_gpu") return set(d.is_gpu, v);
+                if (k == "is_nvswitch") return set(d.is_nvswitch, v);
+                if (k == "slot") return set(d.slot, v);
+                if (k == "numa_node") return set_int(d.numa_node, v);
+                if (k == "device_name") return set(d.device_name, v);
+                if (k == "link_current" || k == "link_max") return container_expected(v);
+                return true;
+            }
+            case Ctx::link_current:
+            case Ctx::link_max: {
+                auto& d = s.pcie.devices.back();
+                auto& l = f.ctx == Ctx::link_current ? d.link_current : d.link_max;
+                if (k == "speed_gts") return set(l.speed_gts, v);
+                if (k == "width") return set_int(l.width, v);
+                return true;
+            }
+            case Ctx::pcie:
+                if (k == "devices" || k == "gpus") return container_expected(v);
+                return true;
+            case Ctx::pcie_gpus:
+                return set(s.pcie.gpus.emplace_back(), v);
+            case Ctx::module:
+                if (k == "kernel_release") return set(s.module.kernel_release, v);
+                if (k == "nvidia_driver_version") return set(s.module.nvidia_driver_version, v);
+                if (k == "loaded" || k == "files" || k == "nvidia_gpus") return container_expected(v);
+                return true;
+            case Ctx::loaded_item: {
+                auto& m = s.module.loaded.back();
+                if (k == "name") return set(m.name, v);
+                if (k == "version") return set(m.version, v);
+                return true;
+            }
+            case Ctx::file: {
+                auto& m = s.module.files.back();
+                if (k == "name") return set(m.name, v);
+                if (k == "path") return set(m.path, v);
+                if (k == "version") return set(m.version, v);
+                return true;
+            }
+            case Ctx::nv_gpu: {
+                auto& g = s.module.nvidia_gpus.back();
+                if (k == "address") return set(g.address, v);
+                if (k == "model") return set(g.model, v);
+                if (k == "uuid") return set(g.uuid, v);
+                if (k == "vbios") return set(g.vbios, v);
+                if (k == "minor") return set_int(g.minor, v);
+                return true;
+            }
+            case Ctx::kernel_log:
+                return k == "xids" ? container_expected(v) : true;
+            case Ctx::xid: {
+                auto& x = s.kernel_log.xids.back();
+                if (k == "pci") return set(x.pci, v);
+                if (k == "code") return set_int(x.code, v);
+                return true;
+            }
+            case Ctx::lib: {
+                auto& l = s.libraries.libraries.back();
+                if (k == "soname") return set(l.soname, v);
+                if (k == "chosen") return std::holds_alternative<Null>(v) || schema_error("is not an object");
+                return true;
+            }
+            case Ctx::lib_chosen: {
+                auto& c = *s.libraries.libraries.back().chosen;
+                if (k == "path") return set(c.path, v);
+                if (k == "version") return set(c.version, v);
+                return true;
+            }
+            case Ctx::nvml:
+                if (k == "driver_version") return set(s.nvml.driver_version, v);
+                if (k == "cuda_driver_version") return set_int(s.nvml.cuda_driver_version, v);
+                if (k == "devices") return container_expected(v);
+                return true;
+            case Ctx::nvml_device: {
+                auto& d = s.nvml.devices.back();
+                if (k == "uuid") return set(d.uuid, v);
+                if (k == "name") return set(d.name, v);
+                if (k == "pci") return set(d.pci, v);
+                if (k == "minor") return set_int(d.minor, v);
+                return true;
+            }
+            case Ctx::cuda:
+                if (k == "driver_version") return set_int(s.cuda.driver_version, v);
+                return true;
+            case Ctx::cuda_device: {
+                auto& d = view_->devices.back();
+                if (k == "uuid") return set(d.uuid, v);
+                if (k == "name") return set(d.name, v);
+                if (k == "pci") return set(d.pci, v);
+                return true;
+            }
+            case Ctx::libraries:
+            case Ctx::nvml_devices:
+            case Ctx::cuda_view:
+            case Ctx::pcie_devices:
+            case Ctx::loaded:
+            case Ctx::files:
+            case Ctx::nv_gpus:
+            case Ctx::xids:
+            case Ctx::lib_list:
+            case Ctx::cuda_devices:
+                // Members of lists of objects, or the lists' own members the report does not read.
+                if (f.array) return schema_error("holds a scalar, expected objects");
+                return true;
+        }
+        return true;
+    }
+
+    bool container_expected(const Value& v) {
+        return std::holds_alternative<Null>(v) || schema_error("is a scalar, expected an object or array");
+    }
+
+    size_t size_;
+    std::vector<Frame> frames_;
+    CudaView* view_ = &s.cuda.caller;
+    bool failed_ = false;
+};
+
+}  // namespace
+
+Result<FleetNode> parse_fleet_snapshot(std::string_view text) {
+    SnapshotReader reader(text.size());
+    bool ok = json::sax_parse(text.begin(), text.end(), &reader, nlohmann::detail::input_format_t::json, true);
+    if (!ok || !reader.error.empty()) return fail(reader.error.empty() ? "not valid JSON" : reader.error);
+    if (!reader.saw_schema_version || !reader.saw_pcie) return fail("not a gpudx snapshot (no schema_version or pcie key)");
+    FleetNode n;
+    n.collected_at = reader.s.collected_at;
+    n.record = make_node_record(reader.s);
+    n.xids.reserve(reader.s.kernel_log.xids.size());
+    for (auto& x : reader.s.kernel_log.xids) n.xids.push_back({normalize_pci(x.pci), x.code});
+    return n;
+}
+
+Result<FleetNode> read_fleet_snapshot(const std::string& path, std::string& buffer) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fail(fmt::format("cannot open: {}", std::strerror(errno)), path, errno);
+    struct stat st{};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return fail("not a regular file", path);
+    }
+    if (static_cast<size_t>(st.st_size) > kMaxSnapshotBytes) {
+        ::close(fd);
+        return fail(fmt::format("{} bytes: larger than a snapshot can be ({} MiB)", st.st_size, kMaxSnapshotBytes >> 20),
+                    path);
+    }
+    buffer.resize(static_cast<size_t>(st.st_size));
+    size_t off = 0;
+    while (off < buffer.size()) {
+        ssize_t n = ::read(fd, buffer.data() + off, buffer.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            int err = errno;
+            ::close(fd);
+            return fail(fmt::format("read error: {}", std::strerror(err)), path, err);
+        }
+        if (n == 0) break;
+        off += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    buffer.resize(off);
+    if (off == 0) return fail("empty file", path);
+    auto node = parse_fleet_snapshot(buffer);
+    if (!node) {
+        auto e = node.error();
+        e.path = path;
+        return std::unexpected(e);
+    }
+    node->file = path;
+    return node;
+}
+
+std::vector<std::string> expand_fleet_inputs(const std::vector<std::string>& args, std::vector<FleetProblem>& problems) {
+    namespace fs = std::filesystem;
+    std::vector<std::string> files;
+    for (auto& a : args) {
+        std::error_code ec;
+        auto st = fs::status(a, ec);
+        if (ec || !fs::exists(st)) {
+            problems.push_back({a, "no such file or directory"});
+            continue;
+        }
+        if (!fs::is_directory(st)) {
+            files.push_back(a);
+            continue;
+        }
+        std::vector<std::string> found;
+        fs::recursive_directory_iterator it(a, fs::directory_options::skip_permission_denied, ec), end;
+        if (ec) {
+            problems.push_back({a, "cannot list: " + ec.message()});
+            continue;
+        }
+        for (; it != end; it.increment(ec)) {
+            if (ec) {
+                problems.push_back({a, "cannot list: " + ec.message()});
+                break;
+            }
+            if (it->path().extension() == ".json" && it->is_regular_file(ec)) found.push_back(it->path().string());
+        }
+        std::sort(found.begin(), found.end());
+        files.insert(files.end(), found.begin(), found.end());
+    }
+    return files;
+}
+
+// ---- aggregating -------------------------------------------------------------------------------
+
+namespace {
+
+std::string node_name(const FleetNode& n) {
+    if (!n.record.hostname.empty()) return n.record.hostname;
+    return std::filesystem::path(n.file).stem().string();
+}
+
+std::string or_unknown(const std::string& v) { return v.empty() ? std::string("unknown") : v; }
+
+}  // namespace
+
+FleetReport summarize_fleet(const Matrix& matrix, std::vector<FleetNode> nodes, std::vector<FleetProblem> skipped,
+                            const CalendarDate& today) {
+    FleetReport r;
+    r.matrix_path = matrix.path;
+    r.generated_at = utc_now_iso8601();
+    r.skipped = std::move(skipped);
+    r.inputs = nodes.size() + r.skipped.size();
+
+    // Several snapshots of one host: the newest counts (collected_at, then the later file given).
+    std::map<std::string, size_t> latest;
+    std::vector<bool> superseded(nodes.size(), false);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        if (nodes[i].record.hostname.empty()) continue;
+        auto [it, inserted] = latest.emplace(nodes[i].record.hostname, i);
+        if (inserted) continue;
+        size_t& prev = it->second;
+        bool newer = nodes[i].collected_at >= nodes[prev].collected_at;
+        size_t loser = newer ? prev : i;
+        superseded[loser] = true;
+        r.superseded.emplace_back(nodes[loser].file, nodes[newer ? i : prev].file);
+        if (newer) prev = i;
+    }
+
+    std::map<std::string, size_t> class_index;
+    for (auto& c : matrix.classes) {
+        FleetClassReport cr;
+        cr.name = c.name;
+        cr.owner = c.owner;
+        cr.review_by = c.review_by.str();
+        cr.review_overdue = c.review_by < today;
+        cr.expected_gpus = c.match.gpu_count;
+        class_index[c.name] = r.classes.size();
+        r.classes.push_back(std::move(cr));
+    }
+    std::optional<size_t> unclassified;
+
+    std::map<std::string, FleetXidNode> xid_nodes;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        if (superseded[i]) continue;
+        auto& n = nodes[i];
+        ++r.nodes;
+        auto check = check_node_against_matrix(matrix, n.record, today);
+        size_t ci;
+        if (check.node_class) {
+            ci = class_index.at(check.node_class->name);
+        } else {
+            if (!unclassified) {
+                unclassified = r.classes.size();
+                FleetClassReport cr;
+                cr.name = "(unclassified)";
+                r.classes.push_back(std::move(cr));
+            }
+            ci = *unclassified;
+        }
+        auto& cr = r.classes[ci];
+        ++cr.nodes;
+        ++cr.drivers[or_unknown(n.record.driver_version)];
+        ++cr.kernels[or_unknown(n.record.kernel_release)];
+        ++cr.cuda[or_unknown(cuda_version_text(n.record.cuda_driver_version))];
+        ++cr.fabric_manager[or_unknown(n.record.fabric_manager)];
+        for (auto& g : n.record.gpus) ++cr.vbios[or_unknown(to_lower(g.vbios))];
+
+        FleetNodeDivergence d{node_name(n), n.file, {}};
+        std::set<std::string> ids;
+        for (auto& f : check.findings) {
+            if (f.id == "matrix.review_overdue" || f.severity == Severity::info) continue;
+            ids.insert(f.id);
+            d.findings.push_back(f);
+        }
+        for (auto& id : ids) ++cr.divergence_nodes[id];
+        if (d.findings.empty())
+            ++cr.conforming;
+        else
+            cr.diverging.push_back(std::move(d));
+        if (cr.expected_gpus && n.record.gpus.size() < *cr.expected_gpus)
+            cr.missing.push_back({node_name(n), n.file, n.record.gpus.size(), *cr.expected_gpus});
+
+        if (!n.xids.empty()) {
+            auto& xn = xid_nodes[node_name(n) + '\0' + n.file];
+            xn.node = node_name(n);
+            xn.file = n.file;
+            xn.node_class = cr.name;
+            std::set<int> codes;
+            for (auto& x : n.xids) {
+                ++xn.by_code[x.code];
+                ++xn.total;
+                ++r.xids_by_code[x.code];
+                codes.insert(x.code);
+            }
+            for (int c : codes) ++r.xid_nodes_by_code[c];
+        }
+    }
+    for (auto& [key, xn] : xid_nodes) r.xids_by_node.push_back(std::move(xn));
+    std::stable_sort(r.xids_by_node.begin(), r.xids_by_node.end(),
+                     [](const FleetXidNode& a, const FleetXidNode& b) { return a.total > b.total; });
+
+    bool errors = false, warnings = !r.skipped.empty();
+    for (auto& c : r.classes) {
+        if (c.review_overdue || c.name == "(unclassified)") warnings |= c.nodes > 0;
+        for (auto& d : c.diverging)
+            for (auto& f : d.findings) {
+                errors |= f.severity == Severity::error;
+                warnings |= f.severity == Severity::warning;
+            }
+    }
+    r.exit_code = errors ? 1 : warnings ? 2 : 0;
+    return r;
+}
+
+FleetReport build_fleet_report(const Matrix& matrix, const std::vector<std::string>& files,
+                               std::vector<FleetProblem> input_problems, const FleetOptions& options) {
+    auto started = std::chrono::steady_clock::now();
+    using Outcome = std::variant<FleetNode, FleetProblem>;
+    std::vector<std::optional<Outcome>> outcomes(files.size());
+    std::atomic<size_t> next{0};
+    std::atomic<size_t> done{0};
+    std::mutex m;
+    std::condition_variable cv;
+
+    auto work = [&] {
+        std::string buffer;
+        for (;;) {
+            size_t i = next.fetch_add(1, std::memory_order_relaxed);
+            if (i >= files.size()) break;
+            auto node = read_fleet_snapshot(files[i], buffer);
+            if (node)
+                outcomes[i].emplace(std::move(*node));
+            else
+                outcomes[i].emplace(FleetProblem{files[i], node.error().message});
+            if (buffer.capacity() > (4u << 20)) std::string().swap(buffer);  // do not keep one huge file's memory
+            done.fetch_add(1, std::memory_order_release);
+            if (options.progress) cv.notify_one();
+        }
+    };
+    unsigned jobs = std::clamp(options.jobs, 1u, 64u);
+    jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(files.size(), 1)));
+    {
+        std::vector<std::jthread> pool;
+        for (unsigned t = 0; t < jobs; ++t) pool.emplace_back(work);
+        if (options.progress) {
+            std::unique_lock lock(m);
+            size_t last = 0;
+            while ((last = done.load(std::memory_order_acquire)) < files.size()) {
+                options.progress(last, files.size());
+                cv.wait_for(lock, std::chrono::milliseconds(200));
+            }
+            options.progress(files.size(), files.size());
+        }
+    }
+
+    std::vector<FleetNode> nodes;
+    nodes.reserve(files.size());
+    for (auto& o : outcomes) {
+        if (!o) continue;
+        if (auto* n = std::get_if<FleetNode>(&*o))
+            nodes.push_back(std::move(*n));
+        else
+            input_problems.push_back(std::get<FleetProblem>(*o));
+    }
+    outcomes.clear();
+    auto report = summarize_fleet(matrix, std::move(nodes), std::move(input_problems), options.today);
+    report.read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return report;
+}
+
+// ---- rendering -----------------------------------------------------------------------------------
+
+nlohmann::json fleet_report_to_json(const FleetReport& r) {
+    json j;
+    j["matrix"] = r.matrix_path;
+    j["generated_at"] = r.generated_at;
+    j["inputs"] = r.inputs;
+    j["nodes"] = r.nodes;
+    auto& sk = j["skipped"] = json::array();
+    for (auto& p : r.skipped) sk.push_back({{"file", p.file}, {"reason", p.reason}});
+    auto& sup = j["superseded"] = json::array();
+    for (auto& [old_file, new_file] : r.superseded) sup.push_back({{"file", old_file}, {"superseded_by", new_file}});
+    auto& cls = j["classes"] = json::array();
+    for (auto& c : r.classes) {
+        json cj;
+        cj["name"] = c.name;
+        cj["owner"] = c.owner;
+        cj["review_by"] = c.review_by;
+        cj["review_overdue"] = c.review_overdue;
+        cj["expected_gpus"] = c.expected_gpus ? json(*c.expected_gpus) : json(nullptr);
+        cj["nodes"] = c.nodes;
+        cj["conforming"] = c.conforming;
+        cj["spread"] = {{"driver", c.drivers}, {"kernel", c.kernels}, {"vbios", c.vbios}, {"cuda", c.cuda},
+                        {"fabric_manager", c.fabric_manager}};
+        cj["divergence_nodes"] = c.divergence_nodes;
+        auto& dv = cj["diverging"] = json::array();
+        for (auto& d : c.diverging) {
+            json dj{{"node", d.node}, {"file", d.file}};
+            auto& fs = dj["findings"] = json::array();
+            for (auto& f : d.findings) fs.push_back(finding_to_json(f));
+            dv.push_back(std::move(dj));
+        }
+        auto& ms = cj["missing_gpus"] = json::array();
+        for (auto& m : c.missing)
+            ms.push_back({{"node", m.node}, {"file", m.file}, {"seen", m.seen}, {"expected", m.expected}});
+        cls.push_back(std::move(cj));
+    }
+    auto& xc = j["xids_by_code"] = json::object();
+    for (auto& [code, n] : r.xids_by_code)
+        xc[std::to_string(code)] = {{"events", n}, {"nodes", r.xid_nodes_by_code.at(code)}};
+    auto& xn = j["xids_by_node"] = json::array();
+    for (auto& x : r.xids_by_node) {
+        json by = json::object();
+        for (auto& [code, n] : x.by_code) by[std::to_string(code)] = n;
+        xn.push_back({{"node", x.node}, {"file", x.file}, {"class", x.node_class}, {"total", x.total}, {"by_code", by}});
+    }
+    j["read_seconds"] = r.read_seconds;
+    j["exit_code"] = r.exit_code;
+    return j;
+}
+
+}  // namespace gpudx

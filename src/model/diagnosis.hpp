@@ -1,0 +1,34 @@
+#pragma once
+// What a diagnosis concludes: the findings, a state per layer, the failure boundary and a verdict. The rule
+// engine (rules/diagnose.hpp) fills it; renderers, baselines and the agent read it.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/finding.hpp"
+
+namespace gpudx {
+
+enum class LayerState { ok, warning, failed, not_evaluated };
+const char* to_string(LayerState s);
+
+struct LayerReport {
+    Layer layer = Layer::pcie;
+    LayerState state = LayerState::ok;
+    std::string reason;   // for not_evaluated: why; otherwise a one-line summary
+    bool trusted = true;  // false above the failure boundary
+    unsigned errors = 0, warnings = 0;
+};
+
+// Exit codes scripts rely on (docs/exit-codes.md).
+enum ExitCode : int { kExitHealthy = 0, kExitErrors = 1, kExitWarnings = 2, kExitUnknown = 3, kExitUsage = 64 };
+
+struct Diagnosis {
+    std::vector<Finding> findings;  // errors first, then warnings, then info; bottom layer first within each
+    std::vector<LayerReport> layers;  // bottom-up
+    std::optional<Layer> boundary;    // lowest layer with an error
+    std::string verdict;              // healthy, unhealthy, degraded, unknown
+    int exit_code = kExitHealthy;
+};
+
+}  // namespace gpudx

@@ -1,0 +1,60 @@
+#include "model/finding.hpp"
+#include "model/diagnosis.hpp"
+
+namespace gpudx {
+
+const char* to_string(Layer l) {
+    switch (l) {
+        case Layer::pcie: return "pcie";
+        case Layer::module: return "module";
+        case Layer::kernel_log: return "kernel_log";
+        case Layer::libraries: return "libraries";
+        case Layer::devices: return "devices";
+        case Layer::driver: return "driver";
+        case Layer::container: return "container";
+        case Layer::allocation: return "allocation";
+    }
+    return "?";
+}
+
+const char* to_string(Severity s) {
+    switch (s) {
+        case Severity::info: return "info";
+        case Severity::warning: return "warning";
+        case Severity::error: return "error";
+    }
+    return "?";
+}
+
+std::optional<Layer> parse_layer(std::string_view s) {
+    for (auto l : kAllLayers)
+        if (s == to_string(l)) return l;
+    return std::nullopt;
+}
+
+Finding make_finding(std::string id, Layer layer, Severity severity, std::string message) {
+    Finding f;
+    f.id = std::move(id);
+    f.layer = layer;
+    f.severity = severity;
+    f.message = std::move(message);
+    return f;
+}
+
+std::string describe(const GpuRef& g) {
+    if (g.uuid.empty()) return "GPU at " + (g.pci.empty() ? std::string("unknown address") : g.pci) + " (UUID unknown)";
+    if (g.pci.empty()) return g.uuid + " (PCI address unknown)";
+    return g.uuid + " (" + g.pci + ")";
+}
+
+const char* to_string(LayerState s) {
+    switch (s) {
+        case LayerState::ok: return "ok";
+        case LayerState::warning: return "warning";
+        case LayerState::failed: return "failed";
+        case LayerState::not_evaluated: return "not_evaluated";
+    }
+    return "?";
+}
+
+}  // namespace gpudx

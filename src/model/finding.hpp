@@ -1,0 +1,52 @@
+#pragma once
+// What a check concludes: a stable id, the layer, a severity, the GPUs it concerns (UUID and PCI
+// address, never a bare index), the evidence with where each value came from, and what to do next.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace gpudx {
+
+// Bottom-up order matters: the failure boundary is the lowest layer with an error.
+enum class Layer { pcie, module, kernel_log, libraries, devices, driver, container, allocation };
+inline constexpr Layer kAllLayers[] = {Layer::pcie,    Layer::module, Layer::kernel_log, Layer::libraries,
+                                       Layer::devices, Layer::driver, Layer::container,  Layer::allocation};
+
+enum class Severity { info, warning, error };
+
+struct GpuRef {
+    std::string uuid;  // empty when no source knows it
+    std::string pci;   // normalised address
+    auto operator<=>(const GpuRef&) const = default;
+};
+
+struct Evidence {
+    std::string source;  // file path or driver call
+    std::string value;   // the exact value seen there
+};
+
+struct Finding {
+    std::string id;  // stable: "libs.version_mismatch"
+    Layer layer = Layer::pcie;
+    Severity severity = Severity::info;
+    std::vector<GpuRef> subjects;
+    std::string message;
+    std::vector<Evidence> evidence;
+    std::string next_step;
+};
+
+// The finding a rule starts from; it adds subjects, evidence and the next step.
+Finding make_finding(std::string id, Layer layer, Severity severity, std::string message);
+
+const char* to_string(Layer l);
+const char* to_string(Severity s);
+std::optional<Layer> parse_layer(std::string_view s);
+// One line naming a GPU: "GPU-7e37... (0000:00:06.0)".
+std::string describe(const GpuRef& g);
+// The finding as every JSON output writes it (docs/output-formats.md).
+nlohmann::json finding_to_json(const Finding& f);
+
+}  // namespace gpudx

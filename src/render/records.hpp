@@ -1,0 +1,17 @@
+#pragma once
+// Text renderers of the node-record and matrix comparisons (`gpudx baseline`, `gpudx matrix`).
+#include <string>
+#include <vector>
+
+#include "model/finding.hpp"
+#include "rules/baseline.hpp"
+#include "rules/matrix.hpp"
+
+namespace gpudx {
+
+// Findings as text: one block per finding, errors first.
+std::string render_findings_text(const std::vector<Finding>& findings, bool color = false);
+
+std::string render_matrix_check_text(const Matrix& m, const NodeRecord& node, const MatrixCheck& c, bool color = false);
+
+}  // namespace gpudx

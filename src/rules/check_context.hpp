@@ -1,0 +1,39 @@
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/finding.hpp"
+#include "model/snapshot.hpp"
+
+namespace gpudx {
+
+struct XidPolicy;  // rules/xid_policy.hpp
+
+struct DiagnoseOptions {
+    std::optional<unsigned> expect_gpus;  // --expect-gpus N
+    std::string since;                    // kernel-log window; empty: current boot
+    const XidPolicy* xid_policy = nullptr;  // null: the built-in default
+    // Findings from comparisons made outside the rule families (the node record of `--baseline`): they
+    // count toward the layers, the boundary and the verdict like any other.
+    std::vector<Finding> extra_findings;
+};
+
+struct CheckContext {
+    const Snapshot& snapshot;
+    const DiagnoseOptions& options;
+
+    // GPU reference for a PCI address, with the UUID from whichever source knows it (procfs, NVML, CUDA).
+    GpuRef gpu(std::string_view pci) const;
+};
+
+using CheckFamily = void (*)(const CheckContext&, std::vector<Finding>&);
+
+// Every rule family, one per file in checks/ (rules/registry.cpp lists them).
+struct CheckFamilyEntry {
+    const char* name;
+    CheckFamily run;
+};
+const std::vector<CheckFamilyEntry>& check_families();
+
+}  // namespace gpudx

@@ -1,0 +1,114 @@
+#include "rules/diagnose.hpp"
+
+#include <algorithm>
+#include <exception>
+
+#include <fmt/format.h>
+
+namespace gpudx {
+
+namespace {
+
+// Collectors whose data each layer rests on.
+std::vector<std::string_view> collectors_of(Layer l) {
+    switch (l) {
+        case Layer::pcie: return {"pcie"};
+        case Layer::module: return {"module"};
+        case Layer::kernel_log: return {"kernel_log"};
+        case Layer::libraries: return {"libraries"};
+        case Layer::devices: return {"devices"};
+        case Layer::driver: return {"nvml", "cuda", "rocm_smi"};
+        case Layer::container: return {"environment"};
+        case Layer::allocation: return {"environment"};
+    }
+    return {};
+}
+
+// A layer is not evaluated when none of its collectors produced data.
+std::optional<std::string> not_evaluated_reason(const Snapshot& s, Layer l) {
+    std::vector<std::string> why;
+    for (auto name : collectors_of(l)) {
+        auto* c = s.collector(name);
+        if (!c && name == "rocm_smi") continue;  // asked only on nodes with a KFD topology
+        if (!c) {
+            why.push_back(fmt::format("{}: not collected", name));
+            continue;
+        }
+        if (c->state == CollectorState::ok) return std::nullopt;
+        std::string msg = c->message;
+        if (!c->path.empty()) msg += " (" + c->path + ")";
+        why.push_back(fmt::format("{}: {}", name, msg.empty() ? to_string(c->state) : msg));
+    }
+    std::string joined;
+    for (auto& w : why) joined += (joined.empty() ? "" : "; ") + w;
+    return joined;
+}
+
+}  // namespace
+
+Diagnosis diagnose(const Snapshot& snapshot, const DiagnoseOptions& options) {
+    Diagnosis d;
+    CheckContext ctx{snapshot, options};
+    for (auto& fam : check_families()) {
+        try {
+            fam.run(ctx, d.findings);
+        } catch (const std::exception& e) {
+            d.findings.push_back({fmt::format("gpudx.check_failed"), Layer::pcie, Severity::warning, {},
+                                  fmt::format("check family {} failed: {}", fam.name, e.what()), {}, 
+                                  "Report this as a gpudx bug with the snapshot attached (gpudx snapshot -o FILE)."});
+        }
+    }
+    d.findings.insert(d.findings.end(), options.extra_findings.begin(), options.extra_findings.end());
+    std::stable_sort(d.findings.begin(), d.findings.end(), [](const Finding& a, const Finding& b) {
+        if (a.severity != b.severity) return a.severity > b.severity;
+        return a.layer < b.layer;
+    });
+
+    bool any_evaluated = false;
+    for (auto l : kAllLayers) {
+        LayerReport r;
+        r.layer = l;
+        for (auto& f : d.findings) {
+            if (f.layer != l) continue;
+            if (f.severity == Severity::error) ++r.errors;
+            if (f.severity == Severity::warning) ++r.warnings;
+        }
+        auto why_not = not_evaluated_reason(snapshot, l);
+        if (r.errors) {
+            r.state = LayerState::failed;
+            r.reason = fmt::format("{} error(s), {} warning(s)", r.errors, r.warnings);
+        } else if (why_not) {
+            r.state = LayerState::not_evaluated;
+            r.reason = *why_not;
+        } else if (r.warnings) {
+            r.state = LayerState::warning;
+            r.reason = fmt::format("{} warning(s)", r.warnings);
+        } else {
+            r.state = LayerState::ok;
+        }
+        if (r.state != LayerState::not_evaluated) any_evaluated = true;
+        if (r.errors && !d.boundary) d.boundary = l;
+        r.trusted = !d.boundary || l == *d.boundary ? true : false;
+        if (d.boundary && l != *d.boundary) r.trusted = false;
+        d.layers.push_back(r);
+    }
+
+    bool errors = std::any_of(d.findings.begin(), d.findings.end(), [](auto& f) { return f.severity == Severity::error; });
+    bool warnings = std::any_of(d.findings.begin(), d.findings.end(), [](auto& f) { return f.severity == Severity::warning; });
+    if (errors) {
+        d.verdict = "unhealthy";
+        d.exit_code = kExitErrors;
+    } else if (!any_evaluated) {
+        d.verdict = "unknown";
+        d.exit_code = kExitUnknown;
+    } else if (warnings) {
+        d.verdict = "degraded";
+        d.exit_code = kExitWarnings;
+    } else {
+        d.verdict = "healthy";
+        d.exit_code = kExitHealthy;
+    }
+    return d;
+}
+
+}  // namespace gpudx

@@ -1,0 +1,234 @@
+// Kernel-log rules: Xids (severity from the Xid policy), "fallen off the bus", AER events, IOMMU faults,
+// and Secure Boot / lockdown refusing a module (a module-layer fact found in the log).
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "rules/check_context.hpp"
+#include "rules/xid_policy.hpp"
+#include "core/pci_address.hpp"
+
+namespace gpudx {
+namespace {
+
+std::string when(const std::optional<double>& mono, const std::string& wall) {
+    if (!wall.empty()) return wall;
+    if (mono) return fmt::format("{:.6f} s after boot", *mono);
+    return "time unknown";
+}
+
+std::string first_last(const KernelLogTally& t) {
+    std::string first = when(t.first_monotonic_s, t.first_wall_time);
+    if (t.count == 1) return "at " + first;
+    return fmt::format("{} times, first at {}, last at {}", t.count, first, when(t.last_monotonic_s, t.last_wall_time));
+}
+
+const PciDevice* find_device(const Snapshot& s, const std::string& pci) {
+    for (auto& d : s.pcie.devices)
+        if (d.address == pci) return &d;
+    return nullptr;
+}
+
+bool is_gpu(const Snapshot& s, const std::string& pci) {
+    if (std::find(s.pcie.gpus.begin(), s.pcie.gpus.end(), pci) != s.pcie.gpus.end()) return true;
+    return std::any_of(s.module.nvidia_gpus.begin(), s.module.nvidia_gpus.end(),
+                       [&](auto& g) { return g.address == pci; });
+}
+
+// The GPUs a device's events concern: itself when it is a GPU, else the GPUs below it (a root port or
+// switch reporting errors for the link that feeds them).
+std::vector<GpuRef> gpus_at_or_below(const CheckContext& ctx, const std::string& pci) {
+    const auto& s = ctx.snapshot;
+    if (pci.empty()) return {};
+    if (is_gpu(s, pci)) return {ctx.gpu(pci)};
+    std::vector<GpuRef> out;
+    for (auto& g : s.pcie.gpus) {
+        const PciDevice* d = find_device(s, g);
+        for (int hops = 0; d && !d->parent.empty() && hops < 16; ++hops) {
+            if (d->parent == pci) {
+                out.push_back(ctx.gpu(g));
+                break;
+            }
+            d = find_device(s, d->parent);
+        }
+    }
+    return out;
+}
+
+std::string name_device(const CheckContext& ctx, const std::string& pci) {
+    if (pci.empty()) return "a device the line does not name";
+    if (is_gpu(ctx.snapshot, pci)) return describe(ctx.gpu(pci));
+    return "PCI device " + pci;
+}
+
+void add_occurrences(Finding& f, const std::string& source, const KernelLogTally& t) {
+    f.evidence.push_back({source, t.last_text});
+    if (t.count > 1 && t.first_text != t.last_text) f.evidence.push_back({source, t.first_text});
+}
+
+void check_xids(const CheckContext& ctx, const XidPolicy& policy, std::vector<Finding>& out) {
+    const auto& log = ctx.snapshot.kernel_log;
+    for (auto& t : log.tallies) {
+        if (t.kind != "xid") continue;
+        const XidRule& rule = policy.rule(t.code);
+        bool known = policy.knows(t.code);
+        Finding f;
+        f.id = "kernel_log.xid";
+        f.layer = Layer::kernel_log;
+        f.severity = rule.severity;
+        if (!t.device.empty()) f.subjects.push_back(ctx.gpu(t.device));
+        std::string meaning = known ? rule.meaning : "not in the Xid policy";
+        f.message = fmt::format("Xid {} ({}) on {}: {}", t.code, meaning,
+                                t.device.empty() ? std::string("a GPU the line does not name") : describe(ctx.gpu(t.device)),
+                                first_last(t));
+        if (!t.processes.empty()) {
+            std::string procs;
+            for (auto& p : t.processes) procs += (procs.empty() ? "" : ", ") + p;
+            f.message += "; processes: " + procs;
+        }
+        add_occurrences(f, log.source, t);
+        f.evidence.push_back({"xid policy " + policy.version,
+                              fmt::format("{} {} ({})", t.code, to_string(rule.severity),
+                                          known ? rule.origin : "default for unlisted codes")});
+        f.next_step = rule.action;
+        if (!t.device.empty()) {
+            std::string uuid = ctx.gpu(t.device).uuid;
+            std::string id = uuid.empty() ? t.device : uuid;
+            size_t at;
+            while ((at = f.next_step.find("<UUID>")) != std::string::npos) f.next_step.replace(at, 6, id);
+        }
+        out.push_back(std::move(f));
+    }
+}
+
+void check_fallen_off(const CheckContext& ctx, std::vector<Finding>& out) {
+    const auto& log = ctx.snapshot.kernel_log;
+    for (auto& t : log.tallies) {
+        if (t.kind != "fallen_off_bus") continue;
+        Finding f;
+        f.id = "kernel_log.fallen_off_bus";
+        f.layer = Layer::kernel_log;
+        f.severity = Severity::error;
+        if (!t.device.empty()) f.subjects.push_back(ctx.gpu(t.device));
+        f.message = fmt::format("{} fell off the bus: it stopped answering on PCIe ({})", name_device(ctx, t.device),
+                                first_last(t));
+        add_occurrences(f, log.source, t);
+        if (const PciDevice* d = t.device.empty() ? nullptr : find_device(ctx.snapshot, t.device);
+            d && d->config_unreadable)
+            f.evidence.push_back({"/sys/bus/pci/devices/" + t.device + "/config", "reads 0xffff (still off the bus)"});
+        f.next_step = "Drain the node and power-cycle it (a GPU off the bus cannot be reset in place); if it happens "
+                      "again on the same slot, check the riser, power cables and thermals, then replace the card.";
+        out.push_back(std::move(f));
+    }
+}
+
+void check_aer(const CheckContext& ctx, std::vector<Finding>& out) {
+    const auto& log = ctx.snapshot.kernel_log;
+    for (auto& t : log.tallies) {
+        bool corrected = t.kind == "aer_corrected";
+        if (!corrected && t.kind != "aer_nonfatal" && t.kind != "aer_fatal") continue;
+        Finding f;
+        f.id = corrected ? "kernel_log.aer_corrected" : "kernel_log.aer_uncorrected";
+        f.layer = Layer::kernel_log;
+        f.severity = corrected ? Severity::warning : Severity::error;
+        f.subjects = gpus_at_or_below(ctx, t.device);
+        std::string kind = corrected ? "corrected" : t.kind == "aer_fatal" ? "uncorrectable (fatal)"
+                                                                           : "uncorrectable (non-fatal)";
+        f.message = fmt::format("PCIe AER {} error on {}: {}", kind, name_device(ctx, t.device), first_last(t));
+        if (!is_gpu(ctx.snapshot, t.device) && !f.subjects.empty())
+            f.message += fmt::format("; it feeds {}", describe(f.subjects.front()));
+        add_occurrences(f, log.source, t);
+        f.next_step = corrected
+                          ? "Corrected errors are retried by the link; if they keep growing, check the link width and "
+                            "speed (gpudx pcie findings), reseat the card or riser, and update the BIOS."
+                          : "Drain the GPUs behind this device; an uncorrectable PCIe error can corrupt transfers or "
+                            "take the GPU off the bus. Reseat or replace the card or riser, check `gpudx diagnose` "
+                            "pcie findings, and reboot.";
+        out.push_back(std::move(f));
+    }
+}
+
+void check_iommu(const CheckContext& ctx, std::vector<Finding>& out) {
+    const auto& log = ctx.snapshot.kernel_log;
+    for (auto& t : log.tallies) {
+        if (t.kind != "iommu_fault") continue;
+        bool gpu = !t.device.empty() && is_gpu(ctx.snapshot, t.device);
+        Finding f;
+        f.id = "kernel_log.iommu_fault";
+        f.layer = Layer::kernel_log;
+        // A GPU whose DMA the IOMMU blocked has lost data (its job fails or hangs); another device's fault
+        // matters to that device.
+        f.severity = gpu ? Severity::error : Severity::warning;
+        if (gpu) f.subjects.push_back(ctx.gpu(t.device));
+        f.message = fmt::format("IOMMU blocked DMA from {}: {}", name_device(ctx, t.device), first_last(t));
+        add_occurrences(f, log.source, t);
+        f.next_step = gpu ? "GPU DMA to an address the IOMMU does not map: with peer-to-peer or GPUDirect, run "
+                            "the IOMMU in passthrough (iommu=pt, or intel_iommu=off / amd_iommu=off where policy "
+                            "allows) or disable ACS on the switches; otherwise collect `nvidia-bug-report.sh`."
+                          : "Check the device's driver and firmware; IOMMU faults from it are its own DMA bugs.";
+        out.push_back(std::move(f));
+    }
+}
+
+bool nvidia_loaded(const Snapshot& s) {
+    return std::any_of(s.module.loaded.begin(), s.module.loaded.end(), [](auto& m) { return m.name == "nvidia"; });
+}
+
+void check_module_signatures(const CheckContext& ctx, std::vector<Finding>& out) {
+    const auto& s = ctx.snapshot;
+    const auto& log = s.kernel_log;
+    std::string lockdown_line;
+    for (auto& l : log.lines)
+        if (l.text.find("locked down") != std::string::npos || l.text.find("Secure boot enabled") != std::string::npos)
+            lockdown_line = l.text;
+    auto* module_status = s.collector("module");
+    bool module_known = module_status && module_status->state == CollectorState::ok;
+    for (auto& t : log.tallies) {
+        if (t.kind == "module_refused") {
+            bool names_nvidia = t.module == "nvidia";
+            bool nvidia_missing = module_known && !nvidia_loaded(s);
+            Finding f;
+            f.id = "module.signature_refused";
+            f.layer = Layer::module;
+            f.severity = (names_nvidia || nvidia_missing || !module_known) ? Severity::error : Severity::warning;
+            f.message = fmt::format("the kernel refused to load an unsigned or untrusted module ({})", first_last(t));
+            if (names_nvidia) f.message += "; the line names the nvidia module";
+            else if (nvidia_missing) f.message += "; the nvidia module is not loaded, so it is the likely one";
+            else if (module_known) f.message += "; nvidia is loaded, so another module was refused";
+            add_occurrences(f, log.source, t);
+            if (!lockdown_line.empty()) f.evidence.push_back({log.source, lockdown_line});
+            if (module_known) f.evidence.push_back({"/proc/modules", nvidia_loaded(s) ? "nvidia loaded" : "nvidia not loaded"});
+            f.next_step = "Secure Boot or kernel lockdown only loads modules signed with a trusted key: enroll the "
+                          "key DKMS signs with (`mokutil --import /var/lib/dkms/mok.pub`, confirm at the next boot), "
+                          "or install the distribution's pre-signed NVIDIA modules; then `modprobe nvidia`.";
+            out.push_back(std::move(f));
+        } else if (t.kind == "module_unsigned") {
+            Finding f;
+            f.id = "module.unsigned_loaded";
+            f.layer = Layer::module;
+            f.severity = Severity::info;
+            f.message = fmt::format("module {} loaded without a valid signature and tainted the kernel ({})",
+                                    t.module.empty() ? std::string("(unnamed)") : t.module, first_last(t));
+            add_occurrences(f, log.source, t);
+            f.next_step = "Nothing is broken now; with Secure Boot enabled this module would be refused. Sign it "
+                          "(DKMS with an enrolled MOK) before turning Secure Boot on.";
+            out.push_back(std::move(f));
+        }
+    }
+}
+
+}  // namespace
+
+void check_kernel_log(const CheckContext& ctx, std::vector<Finding>& out) {
+    auto* st = ctx.snapshot.collector("kernel_log");
+    if (!st || st->state != CollectorState::ok) return;
+    const XidPolicy& policy = ctx.options.xid_policy ? *ctx.options.xid_policy : builtin_xid_policy();
+    check_xids(ctx, policy, out);
+    check_fallen_off(ctx, out);
+    check_aer(ctx, out);
+    check_iommu(ctx, out);
+    check_module_signatures(ctx, out);
+}
+
+}  // namespace gpudx
