@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <condition_variable>
 #include <cstring>
@@ -22,10 +23,11 @@
 
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
+#include "model/snapshot_keys.hpp"
 
 namespace gpudx {
 
-// ---- reading one snapshot, only the keys the report uses --------------------------------------------
+// ---- reading one snapshot, only the fields the report uses --------------------------------------------
 
 namespace {
 
@@ -34,16 +36,19 @@ using json = nlohmann::json;
 // Larger files are not snapshots of one node; reading them would only cost memory.
 constexpr size_t kMaxSnapshotBytes = 64u << 20;
 
-// The containers of a snapshot the report reads; everything else is Skip and only lexed.
-enum class Ctx : uint8_t {
-    skip, top, host, pcie, pcie_devices, pcie_device, link_current, link_max, pcie_gpus, module, loaded, loaded_item,
-    files, file, nv_gpus, nv_gpu, kernel_log, xids, xid, libraries, lib_list, lib, lib_chosen, nvml, nvml_devices,
-    nvml_device, cuda, cuda_view, cuda_devices, cuda_device
-};
+// A JSON boolean is not read into an integer field (nor an integer into a boolean one).
+template <class T>
+concept Integer = std::integral<T> && !std::same_as<T, bool>;
 
-// A SAX reader that fills only the snapshot fields make_node_record and the Xid counts use, straight into
-// the model: no document is built, so a 20 KB snapshot costs one pass of the lexer and a few strings.
-// A value of the wrong type where the schema has a field is an error, as in snapshot_from_json.
+struct Null {};
+struct Container {};  // an object or array, where the schema has a scalar
+using Value = std::variant<Null, bool, int64_t, double, std::string_view, Container>;
+
+// A SAX reader that fills only the snapshot's FleetFields (model/snapshot_keys.hpp), straight into the model:
+// no document is built, so a 20 KB snapshot costs one pass of the lexer and a few strings. Each open object or
+// array is a frame that knows what it fills; one not among the FleetFields is skipped, only lexed. Keys come
+// from the model's Schema, so this reader and snapshot_from_json cannot disagree on a name. A value of the
+// wrong type where the schema has a field is an error, as in snapshot_from_json.
 class SnapshotReader {
 public:
     Snapshot s;
@@ -68,7 +73,7 @@ public:
     bool end_object() { return close(); }
     bool end_array() { return close(); }
     bool key(std::string& k) {
-        if (frames_.back().ctx != Ctx::skip) frames_.back().key.assign(k);
+        if (frames_.back().what.kind) frames_.back().key.assign(k);
         return true;
     }
     bool parse_error(std::size_t position, const std::string&, const json::exception& e) {
@@ -82,10 +87,18 @@ public:
     }
 
 private:
-    struct Null {};
-    using Value = std::variant<Null, bool, int64_t, double, std::string_view>;
+    // How the members (of an object) or the elements (of an array) of one frame are read.
+    struct Opened;
+    struct Kind {
+        Opened (SnapshotReader::*open)(void* target, bool array);
+        bool (SnapshotReader::*scalar)(void* target, const Value& v);
+    };
+    struct Opened {
+        const Kind* kind = nullptr;  // nullptr: skipped
+        void* target = nullptr;
+    };
     struct Frame {
-        Ctx ctx;
+        Opened what;
         bool array;
         std::string key;  // the member being read (objects)
     };
@@ -98,89 +111,22 @@ private:
         return false;
     }
 
-    // Which container a new object/array is, from where it opens.
-    Ctx child(const Frame& parent, bool array) {
-        const std::string& k = parent.key;
-        auto obj = [&](Ctx c) { return array ? wrong(c, "is an array, expected an object") : c; };
-        auto arr = [&](Ctx c) { return array ? c : wrong(c, "is an object, expected an array"); };
-        switch (parent.ctx) {
-            case Ctx::top:
-                if (k == "host") return obj(Ctx::host);
-                if (k == "pcie") {
-                    saw_pcie = true;
-                    return obj(Ctx::pcie);
-                }
-                if (k == "module") return obj(Ctx::module);
-                if (k == "kernel_log") return obj(Ctx::kernel_log);
-                if (k == "libraries") return obj(Ctx::libraries);
-                if (k == "nvml") return obj(Ctx::nvml);
-                if (k == "cuda") return obj(Ctx::cuda);
-                return Ctx::skip;
-            case Ctx::pcie:
-                if (k == "devices") return arr(Ctx::pcie_devices);
-                if (k == "gpus") return arr(Ctx::pcie_gpus);
-                return Ctx::skip;
-            case Ctx::pcie_devices: return element(s.pcie.devices, array, Ctx::pcie_device);
-            case Ctx::pcie_device:
-                if (k == "link_current") return obj(Ctx::link_current);
-                if (k == "link_max") return obj(Ctx::link_max);
-                return Ctx::skip;
-            case Ctx::module:
-                if (k == "loaded") return arr(Ctx::loaded);
-                if (k == "files") return arr(Ctx::files);
-                if (k == "nvidia_gpus") return arr(Ctx::nv_gpus);
-                return Ctx::skip;
-            case Ctx::loaded: return element(s.module.loaded, array, Ctx::loaded_item);
-            case Ctx::files: return element(s.module.files, array, Ctx::file);
-            case Ctx::nv_gpus: return element(s.module.nvidia_gpus, array, Ctx::nv_gpu);
-            case Ctx::kernel_log: return k == "xids" ? arr(Ctx::xids) : Ctx::skip;
-            case Ctx::xids: return element(s.kernel_log.xids, array, Ctx::xid);
-            case Ctx::libraries: return k == "libraries" ? arr(Ctx::lib_list) : Ctx::skip;
-            case Ctx::lib_list: return element(s.libraries.libraries, array, Ctx::lib);
-            case Ctx::lib:
-                if (k != "chosen") return Ctx::skip;
-                s.libraries.libraries.back().chosen.emplace();
-                return obj(Ctx::lib_chosen);
-            case Ctx::nvml: return k == "devices" ? arr(Ctx::nvml_devices) : Ctx::skip;
-            case Ctx::nvml_devices: return element(s.nvml.devices, array, Ctx::nvml_device);
-            case Ctx::cuda:
-                if (k == "caller") {
-                    view_ = &s.cuda.caller;
-                    return obj(Ctx::cuda_view);
-                }
-                if (k == "all") {
-                    view_ = &s.cuda.all.emplace();
-                    return obj(Ctx::cuda_view);
-                }
-                return Ctx::skip;
-            case Ctx::cuda_view: return k == "devices" ? arr(Ctx::cuda_devices) : Ctx::skip;
-            case Ctx::cuda_devices: return element(view_->devices, array, Ctx::cuda_device);
-            default: return Ctx::skip;
-        }
-    }
-
-    template <class T>
-    Ctx element(std::vector<T>& list, bool array, Ctx c) {
-        if (array) return wrong(c, "holds an array, expected objects");
-        list.emplace_back();
-        return c;
-    }
-
-    Ctx wrong(Ctx, std::string_view what) {
+    Opened wrong(std::string_view what) {
         schema_error(what);
         failed_ = true;
-        return Ctx::skip;
+        return {};
     }
 
     bool open(bool array) {
         if (frames_.empty()) {
             if (array) return not_a_snapshot();
-            frames_.push_back({Ctx::top, false, {}});
+            frames_.push_back({{object_kind<Snapshot>(), &s}, false, {}});
             return true;
         }
-        Ctx c = frames_.back().ctx == Ctx::skip ? Ctx::skip : child(frames_.back(), array);
+        Frame& parent = frames_.back();
+        Opened next = parent.what.kind ? (this->*parent.what.kind->open)(parent.what.target, array) : Opened{};
         if (failed_) return false;
-        frames_.push_back({c, array, {}});
+        frames_.push_back({next, array, {}});
         return true;
     }
 
@@ -189,12 +135,133 @@ private:
         return true;
     }
 
+    bool scalar(const Value& v) {
+        if (frames_.empty()) return not_a_snapshot();
+        Frame& f = frames_.back();
+        return f.what.kind ? (this->*f.what.kind->scalar)(f.what.target, v) : true;
+    }
+
     bool not_a_snapshot() {
         error = "not a gpudx snapshot (no schema_version or pcie key)";
         return false;
     }
 
-    // --- typed setters: null keeps the default ---
+    // --- the frames: an object of a struct with FleetFields, a list of them, a list of strings ---
+    template <class T>
+    static const Kind* object_kind() {
+        static constexpr Kind kind{&SnapshotReader::open_member_of<T>, &SnapshotReader::scalar_member_of<T>};
+        return &kind;
+    }
+    template <class T>
+    static const Kind* list_kind() {
+        static constexpr Kind kind{&SnapshotReader::open_element_of<T>, &SnapshotReader::scalar_element_of<T>};
+        return &kind;
+    }
+    static const Kind* string_list_kind() {
+        static constexpr Kind kind{&SnapshotReader::open_string_element, &SnapshotReader::scalar_string_element};
+        return &kind;
+    }
+
+    // Calls f.template operator()<Member>() for the FleetFields member of T under `key`, if one is.
+    template <class T, class F>
+    static void with_member(std::string_view key, F&& f) {
+        with_member(key, f, FleetFields<T>{});
+    }
+    template <class F, auto... Member>
+    static void with_member(std::string_view key, F& f, FieldList<Member...>) {
+        (void)((key == snapshot_key<Member> && (f.template operator()<Member>(), true)) || ...);
+    }
+
+    template <class T>
+    Opened open_member_of(void* target, bool array) {
+        const std::string& k = frames_.back().key;
+        if constexpr (std::is_same_v<T, Snapshot>)
+            if (k == snapshot_key<&Snapshot::pcie>) saw_pcie = true;
+        Opened next;
+        with_member<T>(k, [&]<auto Member>() { next = open_field(static_cast<T*>(target)->*Member, array); });
+        return next;
+    }
+
+    template <class T>
+    bool scalar_member_of(void* target, const Value& v) {
+        const std::string& k = frames_.back().key;
+        if constexpr (std::is_same_v<T, Snapshot>) {
+            if (k == snapshot_key<&Snapshot::schema_version>) return schema_version(v);
+            if (k == snapshot_key<&Snapshot::pcie>) saw_pcie = true;  // a null layer: collected nothing, still a snapshot
+        }
+        bool ok = true;
+        with_member<T>(k, [&]<auto Member>() { ok = set(static_cast<T*>(target)->*Member, v); });
+        return ok;
+    }
+
+    template <class T>
+    Opened open_element_of(void* target, bool array) {
+        if (array) return wrong("holds an array, expected objects");
+        return {object_kind<T>(), &static_cast<std::vector<T>*>(target)->emplace_back()};
+    }
+    template <class T>
+    bool scalar_element_of(void*, const Value&) {
+        return schema_error("holds a scalar, expected objects");
+    }
+    Opened open_string_element(void*, bool) { return wrong("holds an object or array, expected strings"); }
+    bool scalar_string_element(void* target, const Value& v) {
+        return set(static_cast<std::vector<std::string>*>(target)->emplace_back(), v);
+    }
+
+    bool schema_version(const Value& v) {
+        auto* i = std::get_if<int64_t>(&v);
+        if (!i) return schema_error("is not an integer");
+        if (*i > kSnapshotSchemaVersion) {
+            error = fmt::format("snapshot schema version {} is newer than this gpudx understands ({}); "
+                                "upgrade gpudx to read it",
+                                *i, kSnapshotSchemaVersion);
+            return false;
+        }
+        saw_schema_version = true;
+        s.schema_version = static_cast<int>(*i);
+        return true;
+    }
+
+    // --- a member opens an object or array: the frame it becomes, by the member's type ---
+    template <FleetRead T>
+    Opened open_field(T& field, bool array) {
+        if (array) return wrong("is an array, expected an object");
+        return {object_kind<T>(), &field};
+    }
+    template <FleetRead T>
+    Opened open_field(std::optional<T>& field, bool array) {
+        if (array) return wrong("is an array, expected an object");
+        return {object_kind<T>(), &field.emplace()};
+    }
+    template <FleetRead T>
+    Opened open_field(std::vector<T>& field, bool array) {
+        if (!array) return wrong("is an object, expected an array");
+        return {list_kind<T>(), &field};
+    }
+    Opened open_field(std::vector<std::string>& field, bool array) {
+        if (!array) return wrong("is an object, expected an array");
+        return {string_list_kind(), &field};
+    }
+    template <class Scalar>
+    Opened open_field(Scalar& field, bool) {
+        set(field, Container{});
+        failed_ = true;
+        return {};
+    }
+
+    // --- a member is a scalar: null keeps the default ---
+    template <FleetRead T>
+    bool set(T&, const Value& v) {
+        return std::holds_alternative<Null>(v) || schema_error("is not an object");
+    }
+    template <FleetRead T>
+    bool set(std::optional<T>&, const Value& v) {
+        return std::holds_alternative<Null>(v) || schema_error("is not an object");
+    }
+    template <class T>
+    bool set(std::vector<T>&, const Value& v) {
+        return std::holds_alternative<Null>(v) || schema_error("is not an array");
+    }
     bool set(std::string& out, const Value& v) {
         if (auto* sv = std::get_if<std::string_view>(&v)) out.assign(*sv);
         else if (!std::holds_alternative<Null>(v)) return schema_error("is not a string");
@@ -202,7 +269,8 @@ private:
     }
     bool set(std::optional<std::string>& out, const Value& v) {
         if (auto* sv = std::get_if<std::string_view>(&v)) out.emplace(*sv);
-        else if (!std::holds_alternative<Null>(v)) return schema_error("is not a string");
+        else if (std::holds_alternative<Null>(v)) out.reset();
+        else return schema_error("is not a string");
         return true;
     }
     bool set(bool& out, const Value& v) {
@@ -210,23 +278,17 @@ private:
         else if (!std::holds_alternative<Null>(v)) return schema_error("is not a boolean");
         return true;
     }
-    template <class Int>
-    bool set_int(Int& out, const Value& v) {
-        if (auto* i = std::get_if<int64_t>(&v)) {
-            out = static_cast<Int>(*i);
-            return true;
-        }
-        if (std::holds_alternative<Null>(v)) return true;
-        return schema_error("is not an integer");
+    template <Integer Int>
+    bool set(Int& out, const Value& v) {
+        if (auto* i = std::get_if<int64_t>(&v)) out = static_cast<Int>(*i);
+        else if (!std::holds_alternative<Null>(v)) return schema_error("is not an integer");
+        return true;
     }
-    template <class Int>
-    bool set_int(std::optional<Int>& out, const Value& v) {
-        if (auto* i = std::get_if<int64_t>(&v)) {
-            out = static_cast<Int>(*i);
-            return true;
-        }
-        if (!std::holds_alternative<Null>(v)) return schema_error("is not an integer");
-        out.reset();
+    template <Integer Int>
+    bool set(std::optional<Int>& out, const Value& v) {
+        if (auto* i = std::get_if<int64_t>(&v)) out = static_cast<Int>(*i);
+        else if (std::holds_alternative<Null>(v)) out.reset();
+        else return schema_error("is not an integer");
         return true;
     }
     bool set(std::optional<double>& out, const Value& v) {
@@ -237,172 +299,29 @@ private:
         return true;
     }
 
-    bool scalar(const Value& v) {
-        if (frames_.empty()) return not_a_snapshot();
-        Frame& f = frames_.back();
-        const std::string& k = f.key;
-        switch (f.ctx) {
-            case Ctx::skip: return true;
-            case Ctx::top:
-                if (k == "schema_version") {
-                    auto* i = std::get_if<int64_t>(&v);
-                    if (!i) return schema_error("is not an integer");
-                    if (*i > kSnapshotSchemaVersion) {
-                        error = fmt::format("snapshot schema version {} is newer than this gpudx understands ({}); "
-                                            "upgrade gpudx to read it",
-                                            *i, kSnapshotSchemaVersion);
-                        return false;
-                    }
-                    saw_schema_version = true;
-                    s.schema_version = static_cast<int>(*i);
-                    return true;
-                }
-                if (k == "collected_at") return set(s.collected_at, v);
-                if (k == "gpudx_version") return set(s.gpudx_version, v);
-                if (k == "pcie") {
-                    saw_pcie = true;  // a null layer: collected nothing, still a snapshot
-                    return std::holds_alternative<Null>(v) || schema_error("is not an object");
-                }
-                if (k == "host" || k == "module" || k == "kernel_log" || k == "libraries" || k == "nvml" || k == "cuda")
-                    return std::holds_alternative<Null>(v) || schema_error("is not an object");
-                return true;
-            case Ctx::host:
-                if (k == "hostname") return set(s.host.hostname, v);
-                if (k == "kernel_release") return set(s.host.kernel_release, v);
-                return true;
-            case Ctx::pcie_device: {
-                auto& d = s.pcie.devices.back();
-                if (k == "address") return set(d.address, v);
-                if (k == "is_gpu") return set(d.is_gpu, v);
-                if (k == "is_nvswitch") return set(d.is_nvswitch, v);
-                if (k == "slot") return set(d.slot, v);
-                if (k == "numa_node") return set_int(d.numa_node, v);
-                if (k == "device_name") return set(d.device_name, v);
-                if (k == "link_current" || k == "link_max") return container_expected(v);
-                return true;
-            }
-            case Ctx::link_current:
-            case Ctx::link_max: {
-                auto& d = s.pcie.devices.back();
-                auto& l = f.ctx == Ctx::link_current ? d.link_current : d.link_max;
-                if (k == "speed_gts") return set(l.speed_gts, v);
-                if (k == "width") return set_int(l.width, v);
-                return true;
-            }
-            case Ctx::pcie:
-                if (k == "devices" || k == "gpus") return container_expected(v);
-                return true;
-            case Ctx::pcie_gpus:
-                return set(s.pcie.gpus.emplace_back(), v);
-            case Ctx::module:
-                if (k == "kernel_release") return set(s.module.kernel_release, v);
-                if (k == "nvidia_driver_version") return set(s.module.nvidia_driver_version, v);
-                if (k == "loaded" || k == "files" || k == "nvidia_gpus") return container_expected(v);
-                return true;
-            case Ctx::loaded_item: {
-                auto& m = s.module.loaded.back();
-                if (k == "name") return set(m.name, v);
-                if (k == "version") return set(m.version, v);
-                return true;
-            }
-            case Ctx::file: {
-                auto& m = s.module.files.back();
-                if (k == "name") return set(m.name, v);
-                if (k == "path") return set(m.path, v);
-                if (k == "version") return set(m.version, v);
-                return true;
-            }
-            case Ctx::nv_gpu: {
-                auto& g = s.module.nvidia_gpus.back();
-                if (k == "address") return set(g.address, v);
-                if (k == "model") return set(g.model, v);
-                if (k == "uuid") return set(g.uuid, v);
-                if (k == "vbios") return set(g.vbios, v);
-                if (k == "minor") return set_int(g.minor, v);
-                return true;
-            }
-            case Ctx::kernel_log:
-                return k == "xids" ? container_expected(v) : true;
-            case Ctx::xid: {
-                auto& x = s.kernel_log.xids.back();
-                if (k == "pci") return set(x.pci, v);
-                if (k == "code") return set_int(x.code, v);
-                return true;
-            }
-            case Ctx::lib: {
-                auto& l = s.libraries.libraries.back();
-                if (k == "soname") return set(l.soname, v);
-                if (k == "chosen") return std::holds_alternative<Null>(v) || schema_error("is not an object");
-                return true;
-            }
-            case Ctx::lib_chosen: {
-                auto& c = *s.libraries.libraries.back().chosen;
-                if (k == "path") return set(c.path, v);
-                if (k == "version") return set(c.version, v);
-                return true;
-            }
-            case Ctx::nvml:
-                if (k == "driver_version") return set(s.nvml.driver_version, v);
-                if (k == "cuda_driver_version") return set_int(s.nvml.cuda_driver_version, v);
-                if (k == "devices") return container_expected(v);
-                return true;
-            case Ctx::nvml_device: {
-                auto& d = s.nvml.devices.back();
-                if (k == "uuid") return set(d.uuid, v);
-                if (k == "name") return set(d.name, v);
-                if (k == "pci") return set(d.pci, v);
-                if (k == "minor") return set_int(d.minor, v);
-                return true;
-            }
-            case Ctx::cuda:
-                if (k == "driver_version") return set_int(s.cuda.driver_version, v);
-                return true;
-            case Ctx::cuda_device: {
-                auto& d = view_->devices.back();
-                if (k == "uuid") return set(d.uuid, v);
-                if (k == "name") return set(d.name, v);
-                if (k == "pci") return set(d.pci, v);
-                return true;
-            }
-            case Ctx::libraries:
-            case Ctx::nvml_devices:
-            case Ctx::cuda_view:
-            case Ctx::pcie_devices:
-            case Ctx::loaded:
-            case Ctx::files:
-            case Ctx::nv_gpus:
-            case Ctx::xids:
-            case Ctx::lib_list:
-            case Ctx::cuda_devices:
-                // Members of lists of objects, or the lists' own members the report does not read.
-                if (f.array) return schema_error("holds a scalar, expected objects");
-                return true;
-        }
-        return true;
-    }
-
-    bool container_expected(const Value& v) {
-        return std::holds_alternative<Null>(v) || schema_error("is a scalar, expected an object or array");
-    }
-
     size_t size_;
     std::vector<Frame> frames_;
-    CudaView* view_ = &s.cuda.caller;
     bool failed_ = false;
 };
 
 }  // namespace
 
-Result<FleetNode> parse_fleet_snapshot(std::string_view text) {
+Result<Snapshot> read_fleet_fields(std::string_view text) {
     SnapshotReader reader(text.size());
     bool ok = json::sax_parse(text.begin(), text.end(), &reader, nlohmann::detail::input_format_t::json, true);
     if (!ok || !reader.error.empty()) return fail(reader.error.empty() ? "not valid JSON" : reader.error);
     if (!reader.saw_schema_version || !reader.saw_pcie) return fail("not a gpudx snapshot (no schema_version or pcie key)");
+    return std::move(reader.s);
+}
+
+Result<FleetNode> parse_fleet_snapshot(std::string_view text) {
+    auto s = read_fleet_fields(text);
+    if (!s) return std::unexpected(s.error());
     FleetNode n;
-    n.collected_at = reader.s.collected_at;
-    n.record = make_node_record(reader.s);
-    n.xids.reserve(reader.s.kernel_log.xids.size());
-    for (auto& x : reader.s.kernel_log.xids) n.xids.push_back({normalize_pci(x.pci), x.code});
+    n.collected_at = s->collected_at;
+    n.record = make_node_record(*s);
+    n.xids.reserve(s->kernel_log.xids.size());
+    for (auto& x : s->kernel_log.xids) n.xids.push_back({normalize_pci(x.pci), x.code});
     return n;
 }
 

@@ -36,6 +36,8 @@ struct FleetNode {
 // lines, device holders, environment and collector details are only lexed). Errors name the problem
 // ("truncated, not valid JSON: ...", "not a gpudx snapshot ...", "snapshot does not match the schema: ...").
 Result<FleetNode> parse_fleet_snapshot(std::string_view json_text);
+// The snapshot with only its FleetFields (model/snapshot_keys.hpp) read, the rest left at the defaults.
+Result<Snapshot> read_fleet_fields(std::string_view json_text);
 Result<FleetNode> read_fleet_snapshot(const std::string& path, std::string& buffer);
 
 struct FleetProblem {

@@ -2,24 +2,6 @@
 #include "model/layer_json.hpp"
 
 namespace gpudx {
-GPUDX_JSON(NvmlProcess, pid, name, used_memory)
-GPUDX_JSON(NvlinkState, link, active)
-GPUDX_JSON(NvmlDevice, index, uuid, name, serial, bus_id, pci, domain, bus, device, minor, persistence_mode, mig_mode,
-           mig_uuids, ecc_enabled, ecc_uncorrected_volatile, ecc_uncorrected_aggregate, retired_pages_pending,
-           remapped_rows_correctable, remapped_rows_uncorrectable, remapped_rows_pending, remapped_rows_failure,
-           fabric_state, fabric_status, nvlinks, processes, unsupported, errors)
-GPUDX_JSON(NvmlLayer, library_path, load_error, init_result, init_error, driver_version, nvml_version, cuda_driver_version,
-           device_count, devices, timed_out_call)
-GPUDX_JSON(CudaDevice, ordinal, uuid, bus_id, pci, attr_bus, attr_device, attr_domain, name, cc_major, cc_minor,
-           total_memory, multiprocessor_count)
-GPUDX_JSON(CudaView, cuda_visible_devices, cuda_device_order, init_result, init_name, init_meaning, device_count,
-           devices)
-GPUDX_JSON(CudaLayer, library_path, load_error, driver_version, caller, all, timed_out_call)
-GPUDX_JSON(RocmSmiEcc, block, correctable, uncorrectable)
-GPUDX_JSON(RocmSmiDevice, index, bdfid, pci, partition, unique_id, name, serial, vbios_version, render_minor,
-           xgmi_hive_id, vram_total, ecc_enabled_blocks, ecc, unsupported, errors)
-GPUDX_JSON(RocmSmiLayer, library_path, load_error, init_result, init_error, library_version, driver_version,
-           device_count, devices, timed_out_call)
 GPUDX_DEFINE_LAYER_JSON(NvmlLayer)
 GPUDX_DEFINE_LAYER_JSON(CudaLayer)
 // Present in a snapshot only when ROCm SMI was asked, so reading it back means it was.

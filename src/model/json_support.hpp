@@ -1,6 +1,7 @@
 #pragma once
-// JSON helpers shared by the model's serializers: std::optional as null, and the macro every
-// model struct uses so that missing keys keep their defaults (older snapshots still load).
+// JSON helpers shared by the model's serializers: std::optional as null, every snapshot struct written and read
+// by its Schema (model/snapshot_keys.hpp), and a macro for the other documents' structs. Missing keys keep their
+// defaults, so older snapshots still load.
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "core/text.hpp"
+#include "model/snapshot_keys.hpp"
 
 namespace nlohmann {
 template <class T>
@@ -71,6 +73,19 @@ inline std::optional<std::string> normalise_numbers(nlohmann::json& j) {
     return std::nullopt;
 }
 
+// Each field under its key. Reading: a missing key keeps the field's default.
+template <FieldwiseJson T>
+void to_json(nlohmann::json& j, const T& v) {
+    std::apply([&](const auto&... f) { ((j[f.key.data()] = v.*f.member), ...); }, Schema<T>::fields);
+}
+template <FieldwiseJson T>
+void from_json(const nlohmann::json& j, T& v) {
+    const T defaults{};
+    std::apply([&](const auto&... f) { ((v.*f.member = j.value(f.key.data(), defaults.*f.member)), ...); },
+               Schema<T>::fields);
+}
+
 }  // namespace gpudx
 
+// For structs of documents other than the snapshot (baselines, accept reports): keys are the member names.
 #define GPUDX_JSON(Type, ...) NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Type, __VA_ARGS__)

@@ -3,6 +3,7 @@
 
 #include "model/json_support.hpp"
 #include "model/layer_json.hpp"
+#include "model/snapshot_keys.hpp"
 
 namespace gpudx {
 
@@ -10,8 +11,6 @@ NLOHMANN_JSON_SERIALIZE_ENUM(CollectorState, {{CollectorState::no_data, "no_data
                                               {CollectorState::ok, "ok"},
                                               {CollectorState::error, "error"},
                                               {CollectorState::timed_out, "timed_out"}})
-GPUDX_JSON(ReadProblem, path, message)
-GPUDX_JSON(CollectorStatus, name, state, message, path, duration_ms, problems)
 GPUDX_DEFINE_LAYER_JSON(CollectorStatus)
 
 const char* to_string(CollectorState s) {
@@ -30,23 +29,38 @@ const CollectorStatus* Snapshot::collector(std::string_view name) const {
     return nullptr;
 }
 
+namespace {
+
+// The snapshot's own keys, as a const char* for nlohmann's operator[] and contains().
+template <auto Member>
+constexpr const char* key = snapshot_key<Member>.data();
+
+template <auto... Layer>
+void write_layers(nlohmann::json& j, const Snapshot& s) {
+    (layer_to_json(j[key<Layer>], s.*Layer), ...);
+}
+
+// A missing or null layer keeps its default: collected nothing.
+template <auto... Layer>
+void read_layers(const nlohmann::json& j, Snapshot& s) {
+    auto read = [&](const char* k, auto& layer) {
+        if (j.contains(k) && !j[k].is_null()) layer_from_json(j[k], layer);
+    };
+    (read(key<Layer>, s.*Layer), ...);
+}
+
+}  // namespace
+
 nlohmann::json snapshot_to_json(const Snapshot& s) {
     nlohmann::json j;
-    j["schema_version"] = s.schema_version;
-    j["gpudx_version"] = s.gpudx_version;
-    j["collected_at"] = s.collected_at;
-    j["root"] = s.root;
-    layer_to_json(j["host"], s.host);
-    layer_to_json(j["pcie"], s.pcie);
-    layer_to_json(j["module"], s.module);
-    layer_to_json(j["kernel_log"], s.kernel_log);
-    layer_to_json(j["libraries"], s.libraries);
-    layer_to_json(j["devices"], s.devices);
-    layer_to_json(j["environment"], s.environment);
-    layer_to_json(j["nvml"], s.nvml);
-    layer_to_json(j["cuda"], s.cuda);
-    if (s.rocm_smi.probed) layer_to_json(j["rocm_smi"], s.rocm_smi);
-    auto& cs = j["collectors"] = nlohmann::json::array();
+    j[key<&Snapshot::schema_version>] = s.schema_version;
+    j[key<&Snapshot::gpudx_version>] = s.gpudx_version;
+    j[key<&Snapshot::collected_at>] = s.collected_at;
+    j[key<&Snapshot::root>] = s.root;
+    write_layers<&Snapshot::host, &Snapshot::pcie, &Snapshot::module, &Snapshot::kernel_log, &Snapshot::libraries,
+                 &Snapshot::devices, &Snapshot::environment, &Snapshot::nvml, &Snapshot::cuda>(j, s);
+    if (s.rocm_smi.probed) layer_to_json(j[key<&Snapshot::rocm_smi>], s.rocm_smi);
+    auto& cs = j[key<&Snapshot::collectors>] = nlohmann::json::array();
     for (auto& c : s.collectors) {
         nlohmann::json cj;
         layer_to_json(cj, c);
@@ -59,34 +73,24 @@ nlohmann::json snapshot_to_json(const Snapshot& s) {
 Result<Snapshot> snapshot_from_json(const nlohmann::json& input) {
     nlohmann::json j = input;
     if (auto bad = normalise_numbers(j)) return fail("snapshot does not match the schema: " + *bad);
-    if (!j.is_object() || !j.contains("schema_version") || !j.contains("pcie"))
+    constexpr const char* version_key = key<&Snapshot::schema_version>;
+    if (!j.is_object() || !j.contains(version_key) || !j.contains(key<&Snapshot::pcie>))
         return fail("not a gpudx snapshot (no schema_version or pcie key)");
-    if (!j["schema_version"].is_number_integer()) return fail("schema_version is not an integer");
-    int version = j["schema_version"].get<int>();
+    if (!j[version_key].is_number_integer()) return fail("schema_version is not an integer");
+    int version = j[version_key].get<int>();
     if (version > kSnapshotSchemaVersion)
         return fail("snapshot schema version " + std::to_string(version) + " is newer than this gpudx understands (" +
                     std::to_string(kSnapshotSchemaVersion) + "); upgrade gpudx to read it");
     Snapshot s;
     try {
         s.schema_version = version;
-        s.gpudx_version = j.value("gpudx_version", "");
-        s.collected_at = j.value("collected_at", "");
-        s.root = j.value("root", "");
-        auto layer = [&](const char* key, auto& out) {
-            if (j.contains(key) && !j[key].is_null()) layer_from_json(j[key], out);
-        };
-        layer("host", s.host);
-        layer("pcie", s.pcie);
-        layer("module", s.module);
-        layer("kernel_log", s.kernel_log);
-        layer("libraries", s.libraries);
-        layer("devices", s.devices);
-        layer("environment", s.environment);
-        layer("nvml", s.nvml);
-        layer("cuda", s.cuda);
-        layer("rocm_smi", s.rocm_smi);
-        if (j.contains("collectors"))
-            for (auto& cj : j["collectors"]) {
+        s.gpudx_version = j.value(key<&Snapshot::gpudx_version>, "");
+        s.collected_at = j.value(key<&Snapshot::collected_at>, "");
+        s.root = j.value(key<&Snapshot::root>, "");
+        read_layers<&Snapshot::host, &Snapshot::pcie, &Snapshot::module, &Snapshot::kernel_log, &Snapshot::libraries,
+                    &Snapshot::devices, &Snapshot::environment, &Snapshot::nvml, &Snapshot::cuda, &Snapshot::rocm_smi>(j, s);
+        if (j.contains(key<&Snapshot::collectors>))
+            for (auto& cj : j[key<&Snapshot::collectors>]) {
                 CollectorStatus c;
                 layer_from_json(cj, c);
                 s.collectors.push_back(std::move(c));

@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fleet_fields_agree.hpp"
+
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
@@ -104,6 +106,25 @@ TEST_F(FleetSlice, SliceHasTheDriftTheTestsNeed) {
     EXPECT_LT(h["conforming"].get<int>(), h["nodes"].get<int>());
     EXPECT_GE(manifest_["expected"]["xids_by_code"].size(), 2u);
     EXPECT_EQ(manifest_["nodes"][0]["hostname"], "gpu-a001");
+}
+
+// The generated nodes carry the drift the fleet is read for (other versions, missing GPUs, Xids, slow links).
+TEST_F(FleetSlice, FleetAndFullReadersAgreeOnEveryNode) {
+    size_t nodes = 0, bad = 0;
+    for (auto& e : fs::directory_iterator(dir_ / "nodes")) {
+        auto a = gpudx::testdata::compare_readers(slurp(e.path()));
+        if (e.path().filename().string().starts_with("zz-bad-")) {
+            EXPECT_TRUE(a.fleet_error && a.full_error) << e.path() << ": a reader took a bad file";
+            ++bad;
+            continue;
+        }
+        EXPECT_FALSE(a.fleet_error) << e.path() << ": " << *a.fleet_error;
+        EXPECT_FALSE(a.full_error) << e.path() << ": " << *a.full_error;
+        for (auto& d : a.differences) ADD_FAILURE() << e.path() << ": " << d;
+        ++nodes;
+    }
+    EXPECT_EQ(nodes, 50u);
+    EXPECT_EQ(bad, 2u);
 }
 
 TEST_F(FleetSlice, JsonReportMatchesTheManifest) {
