@@ -1,11 +1,5 @@
 #include "actions/accept.hpp"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -19,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/pci_address.hpp"
+#include "core/supervisor.hpp"
 #include "core/text.hpp"
 #include "model/json_support.hpp"
 
@@ -146,6 +141,7 @@ nlohmann::json sub_test_to_json(const SubTest& t) {
 }
 
 Result<SubTest> sub_test_from_json(const nlohmann::json& j) {
+    // Fault-isolation boundary: a reader of a third-party format (nlohmann's at() and get<> throw).
     try {
         SubTest t;
         t.id = j.at("id").get<std::string>();
@@ -207,6 +203,7 @@ Result<AcceptReport> accept_report_from_json(const nlohmann::json& input) {
     if (version > kAcceptSchemaVersion)
         return fail(fmt::format("accept record schema {} is newer than this gpudx understands ({})", version,
                                 kAcceptSchemaVersion));
+    // Fault-isolation boundary: a reader of a third-party format (nlohmann's get<> throws on a wrong type).
     try {
         AcceptReport r;
         r.schema_version = version;
@@ -530,6 +527,7 @@ private:
         t.reason.clear();
         if (obs_) obs_->started(t, deadline);
         auto t0 = Clock::now();
+        // Fault-isolation boundary: each sub-test. One that throws fails, the rest of the plan still runs.
         try {
             body(t);
         } catch (const std::exception& e) {
@@ -993,22 +991,10 @@ AcceptReport run_acceptance(AcceptDriver& driver, const AcceptOptions& options, 
 
 namespace {
 
-bool write_all(int fd, std::string_view s) {
-    while (!s.empty()) {
-        ssize_t n = ::write(fd, s.data(), s.size());
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return false;
-        }
-        s.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
-}
-
 class PipeObserver : public AcceptObserver {
 public:
     explicit PipeObserver(int fd) : fd_(fd) {}
-    void send(const nlohmann::json& j) { write_all(fd_, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"); }
+    void send(const nlohmann::json& j) { write_all(fd_, json_line(j)); }
     void header(const AcceptReport& r) override { send({{"type", "header"}, {"report", accept_report_to_json(r)}}); }
     void planned(const std::vector<SubTest>& tests) override {
         nlohmann::json arr = nlohmann::json::array();
@@ -1023,19 +1009,6 @@ public:
 private:
     int fd_;
 };
-
-// Reaps the child when it exits promptly; a child stuck in the kernel driver is left behind rather
-// than hanging the tool (it is reported).
-bool reap(pid_t pid, ms within, int* status) {
-    auto end = Clock::now() + within;
-    while (true) {
-        pid_t r = ::waitpid(pid, status, WNOHANG);
-        if (r == pid) return true;
-        if (r < 0 && errno != EINTR) return true;
-        if (Clock::now() >= end) return false;
-        ::usleep(5000);
-    }
-}
 
 }  // namespace
 
@@ -1064,60 +1037,54 @@ AcceptReport run_acceptance_watched(const std::function<std::unique_ptr<AcceptDr
         return report;
     };
 
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) return give_up(std::string("cannot create a pipe: ") + std::strerror(errno));
-    std::fflush(nullptr);
-    pid_t pid = ::fork();
-    if (pid < 0) {
-        ::close(fds[0]);
-        ::close(fds[1]);
-        return give_up(std::string("cannot fork the acceptance process: ") + std::strerror(errno));
+    auto child = Child::start([&](int fd) {
+        PipeObserver obs(fd);
+        auto driver = make_driver();
+        auto r = run_acceptance(*driver, options, &obs);
+        obs.send({{"type", "final"}, {"report", accept_report_to_json(r)}});
+        return 0;
+    });
+    if (!child) {
+        const Error& e = child.error();
+        return give_up(e.path == "fork" ? "cannot fork the acceptance process: " + e.message
+                                        : "cannot create a pipe: " + e.message);
     }
-    if (pid == 0) {
-        ::close(fds[0]);
-        ::signal(SIGPIPE, SIG_IGN);
-        int code = 0;
-        try {
-            PipeObserver obs(fds[1]);
-            auto driver = make_driver();
-            auto r = run_acceptance(*driver, options, &obs);
-            obs.send({{"type", "final"}, {"report", accept_report_to_json(r)}});
-        } catch (...) {
-            code = 70;
-        }
-        // _exit: the driver's own teardown at exit() can block; the kernel frees the GPU resources.
-        ::_exit(code);
-    }
-    ::close(fds[1]);
+    const pid_t pid = child->pid();
 
     std::vector<SubTest> tests;
     std::optional<AcceptReport> final_report;
     std::string running;  // key of the sub-test in progress
     Clock::time_point running_deadline = Clock::time_point::max();
-    std::string buffer;
     auto overall_end = t0 + watch.overall;
     std::string stop_reason;
     bool child_gone = false;
     size_t done_count = 0;
 
+    // The watchdog names the hung sub-test from these lines: past one it cannot read it could only guess, so it
+    // stops the run there and says why.
+    auto unreadable = [&](std::string_view line, std::string_view what) {
+        stop_reason = fmt::format("the acceptance process wrote {} ({}): gpudx stopped it there", what, excerpt(line));
+    };
     auto apply_line = [&](std::string_view line) {
+        if (!stop_reason.empty() || final_report) return;  // the run is over: the final report is whole
         auto j = nlohmann::json::parse(line, nullptr, false);
-        if (j.is_discarded() || !j.is_object()) return;
-        auto type = j.value("type", std::string());
+        if (j.is_discarded() || !j.is_object()) return unreadable(line, "a line that is not a JSON object");
+        if (!j.contains("type") || !j["type"].is_string()) return unreadable(line, "a line without a type");
+        auto type = j["type"].get<std::string>();
         if (type == "header") {
-            if (auto r = accept_report_from_json(j["report"])) {
-                report.gpus = r->gpus;
-                report.driver_version = r->driver_version;
-                report.cuda_driver_version = r->cuda_driver_version;
-                report.driver_library = r->driver_library;
-            }
+            auto r = accept_report_from_json(j["report"]);
+            if (!r) return unreadable(line, "a malformed header: " + r.error().message);
+            report.gpus = r->gpus;
+            report.driver_version = r->driver_version;
+            report.cuda_driver_version = r->cuda_driver_version;
+            report.driver_library = r->driver_library;
         } else if (type == "plan") {
             std::map<std::string, SubTest> known;
             for (auto& t : tests) known[t.key()] = t;
             std::vector<SubTest> next;
             for (auto& tj : j["tests"]) {
                 auto t = sub_test_from_json(tj);
-                if (!t) continue;
+                if (!t) return unreadable(line, "a plan with a malformed sub-test: " + t.error().message);
                 auto it = known.find(t->key());
                 next.push_back(it != known.end() && it->second.status != TestStatus::not_run ? it->second : *t);
             }
@@ -1131,7 +1098,7 @@ AcceptReport run_acceptance_watched(const std::function<std::unique_ptr<AcceptDr
                     if (t.key() == running) watch.progress(t, done_count, tests.size());
         } else if (type == "done") {
             auto t = sub_test_from_json(j["test"]);
-            if (!t) return;
+            if (!t) return unreadable(line, "a malformed result: " + t.error().message);
             ++done_count;
             bool placed = false;
             for (auto& x : tests)
@@ -1145,11 +1112,15 @@ AcceptReport run_acceptance_watched(const std::function<std::unique_ptr<AcceptDr
                 running_deadline = Clock::time_point::max();
             }
         } else if (type == "final") {
-            if (auto r = accept_report_from_json(j["report"])) final_report = std::move(*r);
+            auto r = accept_report_from_json(j["report"]);
+            if (!r) return unreadable(line, "a malformed final report: " + r.error().message);
+            final_report = std::move(*r);
+        } else {
+            unreadable(line, "a line of an unknown type");
         }
     };
 
-    while (!final_report) {
+    while (!final_report && stop_reason.empty()) {
         auto now = Clock::now();
         auto until = std::min(overall_end, running_deadline);
         if (now >= until) {
@@ -1158,55 +1129,37 @@ AcceptReport run_acceptance_watched(const std::function<std::unique_ptr<AcceptDr
                               : "no answer from the driver within the sub-test's deadline: a driver call hung";
             break;
         }
-        int wait_ms = static_cast<int>(std::min<long>(
-            std::chrono::duration_cast<ms>(until - now).count() + 1, 1000));
-        pollfd p{fds[0], POLLIN, 0};
-        int n = ::poll(&p, 1, wait_ms);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            stop_reason = std::string("poll failed: ") + std::strerror(errno);
+        auto got = child->read_until(until);
+        if (got == Child::Read::nothing) continue;
+        if (got == Child::Read::failed) {
+            stop_reason = child->error();
             break;
         }
-        if (n == 0) continue;
-        char buf[65536];
-        ssize_t got = ::read(fds[0], buf, sizeof buf);
-        if (got < 0) {
-            if (errno == EINTR || errno == EAGAIN) continue;
-            stop_reason = std::string("read failed: ") + std::strerror(errno);
-            break;
-        }
-        if (got == 0) {
+        if (got == Child::Read::closed) {
             child_gone = true;
             break;
         }
-        buffer.append(buf, static_cast<size_t>(got));
-        size_t nl;
-        while ((nl = buffer.find('\n')) != std::string::npos) {
-            apply_line(std::string_view(buffer).substr(0, nl));
-            buffer.erase(0, nl + 1);
-        }
+        split_lines(child->received(), apply_line);
     }
-    ::close(fds[0]);
+    // A child that died while writing a line leaves part of it: said beside how it died.
+    std::string cut_off;
+    if (child_gone && !child->received().empty())
+        cut_off = fmt::format("; its last line was cut off after {} bytes ({})", child->received().size(),
+                              excerpt(child->received()));
 
-    int status = 0;
-    bool reaped = false;
-    if (final_report || child_gone) {
-        reaped = reap(pid, ms(final_report ? 5000 : 2000), &status);
-        if (!reaped) ::kill(pid, SIGKILL);
-    } else {
-        ::kill(pid, SIGKILL);
-        reaped = reap(pid, ms(2000), &status);
-    }
+    auto ended = final_report || child_gone ? child->finish(ms(final_report ? 5000 : 2000)) : child->kill();
+    bool reaped = ended.reaped();
 
     if (final_report) {
         report = std::move(*final_report);
     } else {
         std::string died;
         if (child_gone && reaped) {
-            if (WIFSIGNALED(status)) died = fmt::format("the acceptance process died (signal {}: {})", WTERMSIG(status),
-                                                        strsignal(WTERMSIG(status)));
-            else died = fmt::format("the acceptance process exited ({}) without finishing", WEXITSTATUS(status));
+            if (ended.signaled())
+                died = fmt::format("the acceptance process died (signal {}: {})", ended.signal(), strsignal(ended.signal()));
+            else died = fmt::format("the acceptance process exited ({}) without finishing", ended.exit_code());
         }
+        if (!died.empty()) died += cut_off;
         std::string why = !stop_reason.empty() ? stop_reason : died;
         if (!stop_reason.empty() && !reaped)
             why += fmt::format("; process {} did not exit after SIGKILL (stuck in the kernel driver)", pid);

@@ -870,6 +870,7 @@ nlohmann::json visible_view_to_json(const VisibleView& v) {
 Result<VisibleView> visible_view_from_json(const nlohmann::json& j) {
     if (!j.is_object()) return fail("the child's answer is not a JSON object");
     VisibleView v;
+    // Fault-isolation boundary: a reader of a child's JSON answer (nlohmann's get<> throws on a wrong type).
     try {
         if (j.contains("cuda") && j["cuda"].is_array()) v.cuda_uuids = j["cuda"].get<std::vector<std::string>>();
         if (j.contains("nvml") && j["nvml"].is_array()) v.nvml_uuids = j["nvml"].get<std::vector<std::string>>();

@@ -2,16 +2,12 @@
 
 #include <dlfcn.h>
 #include <link.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -23,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/pci_address.hpp"
+#include "core/supervisor.hpp"
 #include "core/text.hpp"
 #include "abi/cuda.hpp"
 #include "abi/nvml.hpp"
@@ -465,18 +462,39 @@ DriverInfo info_from_json(const json& j) {
     return d;
 }
 
-bool write_all(int fd, std::string_view data) {
-    while (!data.empty()) {
-        ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
-        data.remove_prefix(static_cast<size_t>(n));
+// One request line answered. Runs in the worker only.
+json answer(std::unique_ptr<CudaLibraryDriver>& driver, const DriverOptions& options, std::string_view line) {
+    json request = json::parse(line, nullptr, false);
+    std::string op = request.is_object() ? request.value("op", "") : "";
+    int pid = request.is_object() ? request.value("pid", 0) : 0;
+    if (op == "hello") {
+        driver = std::make_unique<CudaLibraryDriver>(options);
+        json reply = {{"info", info_to_json(driver->info())}, {"gpus", json::array()}};
+        for (const auto& g : driver->gpus()) reply["gpus"].push_back(gpu_to_json(g));
+        return reply;
     }
-    return true;
+    if (!driver) return {{"error", "no hello yet"}};
+    if (op == "held") {
+        auto held = driver->memory_held(request.value("pids", std::vector<int>{}));
+        return {{"held", held ? json(*held) : json(nullptr)}};
+    }
+    if (op == "lock") return {{"call", call_to_json(driver->lock(pid, request.value("timeout_ms", 0u)))}};
+    if (op == "checkpoint") return {{"call", call_to_json(driver->checkpoint(pid))}};
+    if (op == "restore") {
+        std::vector<GpuPair> pairs;
+        for (const auto& p : request.value("pairs", json::array())) pairs.push_back({p.at(0), p.at(1)});
+        return {{"call", call_to_json(driver->restore(pid, pairs))}};
+    }
+    if (op == "unlock") return {{"call", call_to_json(driver->unlock(pid))}};
+    if (op == "state") {
+        auto s = driver->state(pid);
+        return {{"call", call_to_json(s.call)}, {"state", state_name(s.state)}};
+    }
+    return {{"error", "unknown request"}};
 }
 
-// Answers requests until the parent closes its end. Runs in the forked child only.
-[[noreturn]] void worker_main(int fd, const DriverOptions& options) {
+// Answers requests until the parent closes its end. Runs in the forked worker only.
+int serve_requests(int fd, const DriverOptions& options) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     // Every GPU of the node, in PCI order, whatever the caller's environment says.
     ::unsetenv("CUDA_VISIBLE_DEVICES");
@@ -485,44 +503,15 @@ bool write_all(int fd, std::string_view data) {
     std::string buffer;
     char chunk[4096];
     for (;;) {
-        size_t newline;
-        while ((newline = buffer.find('\n')) == std::string::npos) {
-            ssize_t n = ::read(fd, chunk, sizeof chunk);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) ::_exit(0);
-            buffer.append(chunk, static_cast<size_t>(n));
-        }
-        json request = json::parse(buffer.substr(0, newline), nullptr, false);
-        buffer.erase(0, newline + 1);
-        json reply;
-        std::string op = request.is_object() ? request.value("op", "") : "";
-        int pid = request.is_object() ? request.value("pid", 0) : 0;
-        if (op == "hello") {
-            driver = std::make_unique<CudaLibraryDriver>(options);
-            reply = {{"info", info_to_json(driver->info())}, {"gpus", json::array()}};
-            for (const auto& g : driver->gpus()) reply["gpus"].push_back(gpu_to_json(g));
-        } else if (!driver) {
-            reply = {{"error", "no hello yet"}};
-        } else if (op == "held") {
-            auto held = driver->memory_held(request.value("pids", std::vector<int>{}));
-            reply["held"] = held ? json(*held) : json(nullptr);
-        } else if (op == "lock") {
-            reply["call"] = call_to_json(driver->lock(pid, request.value("timeout_ms", 0u)));
-        } else if (op == "checkpoint") {
-            reply["call"] = call_to_json(driver->checkpoint(pid));
-        } else if (op == "restore") {
-            std::vector<GpuPair> pairs;
-            for (const auto& p : request.value("pairs", json::array())) pairs.push_back({p.at(0), p.at(1)});
-            reply["call"] = call_to_json(driver->restore(pid, pairs));
-        } else if (op == "unlock") {
-            reply["call"] = call_to_json(driver->unlock(pid));
-        } else if (op == "state") {
-            auto s = driver->state(pid);
-            reply = {{"call", call_to_json(s.call)}, {"state", state_name(s.state)}};
-        } else {
-            reply = {{"error", "unknown request"}};
-        }
-        if (!write_all(fd, reply.dump(-1, ' ', false, json::error_handler_t::replace) + "\n")) ::_exit(1);
+        ssize_t n = ::read(fd, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return 0;
+        buffer.append(chunk, static_cast<size_t>(n));
+        bool parent_listens = true;
+        split_lines(buffer, [&](std::string_view line) {
+            if (parent_listens) parent_listens = write_all(fd, json_line(answer(driver, options, line)));
+        });
+        if (!parent_listens) return 1;
     }
 }
 
@@ -536,7 +525,9 @@ public:
             return;
         }
     }
-    ~IsolatedDriver() override { stop(false); }
+    // The worker exits when its channel closes; what cuInit took hold of is released then, under the same
+    // deadline as taking it.
+    ~IsolatedDriver() override { worker_.finish(deadline(options_.init_deadline_s)); }
 
     const DriverInfo& info() const override { return info_; }
     std::vector<CheckpointGpu> gpus() override { return gpus_; }
@@ -571,6 +562,10 @@ public:
     }
 
 private:
+    static std::chrono::milliseconds deadline(double seconds) {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(seconds));
+    }
+
     CallResult call(const json& request, double deadline_s) {
         CallResult out;
         auto start = Clock::now();
@@ -582,24 +577,9 @@ private:
 
     // Forks the worker and waits for its hello; an error message, or nullopt when it is ready.
     std::optional<std::string> start(double deadline_s) {
-        int fds[2];
-        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
-            return fmt::format("socketpair: {}", std::strerror(errno));
-        std::fflush(nullptr);
-        pid_t child = ::fork();
-        if (child < 0) {
-            ::close(fds[0]);
-            ::close(fds[1]);
-            return fmt::format("fork: {}", std::strerror(errno));
-        }
-        if (child == 0) {
-            ::close(fds[0]);
-            worker_main(fds[1], options_);
-        }
-        ::close(fds[1]);
-        worker_ = child;
-        fd_ = fds[0];
-        buffer_.clear();
+        auto child = Child::start([this](int fd) { return serve_requests(fd, options_); }, ChannelKind::socket);
+        if (!child) return fmt::format("{}: {}", child.error().path, child.error().message);
+        worker_ = std::move(*child);
         CallResult failure;
         auto reply = exchange({{"op", "hello"}}, deadline_s, failure, "dlopen + cuInit");
         if (!reply) return failure.meaning;
@@ -609,21 +589,9 @@ private:
         return std::nullopt;
     }
 
-    void stop(bool kill_it) {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = -1;
-        if (worker_ > 0) {
-            if (kill_it) ::kill(worker_, SIGKILL);
-            int status = 0;
-            while (::waitpid(worker_, &status, 0) < 0 && errno == EINTR) {
-            }
-        }
-        worker_ = -1;
-    }
-
     // Sends a request to a live worker (starting a fresh one after a lost one) and waits for the answer.
     std::optional<json> ask(const json& request, double deadline_s, CallResult& failure) {
-        if (worker_ < 0) {
+        if (!worker_.running()) {
             if (deadlines_hit_ >= 2) {
                 failure.code = kCallDeadlineExceeded;
                 failure.name = "GPUDX_DEADLINE_EXCEEDED";
@@ -646,15 +614,14 @@ private:
     }
 
     std::optional<json> exchange(const json& request, double deadline_s, CallResult& failure, const std::string& what) {
-        if (!write_all(fd_, request.dump() + "\n")) return lost(failure, what);
-        auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(deadline_s));
-        char chunk[4096];
-        size_t newline;
-        while ((newline = buffer_.find('\n')) == std::string::npos) {
-            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-            if (left <= 0) {
+        if (!worker_.send(json_line(request))) return lost(failure, what);
+        auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(deadline_s));
+        std::optional<std::string> answer;
+        size_t answers = 0;
+        while (answers == 0) {
+            if (Clock::now() >= until) {
                 ++deadlines_hit_;
-                stop(true);
+                worker_.kill();
                 failure.code = kCallDeadlineExceeded;
                 failure.name = "GPUDX_DEADLINE_EXCEEDED";
                 failure.meaning = fmt::format(
@@ -663,32 +630,32 @@ private:
                     what, deadline_s);
                 return std::nullopt;
             }
-            pollfd p{fd_, POLLIN, 0};
-            int rc = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
-            if (rc < 0 && errno == EINTR) continue;
-            if (rc <= 0) continue;
-            ssize_t n = ::read(fd_, chunk, sizeof chunk);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) return lost(failure, what);
-            buffer_.append(chunk, static_cast<size_t>(n));
+            auto got = worker_.read_until(until);
+            if (got == Child::Read::closed || got == Child::Read::failed) return lost(failure, what);
+            split_lines(worker_.received(), [&](std::string_view line) {
+                if (answers++ == 0) answer.emplace(line);
+            });
         }
-        json reply = json::parse(buffer_.substr(0, newline), nullptr, false);
-        buffer_.erase(0, newline + 1);
-        if (!reply.is_object() || reply.contains("error")) return lost(failure, what);
+        // One request, one answer: anything else means the worker and gpudx no longer agree on which is which.
+        if (answers > 1) return lost(failure, what, fmt::format("it answered {} times", answers));
+        json reply = json::parse(*answer, nullptr, false);
+        if (!reply.is_object()) return lost(failure, what, "its answer is not a JSON object: " + excerpt(*answer));
+        if (reply.contains("error")) return lost(failure, what, "it refused the request: " + reply["error"].dump());
         return reply;
     }
 
-    std::optional<json> lost(CallResult& failure, const std::string& what) {
-        int status = 0;
-        std::string how = "it closed the connection";
-        // A worker that answered nonsense may still be alive: kill first so the wait cannot block.
-        if (worker_ > 0) ::kill(worker_, SIGKILL);
-        if (worker_ > 0 && ::waitpid(worker_, &status, 0) == worker_) {
-            if (WIFSIGNALED(status)) how = fmt::format("it died of signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
-            else if (WIFEXITED(status)) how = fmt::format("it exited with status {}", WEXITSTATUS(status));
-            worker_ = -1;
+    // `how`: what was wrong with its answer, when it gave one; otherwise how it ended says what happened.
+    std::optional<json> lost(CallResult& failure, const std::string& what, std::string how = {}) {
+        const bool cut_off = !worker_.received().empty();
+        const size_t cut_bytes = worker_.received().size();
+        // A worker that answered nonsense may still be alive: killed first, so the wait cannot block.
+        auto ended = worker_.kill();
+        if (how.empty()) {
+            if (ended.signaled()) how = fmt::format("it died of signal {} ({})", ended.signal(), strsignal(ended.signal()));
+            else if (ended.reaped()) how = fmt::format("it exited with status {}", ended.exit_code());
+            else how = "it closed the connection";
+            if (cut_off) how += fmt::format("; its last line was cut off after {} bytes", cut_bytes);
         }
-        stop(true);
         failure.code = kCallWorkerLost;
         failure.name = "GPUDX_WORKER_LOST";
         failure.meaning = fmt::format("the driver worker gave no answer ({}): {}", what, how);
@@ -698,9 +665,7 @@ private:
     DriverOptions options_;
     DriverInfo info_;
     std::vector<CheckpointGpu> gpus_;
-    pid_t worker_ = -1;
-    int fd_ = -1;
-    std::string buffer_;
+    Child worker_;
     int deadlines_hit_ = 0;
 };
 

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
         sub->callback([&runner, run] { runner = run; });
     }
 
+    // Fault-isolation boundary: main(), the last one. CLI11 reports parse errors and --help by throwing.
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
         app.exit(e);
         return kExitUsage;
     }
+    // UsageError, thrown only by app/, exits 64; anything that passed every other boundary is a bug.
     try {
         return runner ? runner() : kExitUsage;
     } catch (const UsageError& e) {

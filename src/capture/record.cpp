@@ -108,7 +108,7 @@ Snapshot collect_gpu_inventory(const Root& root, const CollectOptions& options) 
     CollectOptions o = options;
     o.probe_cuda = false;
     CollectContext ctx{root, o};
-    // A collector that throws loses only its own layer, as in take_snapshot.
+    // Fault-isolation boundary: each collector, as in take_snapshot. One that throws loses only its own layer.
     auto guarded = [&](const char* name, auto&& fn) {
         try {
             s.collectors.push_back(fn());
@@ -120,6 +120,7 @@ Snapshot collect_gpu_inventory(const Root& root, const CollectOptions& options) 
     guarded("pcie", [&] { return collect_pcie(ctx, s.pcie); });
     guarded("module", [&] { return collect_module(ctx, s.module); });
     if (o.probe_driver) {
+        // Fault-isolation boundary: the driver collectors.
         try {
             for (auto& st : collect_driver(ctx, s.nvml, s.cuda)) s.collectors.push_back(std::move(st));
         } catch (const std::exception& e) {

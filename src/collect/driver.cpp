@@ -28,12 +28,15 @@ void point_standins_at_capture(const Root& root) {
 }
 
 template <class Layer>
-void take_result(const ProbeOutcome& out, Layer& layer) {
+void take_result(ProbeOutcome& out, Layer& layer) {
     if (!out.result) return;
+    // Fault-isolation boundary: nlohmann's exceptions from a result that does not fit the layer (a child that
+    // crashed while writing it, or one of another gpudx version) become a read problem; the layer keeps what
+    // it had.
     try {
         layer_from_json(*out.result, layer);
-    } catch (const std::exception&) {
-        // A malformed line from a crashing child: keep what the layer had.
+    } catch (const std::exception& e) {
+        out.read_problems.push_back(std::string("a result that does not fit the layer: ") + e.what());
     }
 }
 
@@ -42,6 +45,7 @@ CollectorStatus status_of(const char* name, const ProbeOutcome& out, std::chrono
     CollectorStatus st;
     st.name = name;
     st.duration_ms = out.duration_ms;
+    for (const auto& problem : out.read_problems) st.problems.push_back({"", "probe output: " + problem});
     // With lanes, several calls can be in flight: the first names the hang, the others are told.
     auto calls = out.calls_in_flight();
     std::string first = calls.empty() ? std::string() : calls.front();
@@ -71,7 +75,7 @@ CollectorStatus status_of(const char* name, const ProbeOutcome& out, std::chrono
     return st;
 }
 
-CollectorStatus rocm_smi_status(const ProbeOutcome& out, std::chrono::milliseconds deadline, RocmSmiLayer& layer) {
+CollectorStatus rocm_smi_status(ProbeOutcome& out, std::chrono::milliseconds deadline, RocmSmiLayer& layer) {
     layer.probed = true;
     take_result(out, layer);
     auto st = status_of("rocm_smi", out, deadline, layer.timed_out_call);
@@ -218,7 +222,7 @@ std::vector<CollectorStatus> finish_driver_probes(const CollectContext& ctx, Sta
         }
     }
     if (all_devices_probe) {
-        const auto& all_outcome = outcomes[*all_devices_probe];
+        auto& all_outcome = outcomes[*all_devices_probe];
         CudaLayer all_layer;
         take_result(all_outcome, all_layer);
         if (all_outcome.result) cuda.all = all_layer.caller;
@@ -227,6 +231,8 @@ std::vector<CollectorStatus> finish_driver_probes(const CollectContext& ctx, Sta
         if (!hung.empty() && cuda.timed_out_call.empty()) cuda.timed_out_call = "(all devices) " + hung;
         if (ast.state != CollectorState::ok)
             cst.problems.push_back({ast.path, "--all-devices evaluation: " + ast.message});
+        for (const auto& problem : ast.problems)
+            cst.problems.push_back({problem.path, "--all-devices evaluation: " + problem.message});
     }
     statuses.push_back(std::move(cst));
     return finish();

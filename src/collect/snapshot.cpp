@@ -2,7 +2,6 @@
 #include <ctime>
 #include <exception>
 #include <future>
-#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -31,6 +30,7 @@ template <class Fn>
 CollectorStatus run_collector(const char* name, Fn&& fn) {
     auto t0 = std::chrono::steady_clock::now();
     CollectorStatus st;
+    // Fault-isolation boundary: each collector.
     try {
         st = fn();
     } catch (const std::exception& e) {
@@ -69,18 +69,26 @@ Snapshot take_snapshot(const Root& root, const CollectOptions& options) {
         auto t0 = std::chrono::steady_clock::now();
         StartedDriverProbes probes;
         std::string start_error;
+        // Fault-isolation boundary: the driver collectors, when their children are started and when read.
         try {
             probes = start_driver_probes(ctx, true);
         } catch (const std::exception& e) {
             start_error = e.what();
         }
         driver = std::async(std::launch::async, [&, t0, start_error, probes = std::move(probes)]() mutable {
+            auto failed = [](const std::string& why) {
+                return std::vector<CollectorStatus>{status_error("nvml", Error{why, {}, 0}),
+                                                    status_error("cuda", Error{why, {}, 0})};
+            };
             std::vector<CollectorStatus> out;
-            try {
-                if (!probes) throw std::runtime_error("could not start the driver probes: " + start_error);
-                out = finish_driver_probes(ctx, std::move(probes), s.nvml, s.cuda, &s.rocm_smi);
-            } catch (const std::exception& e) {
-                out = {status_error("nvml", Error{e.what(), {}, 0}), status_error("cuda", Error{e.what(), {}, 0})};
+            if (!probes) {
+                out = failed("could not start the driver probes: " + start_error);
+            } else {
+                try {
+                    out = finish_driver_probes(ctx, std::move(probes), s.nvml, s.cuda, &s.rocm_smi);
+                } catch (const std::exception& e) {
+                    out = failed(e.what());
+                }
             }
             for (auto& st : out)
                 if (st.duration_ms == 0) st.duration_ms = ms_since(t0);

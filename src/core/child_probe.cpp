@@ -1,67 +1,23 @@
 #include "core/child_probe.hpp"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 
 #include <fmt/format.h>
+
+#include "core/supervisor.hpp"
 
 namespace gpudx {
 
 namespace {
 
 constexpr size_t kMaxProbeOutput = 64 * 1024 * 1024;
-
-void write_all(int fd, const char* p, size_t n) {
-    while (n > 0) {
-        ssize_t w = ::write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return;  // parent gone: nothing useful left to do
-        }
-        p += w;
-        n -= static_cast<size_t>(w);
-    }
-}
-
-// The child must not keep the parent's other descriptors (another probe's pipe would never see EOF, a
-// caller's socket would stay open), nor write to the parent's stdout (it may be the snapshot JSON).
-void isolate_child_descriptors(int keep_fd) {
-    int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (devnull >= 0) {
-        ::dup2(devnull, STDIN_FILENO);
-        ::dup2(devnull, STDOUT_FILENO);
-    }
-    long rc = -1;
-#ifdef SYS_close_range
-    rc = keep_fd > 3 ? ::syscall(SYS_close_range, 3u, static_cast<unsigned>(keep_fd - 1), 0u) : 0;
-    if (rc == 0) rc = ::syscall(SYS_close_range, static_cast<unsigned>(keep_fd + 1), ~0u, 0u);
-#endif
-    if (rc != 0)  // kernels before 5.9
-        for (int fd = 3; fd < 4096; ++fd)
-            if (fd != keep_fd) ::close(fd);
-}
-
-// Reaps a child without ever blocking the caller: a process stuck in uninterruptible driver code cannot
-// be reaped until the kernel lets it go, and gpudx must be able to exit before then.
-void reap_in_background(pid_t pid) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) return;
-    std::thread([pid] {
-        int st = 0;
-        while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-        }
-    }).detach();
-}
 
 double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
     return std::chrono::duration<double, std::milli>(b - a).count();
@@ -93,7 +49,7 @@ void ProbeChannel::write_line(std::string_view tag, std::string_view text) {
         line.append(text);
     }
     line.push_back('\n');
-    write_all(fd_, line.data(), line.size());
+    write_all(fd_, line);  // a parent that is gone has nothing left to learn
 }
 
 ProbeChannel::ProbeChannel(int fd, std::string name)
@@ -108,7 +64,7 @@ void ProbeChannel::trace(std::optional<unsigned> lane, std::chrono::steady_clock
     std::string line = fmt::format("gpudx probe {}{} +{:.3f} ms {}\n", name_, who, ms_between(last, now), what);
     last = now;
     std::lock_guard lock(write_mutex_);
-    write_all(STDERR_FILENO, line.data(), line.size());
+    write_all(STDERR_FILENO, line);
 }
 
 void ProbeChannel::progress(std::string_view call) {
@@ -136,33 +92,48 @@ void ProbeChannel::done() {
     write_line("E", {});
 }
 
+namespace {
+
+constexpr size_t kMaxReadProblems = 10;
+
+void read_problem(ProbeOutcome& out, std::string message) {
+    if (out.read_problems.size() < kMaxReadProblems) out.read_problems.push_back(std::move(message));
+    else if (out.read_problems.size() == kMaxReadProblems) out.read_problems.push_back("more unreadable lines, not listed");
+}
+
+}  // namespace
+
 bool consume_probe_lines(std::string& buffer, ProbeOutcome& out) {
     bool ended = false;
-    size_t start = 0;
-    while (true) {
-        size_t nl = buffer.find('\n', start);
-        if (nl == std::string::npos) break;
-        std::string_view line(buffer.data() + start, nl - start);
-        start = nl + 1;
-        if (line.empty()) continue;
+    split_lines(buffer, [&](std::string_view line) {
+        if (line.empty()) return;
         char tag = line[0];
+        if (line.size() > 1 && line[1] != ' ') {
+            read_problem(out, "a line that is not a probe message: " + excerpt(line));
+            return;
+        }
         std::string_view text = line.size() > 2 ? line.substr(2) : std::string_view{};
         if (tag == 'P') {
             out.last_call.assign(text);
         } else if (tag == 'L') {
             auto space = text.find(' ');
             auto lane = parse_lane(text.substr(0, space));
-            if (!lane) continue;
+            if (!lane) {
+                read_problem(out, "a lane line without a lane number: " + excerpt(line));
+                return;
+            }
             if (space == std::string_view::npos) out.busy_lanes.erase(*lane);
             else out.busy_lanes[*lane].assign(text.substr(space + 1));
         } else if (tag == 'R') {
             auto j = nlohmann::json::parse(text, nullptr, false);
-            if (!j.is_discarded()) out.result = std::move(j);
+            if (j.is_discarded()) read_problem(out, "a result that is not JSON (the one before it stands): " + excerpt(line));
+            else out.result = std::move(j);
         } else if (tag == 'E') {
             ended = true;
+        } else {
+            read_problem(out, "a line that is not a probe message: " + excerpt(line));
         }
-    }
-    buffer.erase(0, start);
+    });
     return ended;
 }
 
@@ -175,65 +146,45 @@ RunningProbes start_probes(const std::vector<ProbeSpec>& specs) {
 
     // Fork every child before reading from any, so that they run concurrently.
     for (size_t i = 0; i < specs.size(); ++i) {
-        int fds[2];
-        if (::pipe2(fds, O_CLOEXEC) != 0) {
-            out[i].message = fmt::format("pipe: {}", std::strerror(errno));
-            continue;
-        }
         auto start = std::chrono::steady_clock::now();
-        pid_t pid = ::fork();
-        if (pid < 0) {
-            out[i].message = fmt::format("fork: {}", std::strerror(errno));
-            ::close(fds[0]);
-            ::close(fds[1]);
-            continue;
-        }
-        if (pid == 0) {
-            // Child: only this probe's work, then _exit (no atexit handlers, no parent's destructors).
-            ::signal(SIGPIPE, SIG_DFL);
-            // A crash in the driver must end the child by its signal, which the parent reports; a handler
-            // inherited from the parent (a sanitizer's, a crash reporter's) would turn it into an exit status.
-            for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ::signal(sig, SIG_DFL);
-            isolate_child_descriptors(fds[1]);
-            ProbeChannel ch(fds[1], specs[i].name);
+        const ProbeSpec& spec = specs[i];
+        auto child = Child::start([&spec](int fd) {
+            ProbeChannel ch(fd, spec.name);
+            // Fault-isolation boundary: a probe body. What it sent before throwing stands, so the child
+            // still says it finished.
             try {
-                specs[i].body(ch);
+                spec.body(ch);
             } catch (...) {
             }
             ch.done();
-            ::_exit(0);
+            return 0;
+        });
+        if (!child) {
+            out[i].message = fmt::format("{}: {}", child.error().path, child.error().message);
+            continue;
         }
-        ::close(fds[1]);
-        run[i].pid = pid;
-        run[i].fd = fds[0];
+        run[i].child = std::move(*child);
         run[i].start = start;
-        run[i].deadline = start + specs[i].deadline;
-        run[i].open = true;
+        run[i].deadline = start + spec.deadline;
     }
     return started;
-}
-
-RunningProbes::~RunningProbes() {
-    for (auto& r : processes_) {
-        if (!r.open) continue;
-        ::kill(r.pid, SIGKILL);
-        ::close(r.fd);
-        reap_in_background(r.pid);
-    }
 }
 
 std::vector<ProbeOutcome> run_probes(const std::vector<ProbeSpec>& specs) { return start_probes(specs).wait(); }
 
 std::vector<ProbeOutcome> RunningProbes::wait() {
+    using std::chrono::milliseconds;
     auto& out = outcomes_;
     auto& run = processes_;
+    // Ends probe i's reading; the child itself is ended by the caller.
     auto finish = [&](size_t i, ProbeEnd end, std::string message) {
         auto& r = run[i];
         out[i].end = end;
         if (!message.empty()) out[i].message = std::move(message);
         out[i].duration_ms = ms_between(r.start, std::chrono::steady_clock::now());
-        ::close(r.fd);
-        r.open = false;
+        const std::string& rest = r.child.received();
+        if (!rest.empty() && rest.size() <= kMaxProbeOutput)
+            read_problem(out[i], fmt::format("the last line was cut off after {} bytes: {}", rest.size(), excerpt(rest)));
     };
 
     while (true) {
@@ -242,16 +193,15 @@ std::vector<ProbeOutcome> RunningProbes::wait() {
         auto now = std::chrono::steady_clock::now();
         int timeout_ms = -1;
         for (size_t i = 0; i < run.size(); ++i) {
-            if (!run[i].open) continue;
+            if (!run[i].child.running()) continue;
             if (now >= run[i].deadline) {
-                ::kill(run[i].pid, SIGKILL);
                 finish(i, ProbeEnd::timed_out, {});
-                reap_in_background(run[i].pid);
+                run[i].child.kill(milliseconds(0));
                 continue;
             }
-            auto left = std::chrono::ceil<std::chrono::milliseconds>(run[i].deadline - now).count();
+            auto left = std::chrono::ceil<milliseconds>(run[i].deadline - now).count();
             if (timeout_ms < 0 || left < timeout_ms) timeout_ms = static_cast<int>(left);
-            pfds.push_back({run[i].fd, POLLIN, 0});
+            pfds.push_back({run[i].child.fd(), POLLIN, 0});
             which.push_back(i);
         }
         if (pfds.empty()) break;
@@ -261,43 +211,27 @@ std::vector<ProbeOutcome> RunningProbes::wait() {
         for (size_t k = 0; k < pfds.size(); ++k) {
             if (!pfds[k].revents) continue;
             size_t i = which[k];
-            auto& r = run[i];
-            char buf[65536];
-            ssize_t got = ::read(r.fd, buf, sizeof buf);
-            if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-            if (got > 0) {
-                r.buffer.append(buf, static_cast<size_t>(got));
-                bool ended = consume_probe_lines(r.buffer, out[i]);
-                if (ended) {
+            auto& child = run[i].child;
+            auto got = child.read_available();
+            if (got == Child::Read::nothing) continue;
+            if (got == Child::Read::data) {
+                if (consume_probe_lines(child.received(), out[i])) {
                     finish(i, ProbeEnd::finished, {});
-                    reap_in_background(r.pid);
-                } else if (r.buffer.size() > kMaxProbeOutput) {
-                    ::kill(r.pid, SIGKILL);
+                    child.finish(milliseconds(0), Child::IfLate::leave);
+                } else if (child.received().size() > kMaxProbeOutput) {
                     finish(i, ProbeEnd::died, "probe wrote an oversized line; killed");
-                    reap_in_background(r.pid);
+                    child.kill(milliseconds(0));
                 }
                 continue;
             }
             // EOF without "E": the child died inside a call (a crash in the driver, or killed).
+            auto ended = child.finish(milliseconds(50), Child::IfLate::leave);
             std::string why = "probe process ended without finishing";
-            int status = 0;
-            bool reaped = false;
-            for (int tries = 0; tries < 50; ++tries) {
-                pid_t w = ::waitpid(r.pid, &status, WNOHANG);
-                if (w == r.pid) {
-                    reaped = true;
-                    if (WIFSIGNALED(status))
-                        why = fmt::format("probe process killed by signal {} ({})", WTERMSIG(status),
-                                          strsignal(WTERMSIG(status)));
-                    else if (WIFEXITED(status))
-                        why = fmt::format("probe process exited with status {}", WEXITSTATUS(status));
-                    break;
-                }
-                if (w < 0) break;
-                ::usleep(1000);
-            }
+            if (ended.signaled())
+                why = fmt::format("probe process killed by signal {} ({})", ended.signal(), strsignal(ended.signal()));
+            else if (ended.reaped())
+                why = fmt::format("probe process exited with status {}", ended.exit_code());
             finish(i, ProbeEnd::died, why);
-            if (!reaped) reap_in_background(r.pid);
         }
     }
     return std::move(out);

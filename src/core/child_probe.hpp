@@ -1,6 +1,7 @@
 #pragma once
 // Driver calls can hang forever (a wedged GPU, a driver waiting on a lock held by a dead process).
-// Each driver probe therefore runs in a forked child that reports over a pipe, line by line:
+// Each driver probe therefore runs in a child forked and watched by the supervisor (core/supervisor.hpp) that
+// reports over a pipe, line by line:
 //   "P <call>"     about to make this call (so a hang names it)
 //   "L <n> <call>" the same from lane n: one of several threads of the child making calls side by side
 //   "L <n>"        lane n has finished its calls
@@ -8,6 +9,7 @@
 //   "E"            finished
 // The parent reads with poll() until the deadline, then SIGKILLs the child and never waits on it
 // longer than it can afford: a child stuck in the kernel is left to a detached reaper thread.
+// A line it cannot read (an R that is not JSON, an unknown tag, a last line cut off) is kept as a read problem.
 #include <sys/types.h>
 
 #include <chrono>
@@ -20,6 +22,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "core/supervisor.hpp"
 
 namespace gpudx {
 
@@ -76,6 +80,7 @@ struct ProbeOutcome {
     std::string last_call;                 // the last P line
     std::map<unsigned, std::string> busy_lanes;  // lane -> its call in flight, for lanes not yet finished
     std::string message;                   // for died / not_started: why
+    std::vector<std::string> read_problems;  // lines that could not be read, each with an excerpt
     double duration_ms = 0;
 
     // The calls that had not returned when the probe was stopped: each busy lane's, else the last P line's
@@ -85,27 +90,14 @@ struct ProbeOutcome {
 
 // One forked probe child as the parent reads it.
 struct ProbeProcess {
-    pid_t pid = -1;
-    int fd = -1;  // the read end of its pipe
-    std::string buffer;
+    Child child;
     std::chrono::steady_clock::time_point start, deadline;
-    bool open = false;
 };
 
 // Probe children already forked, still to be read. Forking happens in start_probes, in the caller's thread:
-// call it before starting other threads. A child of a multi-threaded process inherits every lock another
-// thread held at the fork (the allocator's under ASan, the loader's, a stream's) and can block on one forever
-// before its first call: a false "unresponsive driver".
+// call it before starting other threads (core/supervisor.hpp says why). Children never waited for are killed.
 class RunningProbes {
 public:
-    RunningProbes() = default;
-    RunningProbes(RunningProbes&&) noexcept = default;
-    RunningProbes& operator=(RunningProbes&&) noexcept = default;
-    RunningProbes(const RunningProbes&) = delete;
-    RunningProbes& operator=(const RunningProbes&) = delete;
-    // Children never waited for are killed.
-    ~RunningProbes();
-
     // Reads every child until it has finished or hit its deadline (then it is killed); any thread may call it.
     std::vector<ProbeOutcome> wait();
 
@@ -120,7 +112,8 @@ RunningProbes start_probes(const std::vector<ProbeSpec>& specs);
 // start_probes, then wait: returns when each has finished or hit its deadline.
 std::vector<ProbeOutcome> run_probes(const std::vector<ProbeSpec>& specs);
 
-// Pure: splits complete lines off `buffer` and applies them to `out`; returns true when "E" was seen.
+// Pure: splits complete lines off `buffer` and applies them to `out` (a line it cannot read becomes one of
+// out.read_problems); returns true when "E" was seen.
 bool consume_probe_lines(std::string& buffer, ProbeOutcome& out);
 
 }  // namespace gpudx

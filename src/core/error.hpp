@@ -1,5 +1,25 @@
 #pragma once
-// Recoverable errors travel as values; only main() catches exceptions (usage errors).
+// The error policy (docs/error-policy.md). Errors travel as values: a function that can fail returns
+// Result<T> (std::expected<T, Error>), a collector returns a CollectorStatus with its ReadProblems, a
+// child's unreadable output becomes a read problem. gpudx's own code does not throw, except UsageError
+// from app/ to main().
+//
+// Exceptions still arise from what gpudx uses (nlohmann::json, toml++, CLI11, std::thread, std::bad_alloc)
+// and from bugs. They stop only at these fault-isolation boundaries, where a comment at the catch names the
+// boundary:
+//   - main() (app/main.cpp): UsageError exits 64, anything else is an internal error (exit 3);
+//   - each collector (collect/snapshot.cpp run_collector and the driver probes' start and finish,
+//     capture/record.cpp collect_gpu_inventory): a throwing collector loses its own layer, as an error
+//     status;
+//   - each rule family (rules/diagnose.cpp diagnose): a throwing family becomes gpudx.check_failed;
+//   - each child's body (core/supervisor.cpp run_child, core/child_probe.cpp start_probes): the exception
+//     ends the child, which the parent reports;
+//   - each acceptance sub-test (actions/accept.cpp Acceptance::run_step): it fails, the others run;
+//   - the readers of third-party formats (JSON and TOML input, a child's JSON result): nlohmann's and
+//     toml++'s exceptions become a Result error or a read problem at the function that parses;
+//   - library calls that report failure only by throwing (std::thread's constructor in
+//     vendor/nvml_query.cpp query_devices).
+// Anything else lets the exception pass to the nearest boundary: a catch elsewhere is a bug.
 #include <expected>
 #include <string>
 

@@ -82,6 +82,7 @@ Result<Snapshot> snapshot_from_json(const nlohmann::json& input) {
         return fail("snapshot schema version " + std::to_string(version) + " is newer than this gpudx understands (" +
                     std::to_string(kSnapshotSchemaVersion) + "); upgrade gpudx to read it");
     Snapshot s;
+    // Fault-isolation boundary: a reader of a third-party format (nlohmann's get<> throws on a wrong type).
     try {
         s.schema_version = version;
         s.gpudx_version = j.value(key<&Snapshot::gpudx_version>, "");
@@ -105,6 +106,8 @@ Result<Snapshot> load_snapshot_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) return fail("cannot open snapshot", path, errno);
     nlohmann::json j;
+    // Fault-isolation boundary: a reader of a third-party format; only the exception carries where the
+    // JSON went wrong.
     try {
         j = nlohmann::json::parse(in);
     } catch (const nlohmann::json::parse_error& e) {

@@ -183,6 +183,7 @@ Result<NodeRecord> node_record_from_json(const nlohmann::json& input) {
         return fail(fmt::format("node record schema version {} is newer than this gpudx understands ({}); upgrade gpudx",
                                 version, kNodeRecordSchemaVersion));
     NodeRecord r;
+    // Fault-isolation boundary: a reader of a third-party format (nlohmann's get<> throws on a wrong type).
     try {
         r.schema_version = version;
         r.recorded_at = j.value("recorded_at", "");
@@ -209,6 +210,8 @@ Result<NodeRecord> load_node_record(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) return fail("cannot open node record", path, errno);
     nlohmann::json j;
+    // Fault-isolation boundary: a reader of a third-party format; only the exception carries where the
+    // JSON went wrong.
     try {
         j = nlohmann::json::parse(in);
     } catch (const nlohmann::json::parse_error& e) {

@@ -49,6 +49,7 @@ std::optional<std::string> not_evaluated_reason(const Snapshot& s, Layer l) {
 Diagnosis diagnose(const Snapshot& snapshot, const DiagnoseOptions& options) {
     Diagnosis d;
     CheckContext ctx{snapshot, options};
+    // Fault-isolation boundary: each rule family. One that throws is reported, the others still run.
     for (auto& fam : check_families()) {
         try {
             fam.run(ctx, d.findings);

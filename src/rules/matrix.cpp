@@ -266,6 +266,7 @@ Result<Matrix> parse_matrix(std::string_view text, std::string_view source_name)
     if (auto bad = check_toml_text(text))
         return fail(fmt::format("{}:{}:{}: {}", source, bad->line, bad->column, bad->message), source);
     toml::table root;
+    // Fault-isolation boundary: a reader of a third-party format (toml++ reports a syntax error by throwing).
     try {
         root = toml::parse(text, source);
     } catch (const toml::parse_error& e) {

@@ -348,6 +348,7 @@ Result<XidPolicy> parse_policy(std::string_view text, const std::string& origin,
     if (auto bad = check_toml_text(text))
         return fail(fmt::format("{}:{}:{}: {}", origin, bad->line, bad->column, bad->message), origin);
     toml::table root;
+    // Fault-isolation boundary: a reader of a third-party format (toml++ reports a syntax error by throwing).
     try {
         root = toml::parse(text, origin);
     } catch (const toml::parse_error& e) {

@@ -319,3 +319,37 @@ TEST(DriverFaults, CheckpointWithoutAUsableDriverExitsThree) {
     EXPECT_VALID_JSON(r);
     EXPECT_EQ(r.exit_code, 3) << r.out.substr(0, 600);
 }
+
+// A driver that writes garbage into the channel of the child that loads it: each supervised child's reader
+// reports what it could not read (the probes as a read problem of their collector, the checkpoint worker's
+// parent in the failed call, the accept watchdog as the reason it stopped), never drops it.
+TEST(DriverFaults, GarbledProbeOutputIsAReadProblemOfItsCollector) {
+    auto snap = driver_run("snapshot", kScenarios + "/h200x2.json", GPUDX_FAULT_GARBLING_DIR);
+    EXPECT_VALID_JSON(snap);
+    for (const char* name : {"nvml", "cuda"}) {
+        SCOPED_TRACE(name);
+        EXPECT_TRUE(has_problem(snap.json, name, "", "probe output: a result that is not JSON")) << snap.out.substr(0, 2000);
+        EXPECT_TRUE(has_problem(snap.json, name, "", "Z what is this"));
+    }
+    // What the child did report still counts: the library exports nothing.
+    EXPECT_NE(snap.json["nvml"]["load_error"].get<std::string>().find("nvmlInit_v2 not found"), std::string::npos);
+}
+
+TEST(DriverFaults, GarbledCheckpointWorkerAnswerIsNamedInTheFailure) {
+    auto r = run_gpudx("state " + std::to_string(::getpid()) + " --format json --driver-lib-dir " +
+                       quote(GPUDX_FAULT_GARBLING_DIR));
+    EXPECT_VALID_JSON(r);
+    EXPECT_EQ(r.exit_code, 3) << r.out.substr(0, 600);
+    EXPECT_NE(r.out.find("its answer is not a JSON object"), std::string::npos) << r.out.substr(0, 1200);
+    EXPECT_NE(r.out.find("R {not json"), std::string::npos);
+}
+
+TEST(DriverFaults, GarbledAcceptProgressStopsTheRunAndSaysWhy) {
+    auto r = run_gpudx("accept --format json --driver-lib-dir " + quote(GPUDX_FAULT_GARBLING_DIR));
+    EXPECT_VALID_JSON(r);
+    ASSERT_FALSE(r.json["tests"].empty()) << r.out.substr(0, 600);
+    std::string reasons;
+    for (auto& t : r.json["tests"]) reasons += t["reason"].get<std::string>() + "\n";
+    EXPECT_NE(reasons.find("a line that is not a JSON object (\"R {not json\")"), std::string::npos) << reasons;
+    EXPECT_EQ(r.json["verdict"], "fail");
+}
