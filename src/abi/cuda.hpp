@@ -46,6 +46,15 @@ enum CUdriverProcAddressQueryResult : int {
 
 inline constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x01;
 inline constexpr unsigned CU_EVENT_DEFAULT = 0x0;
+inline constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
+
+// cuModuleLoadDataEx options: where the JIT writes its logs.
+enum CUjit_option : int {
+    CU_JIT_INFO_LOG_BUFFER = 3,
+    CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
+    CU_JIT_ERROR_LOG_BUFFER = 5,
+    CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
+};
 
 // ---- Checkpoint API (driver 550+, GPU remapping on restore 580+). Reserved fields must be zero.
 enum CUprocessState : int {
@@ -127,8 +136,19 @@ using MemsetD8 = CUresult (*)(CUdeviceptr dst, unsigned char value, size_t count
 using MemHostAlloc = CUresult (*)(void** pp, size_t bytes, unsigned int flags);
 using MemFreeHost = CUresult (*)(void* p);
 using MemGetInfo = CUresult (*)(size_t* free, size_t* total);  // cuMemGetInfo_v2
+using MemcpyDtoDAsync = CUresult (*)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream);  // _v2
+using MemcpyHtoDAsync = CUresult (*)(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream);  // _v2
+using MemcpyDtoHAsync = CUresult (*)(void* dst, CUdeviceptr src, size_t bytes, CUstream stream);        // _v2
+using MemcpyPeerAsync = CUresult (*)(CUdeviceptr dst, CUcontext dstCtx, CUdeviceptr src, CUcontext srcCtx, size_t bytes,
+                                     CUstream stream);
+using MemsetD32 = CUresult (*)(CUdeviceptr dst, unsigned value, size_t count);  // _v2
+
+using StreamCreate = CUresult (*)(CUstream* stream, unsigned flags);
+using StreamSynchronize = CUresult (*)(CUstream stream);
 
 using ModuleLoadData = CUresult (*)(CUmodule* module, const void* image);
+using ModuleLoadDataEx = CUresult (*)(CUmodule* module, const void* image, unsigned numOptions, CUjit_option* options,
+                                      void** optionValues);
 using ModuleUnload = CUresult (*)(CUmodule module);
 using ModuleGetFunction = CUresult (*)(CUfunction* fn, CUmodule module, const char* name);
 using LaunchKernel = CUresult (*)(CUfunction f, unsigned gridX, unsigned gridY, unsigned gridZ, unsigned blockX,
@@ -170,6 +190,7 @@ enum : CUresult {
     CUDA_ERROR_NOT_FOUND = 500,
     CUDA_ERROR_NOT_READY = 600,
     CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+    CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
     CUDA_ERROR_LAUNCH_FAILED = 719,
     CUDA_ERROR_NOT_PERMITTED = 800,
     CUDA_ERROR_NOT_SUPPORTED = 801,

@@ -40,6 +40,14 @@ inline constexpr int NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1;
 inline constexpr int NVML_VOLATILE_ECC = 0;
 inline constexpr int NVML_AGGREGATE_ECC = 1;
 
+// The value NVML writes where a number is not available (a process's memory inside a VM or a container
+// without accounting).
+inline constexpr unsigned long long NVML_VALUE_NOT_AVAILABLE = ~0ull;
+
+// nvmlDeviceGetP2PStatus: the NVLink capability index, and the status that means the link works.
+inline constexpr int NVML_P2P_CAPS_INDEX_NVLINK = 2;
+inline constexpr int NVML_P2P_STATUS_OK = 0;
+
 // nvmlPciInfo_t as filled by nvmlDeviceGetPciInfo_v2/_v3 (the plain v1 call has another layout).
 struct nvmlPciInfo_t {
     char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
@@ -60,6 +68,14 @@ struct nvmlProcessInfo_t {
     unsigned int computeInstanceId;
 };
 static_assert(sizeof(nvmlProcessInfo_t) == 24);
+
+// nvmlMemory_t (v1), as the plain nvmlDeviceGetMemoryInfo fills it (_v2 takes a versioned struct).
+struct nvmlMemory_t {
+    unsigned long long total;
+    unsigned long long free;
+    unsigned long long used;
+};
+static_assert(sizeof(nvmlMemory_t) == 24);
 
 // nvmlDeviceGetFieldValues: many values of one device in one call. Field ids from nvml.h (stable by its rule).
 inline constexpr unsigned NVML_FI_DEV_ECC_CURRENT = 1;        // 1 = ECC on
@@ -136,7 +152,9 @@ using DeviceGetHandleByPciBusId = nvmlReturn_t (*)(const char* busId, nvmlDevice
 using DeviceGetHandleByUUID = nvmlReturn_t (*)(const char* uuid, nvmlDevice_t* device);
 using DeviceGetString = nvmlReturn_t (*)(nvmlDevice_t device, char* buf, unsigned int len);  // UUID, name, serial
 using DeviceGetPciInfo = nvmlReturn_t (*)(nvmlDevice_t device, nvmlPciInfo_t* pci);
-using DeviceGetUInt = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int* value);  // minor, max MIG count
+using DeviceGetUInt = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int* value);  // minor, index, max MIG count
+using DeviceGetMemoryInfo = nvmlReturn_t (*)(nvmlDevice_t device, nvmlMemory_t* memory);
+using DeviceGetP2PStatus = nvmlReturn_t (*)(nvmlDevice_t a, nvmlDevice_t b, int capsIndex, int* status);
 using DeviceGetEnableState = nvmlReturn_t (*)(nvmlDevice_t device, nvmlEnableState_t* state);
 using DeviceGetEnableStatePair = nvmlReturn_t (*)(nvmlDevice_t device, nvmlEnableState_t* current,
                                                   nvmlEnableState_t* pending);  // ECC mode

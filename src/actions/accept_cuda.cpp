@@ -21,8 +21,9 @@
 #include "core/pci_address.hpp"
 #include "core/root.hpp"
 #include "abi/cuda.hpp"
-#include "vendor/library.hpp"
 #include "abi/nvml.hpp"
+#include "vendor/cuda/api.hpp"
+#include "vendor/nvml/api.hpp"
 #include "actions/accept.hpp"
 #include "actions/accept_kernels.hpp"
 
@@ -34,36 +35,6 @@ namespace {
 namespace k = accept_kernels;
 using Clock = std::chrono::steady_clock;
 
-// Entry points cuda_abi.hpp does not declare (yet): declared here, same layouts as cuda.h.
-namespace cux {
-enum CUjit_option : int {
-    CU_JIT_INFO_LOG_BUFFER = 3,
-    CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
-    CU_JIT_ERROR_LOG_BUFFER = 5,
-    CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
-};
-inline constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
-inline constexpr CUresult CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704;
-using ModuleLoadDataEx = CUresult (*)(CUmodule* module, const void* image, unsigned numOptions, CUjit_option* options,
-                                      void** optionValues);
-using MemcpyDtoDAsync = CUresult (*)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream);  // _v2
-using MemcpyHtoDAsync = CUresult (*)(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream);  // _v2
-using MemcpyDtoHAsync = CUresult (*)(void* dst, CUdeviceptr src, size_t bytes, CUstream stream);        // _v2
-using MemcpyPeerAsync = CUresult (*)(CUdeviceptr dst, CUcontext dstCtx, CUdeviceptr src, CUcontext srcCtx, size_t bytes,
-                                     CUstream stream);
-using MemsetD32 = CUresult (*)(CUdeviceptr dst, unsigned value, size_t count);  // _v2
-using StreamCreate = CUresult (*)(CUstream* stream, unsigned flags);
-using StreamSynchronize = CUresult (*)(CUstream stream);
-using StreamDestroy = CUresult (*)(CUstream stream);  // _v2
-}  // namespace cux
-
-// NVML entry points nvml_abi.hpp does not declare.
-namespace nvx {
-inline constexpr int NVML_P2P_CAPS_INDEX_NVLINK = 2;
-inline constexpr int NVML_P2P_STATUS_OK = 0;
-using DeviceGetP2PStatus = nvmlReturn_t (*)(nvmlDevice_t a, nvmlDevice_t b, int capsIndex, int* status);
-}  // namespace nvx
-
 Error cu_error(const char* call, CUresult rc) {
     return Error{fmt::format("{}: {} ({}): {}", call, cu_result_name(rc), rc, cu_result_meaning(rc)), call, 0};
 }
@@ -74,127 +45,72 @@ Error cu_error(const char* call, CUresult rc) {
             return std::unexpected(cu_error(call, rc_));                   \
     } while (0)
 
-std::string format_uuid(const CUuuid& u) {
-    const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
-    return fmt::format("GPU-{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
-                       b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+// Every entry point the acceptance needs, or the first missing one.
+Result<void> require_acceptance_entry_points(const CudaApi& api) {
+    std::string missing;
+    auto need = [&](auto fn, std::string_view name) {
+        if (!fn && missing.empty()) missing = std::string(name);
+    };
+    need(api.init, "cuInit");
+    need(api.driver_get_version, "cuDriverGetVersion");
+    need(api.device_get_count, "cuDeviceGetCount");
+    need(api.device_get, "cuDeviceGet");
+    need(api.device_get_name, "cuDeviceGetName");
+    need(api.device_get_uuid, "cuDeviceGetUuid");
+    need(api.device_get_pci_bus_id, "cuDeviceGetPCIBusId");
+    need(api.device_get_attribute, "cuDeviceGetAttribute");
+    need(api.device_total_mem, "cuDeviceTotalMem");
+    need(api.primary_ctx_retain, "cuDevicePrimaryCtxRetain");
+    need(api.ctx_set_current, "cuCtxSetCurrent");
+    need(api.ctx_enable_peer_access, "cuCtxEnablePeerAccess");
+    need(api.device_can_access_peer, "cuDeviceCanAccessPeer");
+    need(api.mem_alloc, "cuMemAlloc");
+    need(api.mem_free, "cuMemFree");
+    need(api.mem_get_info, "cuMemGetInfo");
+    need(api.mem_host_alloc, "cuMemHostAlloc");
+    need(api.mem_free_host, "cuMemFreeHost");
+    need(api.memcpy_dtoh, "cuMemcpyDtoH");
+    need(api.module_get_function, "cuModuleGetFunction");
+    need(api.launch_kernel, "cuLaunchKernel");
+    need(api.event_create, "cuEventCreate");
+    need(api.event_record, "cuEventRecord");
+    need(api.event_synchronize, "cuEventSynchronize");
+    need(api.event_elapsed_time, "cuEventElapsedTime");
+    need(api.event_destroy, "cuEventDestroy");
+    need(api.module_load_data_ex, "cuModuleLoadDataEx");
+    need(api.memcpy_dtod_async, "cuMemcpyDtoDAsync");
+    need(api.memcpy_htod_async, "cuMemcpyHtoDAsync");
+    need(api.memcpy_dtoh_async, "cuMemcpyDtoHAsync");
+    need(api.memcpy_peer_async, "cuMemcpyPeerAsync");
+    need(api.memset_d32, "cuMemsetD32");
+    need(api.stream_create, "cuStreamCreate");
+    need(api.stream_synchronize, "cuStreamSynchronize");
+    if (!missing.empty())
+        return fail(api.library.path() + " has no " + missing + " (driver too old, or not the NVIDIA driver)", missing);
+    return {};
 }
 
-struct CudaApi {
-    cu::Init init = nullptr;
-    cu::DriverGetVersion driver_get_version = nullptr;
-    cu::DeviceGetCount device_get_count = nullptr;
-    cu::DeviceGet device_get = nullptr;
-    cu::DeviceGetName device_get_name = nullptr;
-    cu::DeviceGetUuid device_get_uuid = nullptr;
-    cu::DeviceGetPCIBusId device_get_pci_bus_id = nullptr;
-    cu::DeviceGetAttribute device_get_attribute = nullptr;
-    cu::DeviceTotalMem device_total_mem = nullptr;
-    cu::DevicePrimaryCtxRetain primary_ctx_retain = nullptr;
-    cu::CtxSetCurrent ctx_set_current = nullptr;
-    cu::CtxEnablePeerAccess ctx_enable_peer_access = nullptr;
-    cu::DeviceCanAccessPeer device_can_access_peer = nullptr;
-    cu::MemAlloc mem_alloc = nullptr;
-    cu::MemFree mem_free = nullptr;
-    cu::MemGetInfo mem_get_info = nullptr;
-    cu::MemHostAlloc mem_host_alloc = nullptr;
-    cu::MemFreeHost mem_free_host = nullptr;
-    cu::MemcpyDtoH memcpy_dtoh = nullptr;
-    cu::ModuleGetFunction module_get_function = nullptr;
-    cu::LaunchKernel launch_kernel = nullptr;
-    cu::EventCreate event_create = nullptr;
-    cu::EventRecord event_record = nullptr;
-    cu::EventSynchronize event_synchronize = nullptr;
-    cu::EventElapsedTime event_elapsed_time = nullptr;
-    cu::EventDestroy event_destroy = nullptr;
-    cux::ModuleLoadDataEx module_load_data_ex = nullptr;
-    cux::MemcpyDtoDAsync memcpy_dtod_async = nullptr;
-    cux::MemcpyHtoDAsync memcpy_htod_async = nullptr;
-    cux::MemcpyDtoHAsync memcpy_dtoh_async = nullptr;
-    cux::MemcpyPeerAsync memcpy_peer_async = nullptr;
-    cux::MemsetD32 memset_d32 = nullptr;
-    cux::StreamCreate stream_create = nullptr;
-    cux::StreamSynchronize stream_synchronize = nullptr;
-
-    // Every entry point the acceptance needs, or the first missing one.
-    Result<void> resolve(const DriverLibrary& lib) {
-        std::string missing;
-        auto need = [&](auto& fn, std::string_view base, std::initializer_list<std::string_view> suffixes = {""}) {
-            fn = lib.get<std::remove_reference_t<decltype(fn)>>(base, suffixes);
-            if (!fn && missing.empty()) missing = std::string(base);
-        };
-        need(init, "cuInit");
-        need(driver_get_version, "cuDriverGetVersion");
-        need(device_get_count, "cuDeviceGetCount");
-        need(device_get, "cuDeviceGet");
-        need(device_get_name, "cuDeviceGetName");
-        need(device_get_uuid, "cuDeviceGetUuid", {"_v2", ""});
-        need(device_get_pci_bus_id, "cuDeviceGetPCIBusId");
-        need(device_get_attribute, "cuDeviceGetAttribute");
-        need(device_total_mem, "cuDeviceTotalMem", {"_v2"});
-        need(primary_ctx_retain, "cuDevicePrimaryCtxRetain");
-        need(ctx_set_current, "cuCtxSetCurrent");
-        need(ctx_enable_peer_access, "cuCtxEnablePeerAccess");
-        need(device_can_access_peer, "cuDeviceCanAccessPeer");
-        need(mem_alloc, "cuMemAlloc", {"_v2"});
-        need(mem_free, "cuMemFree", {"_v2"});
-        need(mem_get_info, "cuMemGetInfo", {"_v2"});
-        need(mem_host_alloc, "cuMemHostAlloc");
-        need(mem_free_host, "cuMemFreeHost");
-        need(memcpy_dtoh, "cuMemcpyDtoH", {"_v2"});
-        need(module_get_function, "cuModuleGetFunction");
-        need(launch_kernel, "cuLaunchKernel");
-        need(event_create, "cuEventCreate");
-        need(event_record, "cuEventRecord");
-        need(event_synchronize, "cuEventSynchronize");
-        need(event_elapsed_time, "cuEventElapsedTime");
-        need(event_destroy, "cuEventDestroy", {"_v2"});
-        need(module_load_data_ex, "cuModuleLoadDataEx");
-        need(memcpy_dtod_async, "cuMemcpyDtoDAsync", {"_v2"});
-        need(memcpy_htod_async, "cuMemcpyHtoDAsync", {"_v2"});
-        need(memcpy_dtoh_async, "cuMemcpyDtoHAsync", {"_v2"});
-        need(memcpy_peer_async, "cuMemcpyPeerAsync");
-        need(memset_d32, "cuMemsetD32", {"_v2"});
-        need(stream_create, "cuStreamCreate");
-        need(stream_synchronize, "cuStreamSynchronize");
-        if (!missing.empty()) return fail(lib.path() + " has no " + missing + " (driver too old, or not the NVIDIA driver)", missing);
-        return {};
-    }
-};
-
-struct NvmlApi {
-    nvml::Init init = nullptr;
-    nvml::SystemGetString driver_version = nullptr;
-    nvml::DeviceGetCount device_get_count = nullptr;
-    nvml::DeviceGetHandleByIndex handle_by_index = nullptr;
-    nvml::DeviceGetHandleByPciBusId handle_by_pci = nullptr;
-    nvml::DeviceGetString uuid = nullptr;
-    nvx::DeviceGetP2PStatus p2p_status = nullptr;
-    bool ready = false;
+// NVML, for the link class and the isolation children: loaded and initialised, or why not.
+struct AcceptNvml {
+    std::optional<NvmlApi> api;  // set once nvmlInit succeeded
     std::string error;
 
     void open(const std::optional<std::string>& dir) {
-        auto lib = DriverLibrary::open("libnvidia-ml.so.1", dir);
-        if (!lib) {
-            error = "libnvidia-ml.so.1 not loadable: " + lib.error().message;
+        auto opened = NvmlApi::open(dir);
+        if (!opened) {
+            error = "libnvidia-ml.so.1 not loadable: " + opened.error().message;
             return;
         }
-        init = lib->get<nvml::Init>("nvmlInit", {"_v2", ""});
-        driver_version = lib->get<nvml::SystemGetString>("nvmlSystemGetDriverVersion");
-        device_get_count = lib->get<nvml::DeviceGetCount>("nvmlDeviceGetCount", {"_v2", ""});
-        handle_by_index = lib->get<nvml::DeviceGetHandleByIndex>("nvmlDeviceGetHandleByIndex", {"_v2", ""});
-        handle_by_pci = lib->get<nvml::DeviceGetHandleByPciBusId>("nvmlDeviceGetHandleByPciBusId", {"_v2", ""});
-        uuid = lib->get<nvml::DeviceGetString>("nvmlDeviceGetUUID");
-        p2p_status = lib->get<nvx::DeviceGetP2PStatus>("nvmlDeviceGetP2PStatus");
-        if (!init || !device_get_count || !handle_by_index || !uuid) {
-            error = lib->path() + " lacks nvmlInit/nvmlDeviceGetCount/nvmlDeviceGetHandleByIndex/nvmlDeviceGetUUID";
+        if (!opened->init || !opened->count || !opened->handle_by_index || !opened->uuid) {
+            error = opened->library.path() +
+                    " lacks nvmlInit/nvmlDeviceGetCount/nvmlDeviceGetHandleByIndex/nvmlDeviceGetUUID";
             return;
         }
-        if (nvmlReturn_t rc = init(); rc != NVML_SUCCESS) {
+        if (nvmlReturn_t rc = opened->init(); rc != NVML_SUCCESS) {
             error = fmt::format("nvmlInit: {} ({})", nvml_return_name(rc), rc);
             return;
         }
-        ready = true;
+        api = std::move(*opened);
     }
 };
 
@@ -227,21 +143,23 @@ public:
     explicit CudaAcceptDriver(CudaAcceptConfig c) : config_(std::move(c)) {}
 
     Result<DriverFacts> open() override {
-        auto lib = DriverLibrary::open("libcuda.so.1", config_.library_dir);
-        if (!lib) return fail("no CUDA driver: libcuda.so.1 could not be loaded (" + lib.error().message + ")", "dlopen", ENODEV);
-        lib_ = *lib;
-        if (auto r = api_.resolve(lib_); !r) return std::unexpected(r.error());
+        auto opened = CudaApi::open(config_.library_dir);
+        if (!opened)
+            return fail("no CUDA driver: libcuda.so.1 could not be loaded (" + opened.error().message + ")", "dlopen",
+                        ENODEV);
+        if (auto r = require_acceptance_entry_points(*opened); !r) return std::unexpected(r.error());
+        api_ = std::move(*opened);
         DriverFacts facts;
-        facts.library_path = lib_.path();
+        facts.library_path = api_.library.path();
         CUresult rc = api_.init(0);
         if (rc == CUDA_ERROR_NO_DEVICE) return fail(cu_error("cuInit", rc).message, "cuInit", ENODEV);
         if (rc != CUDA_SUCCESS) return std::unexpected(cu_error("cuInit", rc));
         int version = 0;
         if (api_.driver_get_version(&version) == CUDA_SUCCESS) facts.cuda_driver_version = version;
         nvml_.open(config_.library_dir);
-        if (nvml_.ready && nvml_.driver_version) {
+        if (nvml_.api && nvml_.api->driver_version) {
             char buf[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
-            if (nvml_.driver_version(buf, sizeof buf) == NVML_SUCCESS) facts.driver_version = buf;
+            if (nvml_.api->driver_version(buf, sizeof buf) == NVML_SUCCESS) facts.driver_version = buf;
         }
         return facts;
     }
@@ -260,7 +178,7 @@ public:
             g.name = name;
             CUuuid u{};
             CU_TRY("cuDeviceGetUuid", api_.device_get_uuid(&u, d.dev));
-            g.uuid = format_uuid(u);
+            g.uuid = format_gpu_uuid(u);
             char bus[64] = {};
             CU_TRY("cuDeviceGetPCIBusId", api_.device_get_pci_bus_id(bus, sizeof bus - 1, d.dev));
             d.bus_id = bus;
@@ -285,7 +203,7 @@ public:
         if (!d) return fail(fmt::format("no device ordinal {}", ord));
         CU_TRY("cuDevicePrimaryCtxRetain", api_.primary_ctx_retain(&d->ctx, d->dev));
         CU_TRY("cuCtxSetCurrent", api_.ctx_set_current(d->ctx));
-        CU_TRY("cuStreamCreate", api_.stream_create(&d->stream, cux::CU_STREAM_NON_BLOCKING));
+        CU_TRY("cuStreamCreate", api_.stream_create(&d->stream, CU_STREAM_NON_BLOCKING));
         // A 4-byte allocation proves the context can take memory, not just exist.
         CUdeviceptr probe = 0;
         CU_TRY("cuMemAlloc_v2", api_.mem_alloc(&probe, 4));
@@ -517,13 +435,14 @@ public:
         CU_TRY("cuDeviceCanAccessPeer", api_.device_can_access_peer(&ba, db->dev, da->dev));
         info.a_to_b = ab != 0;
         info.b_to_a = ba != 0;
-        if (nvml_.ready && nvml_.handle_by_pci && nvml_.p2p_status) {
+        if (nvml_.api && nvml_.api->handle_by_pci && nvml_.api->p2p_status) {
+            const NvmlApi& nvml = *nvml_.api;
             nvmlDevice_t ha = nullptr, hb = nullptr;
             int status = -1;
-            if (nvml_.handle_by_pci(da->bus_id.c_str(), &ha) == NVML_SUCCESS &&
-                nvml_.handle_by_pci(db->bus_id.c_str(), &hb) == NVML_SUCCESS &&
-                nvml_.p2p_status(ha, hb, nvx::NVML_P2P_CAPS_INDEX_NVLINK, &status) == NVML_SUCCESS &&
-                status == nvx::NVML_P2P_STATUS_OK) {
+            if (nvml.handle_by_pci(da->bus_id.c_str(), &ha) == NVML_SUCCESS &&
+                nvml.handle_by_pci(db->bus_id.c_str(), &hb) == NVML_SUCCESS &&
+                nvml.p2p_status(ha, hb, NVML_P2P_CAPS_INDEX_NVLINK, &status) == NVML_SUCCESS &&
+                status == NVML_P2P_STATUS_OK) {
                 info.link = PeerLink::nvlink;
                 info.link_evidence = "nvmlDeviceGetP2PStatus(NVLINK) = OK";
                 return info;
@@ -534,7 +453,7 @@ public:
         auto pb = root.canonical("/sys/bus/pci/devices/" + normalize_pci(db->bus_id));
         if (pa && pb) {
             info.link = classify_pcie_paths(*pa, *pb);
-            info.link_evidence = "sysfs " + *pa + " vs " + *pb + (nvml_.ready ? ", no NVLink per NVML" : ", NVML unavailable");
+            info.link_evidence = "sysfs " + *pa + " vs " + *pb + (nvml_.api ? ", no NVLink per NVML" : ", NVML unavailable");
         } else {
             info.link_evidence = "sysfs paths not readable";
         }
@@ -570,7 +489,7 @@ public:
             CU_TRY("cuCtxSetCurrent", api_.ctx_set_current(r.src->ctx));
             CU_TRY("cuMemAlloc_v2", r.from->alloc(plan.bytes));
             if (auto f = fill(*r.src, r.from->ptr, plan.bytes, r.seed); !f) return std::unexpected(f.error());
-            CU_TRY("cuStreamCreate", api_.stream_create(&r.stream, cux::CU_STREAM_NON_BLOCKING));
+            CU_TRY("cuStreamCreate", api_.stream_create(&r.stream, CU_STREAM_NON_BLOCKING));
             CU_TRY("cuEventCreate", r.ev->create());
             // One untimed copy first: the first peer transfer sets up mappings.
             CU_TRY("cuMemcpyPeerAsync",
@@ -763,8 +682,8 @@ private:
         if (d->jit_error) return std::unexpected(*d->jit_error);
         if (!d->module) {
             std::vector<char> log(16384, 0), info(4096, 0);
-            cux::CUjit_option opts[] = {cux::CU_JIT_ERROR_LOG_BUFFER, cux::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-                                        cux::CU_JIT_INFO_LOG_BUFFER, cux::CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES};
+            CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                                        CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES};
             void* values[] = {log.data(), reinterpret_cast<void*>(static_cast<uintptr_t>(log.size() - 1)), info.data(),
                               reinterpret_cast<void*>(static_cast<uintptr_t>(info.size() - 1))};
             CUresult rc = api_.module_load_data_ex(&d->module, k::kPtx, 4, opts, values);
@@ -793,7 +712,7 @@ private:
         if (!can) return {};  // cuMemcpyPeer stages through the host instead
         CU_TRY("cuCtxSetCurrent", api_.ctx_set_current(src.ctx));
         CUresult rc = api_.ctx_enable_peer_access(dst.ctx, 0);
-        if (rc != CUDA_SUCCESS && rc != cux::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+        if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
             return std::unexpected(cu_error("cuCtxEnablePeerAccess", rc));
         return {};
     }
@@ -846,9 +765,8 @@ private:
     }
 
     CudaAcceptConfig config_;
-    DriverLibrary lib_;
     CudaApi api_;
-    NvmlApi nvml_;
+    AcceptNvml nvml_;
     std::vector<Device> devs_;
 };
 
@@ -884,49 +802,45 @@ Result<VisibleView> visible_view_from_json(const nlohmann::json& j) {
 
 VisibleView probe_visible_devices(const std::optional<std::string>& library_dir) {
     VisibleView v;
-    if (auto lib = DriverLibrary::open("libcuda.so.1", library_dir); !lib) {
-        v.cuda_error = "libcuda.so.1 not loadable: " + lib.error().message;
+    if (auto api = CudaApi::open(library_dir); !api) {
+        v.cuda_error = "libcuda.so.1 not loadable: " + api.error().message;
+    } else if (!api->init || !api->device_get_count || !api->device_get || !api->device_get_uuid) {
+        v.cuda_error = api->library.path() + " lacks cuInit/cuDeviceGetCount/cuDeviceGet/cuDeviceGetUuid";
+    } else if (CUresult rc = api->init(0); rc == CUDA_ERROR_NO_DEVICE) {
+        v.cuda_uuids = std::vector<std::string>{};  // sees nothing: a valid answer for isolation
+    } else if (rc != CUDA_SUCCESS) {
+        v.cuda_error = cu_error("cuInit", rc).message;
     } else {
-        auto init = lib->get<cu::Init>("cuInit");
-        auto count_fn = lib->get<cu::DeviceGetCount>("cuDeviceGetCount");
-        auto get = lib->get<cu::DeviceGet>("cuDeviceGet");
-        auto uuid_fn = lib->get<cu::DeviceGetUuid>("cuDeviceGetUuid", {"_v2", ""});
-        if (!init || !count_fn || !get || !uuid_fn) {
-            v.cuda_error = lib->path() + " lacks cuInit/cuDeviceGetCount/cuDeviceGet/cuDeviceGetUuid";
-        } else if (CUresult rc = init(0); rc == CUDA_ERROR_NO_DEVICE) {
-            v.cuda_uuids = std::vector<std::string>{};  // sees nothing: a valid answer for isolation
-        } else if (rc != CUDA_SUCCESS) {
-            v.cuda_error = cu_error("cuInit", rc).message;
+        int count = 0;
+        if (CUresult c = api->device_get_count(&count); c != CUDA_SUCCESS) {
+            v.cuda_error = cu_error("cuDeviceGetCount", c).message;
         } else {
-            int count = 0;
-            if (CUresult c = count_fn(&count); c != CUDA_SUCCESS) {
-                v.cuda_error = cu_error("cuDeviceGetCount", c).message;
-            } else {
-                std::vector<std::string> uuids;
-                for (int i = 0; i < count; ++i) {
-                    CUdevice d = 0;
-                    CUuuid u{};
-                    if (get(&d, i) == CUDA_SUCCESS && uuid_fn(&u, d) == CUDA_SUCCESS) uuids.push_back(format_uuid(u));
-                    else uuids.push_back(fmt::format("ordinal-{}-unreadable", i));
-                }
-                v.cuda_uuids = uuids;
+            std::vector<std::string> uuids;
+            for (int i = 0; i < count; ++i) {
+                CUdevice d = 0;
+                CUuuid u{};
+                if (api->device_get(&d, i) == CUDA_SUCCESS && api->device_get_uuid(&u, d) == CUDA_SUCCESS)
+                    uuids.push_back(format_gpu_uuid(u));
+                else
+                    uuids.push_back(fmt::format("ordinal-{}-unreadable", i));
             }
+            v.cuda_uuids = uuids;
         }
     }
-    NvmlApi nvml;
+    AcceptNvml nvml;
     nvml.open(library_dir);
-    if (!nvml.ready) {
+    if (!nvml.api) {
         v.nvml_error = nvml.error;
     } else {
         unsigned count = 0;
-        if (nvmlReturn_t rc = nvml.device_get_count(&count); rc != NVML_SUCCESS) {
+        if (nvmlReturn_t rc = nvml.api->count(&count); rc != NVML_SUCCESS) {
             v.nvml_error = fmt::format("nvmlDeviceGetCount: {} ({})", nvml_return_name(rc), rc);
         } else {
             std::vector<std::string> uuids;
             for (unsigned i = 0; i < count; ++i) {
                 nvmlDevice_t h = nullptr;
                 char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
-                if (nvml.handle_by_index(i, &h) == NVML_SUCCESS && nvml.uuid(h, buf, sizeof buf) == NVML_SUCCESS)
+                if (nvml.api->handle_by_index(i, &h) == NVML_SUCCESS && nvml.api->uuid(h, buf, sizeof buf) == NVML_SUCCESS)
                     uuids.emplace_back(buf);
                 // A device NVML cannot open (cgroup-denied) is not visible to the job.
             }

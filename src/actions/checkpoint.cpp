@@ -1,7 +1,5 @@
 #include "actions/checkpoint.hpp"
 
-#include <dlfcn.h>
-#include <link.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -24,6 +22,8 @@
 #include "abi/cuda.hpp"
 #include "abi/nvml.hpp"
 #include "model/json_support.hpp"
+#include "vendor/cuda/api.hpp"
+#include "vendor/nvml/api.hpp"
 #include "identity/verify.hpp"
 
 namespace gpudx {
@@ -129,46 +129,9 @@ bool DriverInfo::can_remap() const {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// UUIDs
+// The driver in this process: libcuda.so.1 (and NVML for memory), through their API tables.
 
 namespace {
-std::string format_uuid(const CUuuid& uuid) {
-    const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
-    return fmt::format("GPU-{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
-                       b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-                       b[15]);
-}
-
-std::optional<CUuuid> parse_uuid(std::string_view text) {
-    if (text.size() >= 4 && to_lower(text.substr(0, 4)) == "gpu-") text.remove_prefix(4);
-    std::string hex;
-    for (char c : text)
-        if (c != '-') hex.push_back(c);
-    if (hex.size() != 32) return std::nullopt;
-    CUuuid out{};
-    for (size_t i = 0; i < 16; ++i) {
-        auto byte = parse_uint(std::string_view(hex).substr(2 * i, 2), 16);
-        if (!byte) return std::nullopt;
-        out.bytes[i] = static_cast<char>(*byte);
-    }
-    return out;
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// The driver in this process: libcuda.so.1 (and NVML for memory) through dlopen.
-
-template <class F>
-F lookup(void* handle, const char* name) {
-    return handle ? reinterpret_cast<F>(dlsym(handle, name)) : nullptr;
-}
-
-std::string loaded_path(void* handle, const std::string& fallback) {
-    struct link_map* map = nullptr;
-    if (handle && dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name)
-        return map->l_name;
-    return fallback;
-}
-
 class CudaLibraryDriver final : public CheckpointDriver {
 public:
     explicit CudaLibraryDriver(const DriverOptions& options) { load(options); }
@@ -177,26 +140,26 @@ public:
     std::vector<CheckpointGpu> gpus() override { return gpus_; }
 
     MemoryHeld memory_held(const std::vector<int>& pids) override {
-        if (!nvml_processes_ || !nvml_by_uuid_) return std::nullopt;
+        if (!nvml_ || !nvml_->processes || !nvml_->handle_by_uuid) return std::nullopt;
         std::map<std::string, uint64_t> held;
         std::set<int> accounted;
         for (const auto& gpu : gpus_) {
             nvmlDevice_t device = nullptr;
-            if (nvml_by_uuid_(gpu.uuid.c_str(), &device) != NVML_SUCCESS) return std::nullopt;
+            if (nvml_->handle_by_uuid(gpu.uuid.c_str(), &device) != NVML_SUCCESS) return std::nullopt;
             std::vector<nvmlProcessInfo_t> infos(64);
             unsigned count = static_cast<unsigned>(infos.size());
-            auto rc = nvml_processes_(device, &count, infos.data());
+            auto rc = nvml_->processes(device, &count, infos.data());
             if (rc == NVML_ERROR_INSUFFICIENT_SIZE) {
                 infos.resize(count + 16);
                 count = static_cast<unsigned>(infos.size());
-                rc = nvml_processes_(device, &count, infos.data());
+                rc = nvml_->processes(device, &count, infos.data());
             }
             if (rc != NVML_SUCCESS) return std::nullopt;
             for (unsigned i = 0; i < count && i < infos.size(); ++i) {
                 int pid = static_cast<int>(infos[i].pid);
                 if (std::find(pids.begin(), pids.end(), pid) == pids.end()) continue;
-                // NVML_VALUE_NOT_AVAILABLE (all ones) inside VMs and containers without accounting.
-                if (infos[i].usedGpuMemory == ~0ULL) return std::nullopt;
+                // Inside VMs and containers without accounting.
+                if (infos[i].usedGpuMemory == NVML_VALUE_NOT_AVAILABLE) return std::nullopt;
                 held[gpu.uuid] += infos[i].usedGpuMemory;
                 accounted.insert(pid);
             }
@@ -206,23 +169,23 @@ public:
     }
 
     CallResult lock(int pid, unsigned timeout_ms) override {
-        if (!lock_) return missing("cuCheckpointProcessLock");
+        if (!cuda_.checkpoint_lock) return missing("cuCheckpointProcessLock");
         CUcheckpointLockArgs args{};
         args.timeoutMs = timeout_ms;
         auto start = Clock::now();
-        return finish(lock_(pid, &args), start);
+        return finish(cuda_.checkpoint_lock(pid, &args), start);
     }
     CallResult checkpoint(int pid) override {
-        if (!checkpoint_) return missing("cuCheckpointProcessCheckpoint");
+        if (!cuda_.checkpoint_checkpoint) return missing("cuCheckpointProcessCheckpoint");
         CUcheckpointCheckpointArgs args{};
         auto start = Clock::now();
-        return finish(checkpoint_(pid, &args), start);
+        return finish(cuda_.checkpoint_checkpoint(pid, &args), start);
     }
     CallResult restore(int pid, const std::vector<GpuPair>& pairs) override {
-        if (!restore_) return missing("cuCheckpointProcessRestore");
+        if (!cuda_.checkpoint_restore) return missing("cuCheckpointProcessRestore");
         std::vector<CUcheckpointGpuPair> raw;
         for (const auto& p : pairs) {
-            auto old_uuid = parse_uuid(p.old_uuid), new_uuid = parse_uuid(p.new_uuid);
+            auto old_uuid = parse_gpu_uuid(p.old_uuid), new_uuid = parse_gpu_uuid(p.new_uuid);
             if (!old_uuid || !new_uuid) {
                 CallResult bad = finish(CUDA_ERROR_INVALID_VALUE, Clock::now());
                 bad.meaning = "gpudx could not read the UUID pair " + p.old_uuid + "=" + p.new_uuid;
@@ -234,66 +197,59 @@ public:
         args.gpuPairs = raw.empty() ? nullptr : raw.data();
         args.gpuPairsCount = static_cast<unsigned>(raw.size());
         auto start = Clock::now();
-        return finish(restore_(pid, &args), start);
+        return finish(cuda_.checkpoint_restore(pid, &args), start);
     }
     CallResult unlock(int pid) override {
-        if (!unlock_) return missing("cuCheckpointProcessUnlock");
+        if (!cuda_.checkpoint_unlock) return missing("cuCheckpointProcessUnlock");
         CUcheckpointUnlockArgs args{};
         auto start = Clock::now();
-        return finish(unlock_(pid, &args), start);
+        return finish(cuda_.checkpoint_unlock(pid, &args), start);
     }
     StateResult state(int pid) override {
         StateResult out;
-        if (!get_state_) {
+        if (!cuda_.checkpoint_get_state) {
             out.call = missing("cuCheckpointProcessGetState");
             return out;
         }
         CUprocessState raw = CU_PROCESS_STATE_RUNNING;
         auto start = Clock::now();
-        out.call = finish(get_state_(pid, &raw), start);
+        out.call = finish(cuda_.checkpoint_get_state(pid, &raw), start);
         if (out.call.ok()) out.state = state_from_driver(raw);
         return out;
     }
 
 private:
     void load(const DriverOptions& options) {
-        std::string cuda_name = options.library_dir.empty() ? "libcuda.so.1" : options.library_dir + "/libcuda.so.1";
-        info_.library_path = cuda_name;
-        cuda_ = dlopen(cuda_name.c_str(), RTLD_NOW | RTLD_LOCAL);
-        if (!cuda_) {
-            const char* why = dlerror();
-            info_.load_error = why ? why : "dlopen failed";
+        std::optional<std::string> directory;
+        if (!options.library_dir.empty()) directory = options.library_dir;
+        info_.library_path = directory ? *directory + "/libcuda.so.1" : "libcuda.so.1";
+        auto opened = CudaApi::open(directory);
+        if (!opened) {
+            info_.load_error = opened.error().message;
             return;
         }
-        info_.library_path = loaded_path(cuda_, cuda_name);
-        error_name_ = lookup<cu::GetErrorName>(cuda_, "cuGetErrorName");
-        error_string_ = lookup<cu::GetErrorString>(cuda_, "cuGetErrorString");
-        auto init = lookup<cu::Init>(cuda_, "cuInit");
-        if (!init) {
+        cuda_ = std::move(*opened);
+        info_.library_path = cuda_.library.path();
+        if (!cuda_.init) {
             info_.load_error = info_.library_path + " has no cuInit: not a CUDA driver library";
             return;
         }
         auto start = Clock::now();
-        info_.init = finish(init(0), start);
+        info_.init = finish(cuda_.init(0), start);
         info_.init_seconds = info_.init->seconds;
 
-        if (auto get_version = lookup<cu::DriverGetVersion>(cuda_, "cuDriverGetVersion")) {
+        if (cuda_.driver_get_version) {
             int v = 0;
-            if (get_version(&v) == CUDA_SUCCESS) info_.cuda_version = v;
+            if (cuda_.driver_get_version(&v) == CUDA_SUCCESS) info_.cuda_version = v;
         }
-        lock_ = lookup<cu::CheckpointProcessLock>(cuda_, "cuCheckpointProcessLock");
-        checkpoint_ = lookup<cu::CheckpointProcessCheckpoint>(cuda_, "cuCheckpointProcessCheckpoint");
-        restore_ = lookup<cu::CheckpointProcessRestore>(cuda_, "cuCheckpointProcessRestore");
-        unlock_ = lookup<cu::CheckpointProcessUnlock>(cuda_, "cuCheckpointProcessUnlock");
-        get_state_ = lookup<cu::CheckpointProcessGetState>(cuda_, "cuCheckpointProcessGetState");
-        for (auto [name, present] : {std::pair{"cuCheckpointProcessLock", lock_ != nullptr},
-                                     {"cuCheckpointProcessCheckpoint", checkpoint_ != nullptr},
-                                     {"cuCheckpointProcessRestore", restore_ != nullptr},
-                                     {"cuCheckpointProcessUnlock", unlock_ != nullptr},
-                                     {"cuCheckpointProcessGetState", get_state_ != nullptr}})
+        for (auto [name, present] : {std::pair{"cuCheckpointProcessLock", cuda_.checkpoint_lock != nullptr},
+                                     {"cuCheckpointProcessCheckpoint", cuda_.checkpoint_checkpoint != nullptr},
+                                     {"cuCheckpointProcessRestore", cuda_.checkpoint_restore != nullptr},
+                                     {"cuCheckpointProcessUnlock", cuda_.checkpoint_unlock != nullptr},
+                                     {"cuCheckpointProcessGetState", cuda_.checkpoint_get_state != nullptr}})
             if (!present) info_.missing_entry_points.push_back(name);
 
-        load_nvml(options);
+        load_nvml(directory);
         if (info_.driver_version.empty()) {
             Root live("/");
             if (auto text = live.read_file("/proc/driver/nvidia/version")) info_.driver_version = parse_nvrm_version(*text);
@@ -301,60 +257,46 @@ private:
         if (info_.init->ok()) load_devices();
     }
 
-    void load_nvml(const DriverOptions& options) {
-        std::string name =
-            options.library_dir.empty() ? "libnvidia-ml.so.1" : options.library_dir + "/libnvidia-ml.so.1";
-        nvml_ = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-        if (!nvml_) return;
-        auto init = lookup<nvml::Init>(nvml_, "nvmlInit_v2");
-        if (!init || init() != NVML_SUCCESS) return;
+    void load_nvml(const std::optional<std::string>& directory) {
+        auto opened = NvmlApi::open(directory);
+        if (!opened || !opened->init || opened->init() != NVML_SUCCESS) return;
+        nvml_ = std::move(*opened);
         info_.nvml_loaded = true;
-        if (auto version = lookup<nvml::SystemGetString>(nvml_, "nvmlSystemGetDriverVersion")) {
+        if (nvml_->driver_version) {
             char buf[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
-            if (version(buf, sizeof buf) == NVML_SUCCESS) info_.driver_version = buf;
+            if (nvml_->driver_version(buf, sizeof buf) == NVML_SUCCESS) info_.driver_version = buf;
         }
-        nvml_by_uuid_ = lookup<nvml::DeviceGetHandleByUUID>(nvml_, "nvmlDeviceGetHandleByUUID");
-        nvml_memory_ = lookup<NvmlGetMemoryInfo>(nvml_, "nvmlDeviceGetMemoryInfo");
-        nvml_index_ = lookup<nvml::DeviceGetUInt>(nvml_, "nvmlDeviceGetIndex");
-        nvml_processes_ = lookup<nvml::DeviceGetComputeRunningProcesses>(nvml_, "nvmlDeviceGetComputeRunningProcesses_v3");
-        if (!nvml_processes_)
-            nvml_processes_ =
-                lookup<nvml::DeviceGetComputeRunningProcesses>(nvml_, "nvmlDeviceGetComputeRunningProcesses_v2");
     }
 
     void load_devices() {
-        auto count_fn = lookup<cu::DeviceGetCount>(cuda_, "cuDeviceGetCount");
-        auto get = lookup<cu::DeviceGet>(cuda_, "cuDeviceGet");
-        auto name_fn = lookup<cu::DeviceGetName>(cuda_, "cuDeviceGetName");
-        auto uuid_fn = lookup<cu::DeviceGetUuid>(cuda_, "cuDeviceGetUuid_v2");
-        if (!uuid_fn) uuid_fn = lookup<cu::DeviceGetUuid>(cuda_, "cuDeviceGetUuid");
-        auto bus_fn = lookup<cu::DeviceGetPCIBusId>(cuda_, "cuDeviceGetPCIBusId");
-        auto total_fn = lookup<cu::DeviceTotalMem>(cuda_, "cuDeviceTotalMem_v2");
+        const CudaApi& cu = cuda_;
         int count = 0;
-        if (!count_fn || !get || !uuid_fn || count_fn(&count) != CUDA_SUCCESS) return;
+        if (!cu.device_get_count || !cu.device_get || !cu.device_get_uuid || cu.device_get_count(&count) != CUDA_SUCCESS)
+            return;
         for (int ordinal = 0; ordinal < count; ++ordinal) {
             CUdevice dev = 0;
-            if (get(&dev, ordinal) != CUDA_SUCCESS) continue;
+            if (cu.device_get(&dev, ordinal) != CUDA_SUCCESS) continue;
             CheckpointGpu gpu;
             gpu.index = ordinal;
             CUuuid uuid{};
-            if (uuid_fn(&uuid, dev) != CUDA_SUCCESS) continue;
-            gpu.uuid = format_uuid(uuid);
+            if (cu.device_get_uuid(&uuid, dev) != CUDA_SUCCESS) continue;
+            gpu.uuid = format_gpu_uuid(uuid);
             char text[128] = {};
-            if (name_fn && name_fn(text, sizeof text - 1, dev) == CUDA_SUCCESS) gpu.model = text;
+            if (cu.device_get_name && cu.device_get_name(text, sizeof text - 1, dev) == CUDA_SUCCESS) gpu.model = text;
             char bus[64] = {};
-            if (bus_fn && bus_fn(bus, sizeof bus - 1, dev) == CUDA_SUCCESS) gpu.pci = normalize_pci(bus);
+            if (cu.device_get_pci_bus_id && cu.device_get_pci_bus_id(bus, sizeof bus - 1, dev) == CUDA_SUCCESS)
+                gpu.pci = normalize_pci(bus);
             size_t total = 0;
-            if (total_fn && total_fn(&total, dev) == CUDA_SUCCESS) gpu.total_memory = total;
+            if (cu.device_total_mem && cu.device_total_mem(&total, dev) == CUDA_SUCCESS) gpu.total_memory = total;
             nvmlDevice_t handle = nullptr;
-            if (nvml_by_uuid_ && nvml_by_uuid_(gpu.uuid.c_str(), &handle) == NVML_SUCCESS) {
-                NvmlMemory memory{};
-                if (nvml_memory_ && nvml_memory_(handle, &memory) == NVML_SUCCESS) {
+            if (nvml_ && nvml_->handle_by_uuid && nvml_->handle_by_uuid(gpu.uuid.c_str(), &handle) == NVML_SUCCESS) {
+                nvmlMemory_t memory{};
+                if (nvml_->memory && nvml_->memory(handle, &memory) == NVML_SUCCESS) {
                     gpu.free_memory = memory.free;
                     gpu.total_memory = memory.total;
                 }
                 unsigned index = 0;
-                if (nvml_index_ && nvml_index_(handle, &index) == NVML_SUCCESS) gpu.index = static_cast<int>(index);
+                if (nvml_->index && nvml_->index(handle, &index) == NVML_SUCCESS) gpu.index = static_cast<int>(index);
             }
             gpus_.push_back(std::move(gpu));
         }
@@ -375,35 +317,15 @@ private:
         r.seconds = seconds_since(start);
         r.wall_seconds = r.seconds;
         r.code = code;
-        const char* text = nullptr;
-        r.name = (error_name_ && error_name_(code, &text) == CUDA_SUCCESS && text) ? text : cu_result_name(code);
-        text = nullptr;
-        r.meaning = (error_string_ && error_string_(code, &text) == CUDA_SUCCESS && text) ? text
-                                                                                           : cu_result_meaning(code);
+        r.name = cuda_.error_name(code);
+        r.meaning = cuda_.error_meaning(code);
         return r;
     }
 
-    // nvmlMemory_t (v1): the layout nvmlDeviceGetMemoryInfo fills.
-    struct NvmlMemory {
-        unsigned long long total, free, used;
-    };
-    using NvmlGetMemoryInfo = nvmlReturn_t (*)(nvmlDevice_t, NvmlMemory*);
-
     DriverInfo info_;
     std::vector<CheckpointGpu> gpus_;
-    void* cuda_ = nullptr;
-    void* nvml_ = nullptr;
-    cu::GetErrorName error_name_ = nullptr;
-    cu::GetErrorString error_string_ = nullptr;
-    cu::CheckpointProcessLock lock_ = nullptr;
-    cu::CheckpointProcessCheckpoint checkpoint_ = nullptr;
-    cu::CheckpointProcessRestore restore_ = nullptr;
-    cu::CheckpointProcessUnlock unlock_ = nullptr;
-    cu::CheckpointProcessGetState get_state_ = nullptr;
-    nvml::DeviceGetHandleByUUID nvml_by_uuid_ = nullptr;
-    NvmlGetMemoryInfo nvml_memory_ = nullptr;
-    nvml::DeviceGetUInt nvml_index_ = nullptr;
-    nvml::DeviceGetComputeRunningProcesses nvml_processes_ = nullptr;
+    CudaApi cuda_;
+    std::optional<NvmlApi> nvml_;  // set once nvmlInit succeeded
 };
 
 // ---------------------------------------------------------------------------------------------------------------

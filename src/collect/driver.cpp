@@ -40,8 +40,9 @@ void take_result(ProbeOutcome& out, Layer& layer) {
     }
 }
 
-CollectorStatus status_of(const char* name, const ProbeOutcome& out, std::chrono::milliseconds deadline,
-                          std::string& timed_out_call) {
+// `hung` is set when the probe was stopped at its deadline: the call it was inside, as `api`'s probe announced it.
+CollectorStatus status_of(const char* name, const ProbeOutcome& out, std::chrono::milliseconds deadline, DriverApi api,
+                          std::optional<HungCall>& hung) {
     CollectorStatus st;
     st.name = name;
     st.duration_ms = out.duration_ms;
@@ -52,13 +53,15 @@ CollectorStatus status_of(const char* name, const ProbeOutcome& out, std::chrono
     std::string others;
     for (size_t i = 1; i < calls.size(); ++i) others += (i == 1 ? "; also in flight: " : ", ") + calls[i];
     switch (out.end) {
-        case ProbeEnd::timed_out:
+        case ProbeEnd::timed_out: {
             st.state = CollectorState::timed_out;
-            timed_out_call = first.empty() ? "(before the first call)" : first;
+            HungCall call = first.empty() ? HungCall{.api = api} : parse_hung_call(api, first);
             st.message = fmt::format("no answer within {} ms; the call that did not return: {}{}", deadline.count(),
-                                     timed_out_call, others);
-            st.path = timed_out_call;
+                                     call.label(), others);
+            st.path = call.label();
+            hung = std::move(call);
             break;
+        }
         case ProbeEnd::died:
             st.state = CollectorState::error;
             st.message = fmt::format("{} during {}{}", out.message, first.empty() ? "startup" : first, others);
@@ -78,7 +81,7 @@ CollectorStatus status_of(const char* name, const ProbeOutcome& out, std::chrono
 CollectorStatus rocm_smi_status(ProbeOutcome& out, std::chrono::milliseconds deadline, RocmSmiLayer& layer) {
     layer.probed = true;
     take_result(out, layer);
-    auto st = status_of("rocm_smi", out, deadline, layer.timed_out_call);
+    auto st = status_of("rocm_smi", out, deadline, DriverApi::rocm_smi, layer.hung_call);
     if (st.state != CollectorState::ok) return st;
     if (!layer.load_error.empty()) {
         st.state = CollectorState::no_data;
@@ -187,7 +190,7 @@ std::vector<CollectorStatus> finish_driver_probes(const CollectContext& ctx, Sta
     };
 
     take_result(outcomes[0], nvml);
-    auto nst = status_of("nvml", outcomes[0], o.driver_deadline, nvml.timed_out_call);
+    auto nst = status_of("nvml", outcomes[0], o.driver_deadline, DriverApi::nvml, nvml.hung_call);
     if (nst.state == CollectorState::ok) {
         if (!nvml.load_error.empty()) {
             nst.state = CollectorState::no_data;
@@ -209,7 +212,7 @@ std::vector<CollectorStatus> finish_driver_probes(const CollectContext& ctx, Sta
         return finish();
     }
     take_result(outcomes[1], cuda);
-    auto cst = status_of("cuda", outcomes[1], o.driver_deadline, cuda.timed_out_call);
+    auto cst = status_of("cuda", outcomes[1], o.driver_deadline, DriverApi::cuda, cuda.hung_call);
     if (cst.state == CollectorState::ok) {
         if (!cuda.load_error.empty()) {
             cst.state = CollectorState::no_data;
@@ -226,9 +229,12 @@ std::vector<CollectorStatus> finish_driver_probes(const CollectContext& ctx, Sta
         CudaLayer all_layer;
         take_result(all_outcome, all_layer);
         if (all_outcome.result) cuda.all = all_layer.caller;
-        std::string hung;
-        auto ast = status_of("cuda", all_outcome, o.driver_deadline, hung);
-        if (!hung.empty() && cuda.timed_out_call.empty()) cuda.timed_out_call = "(all devices) " + hung;
+        std::optional<HungCall> hung;
+        auto ast = status_of("cuda", all_outcome, o.driver_deadline, DriverApi::cuda, hung);
+        if (hung && !cuda.hung_call) {
+            hung->scope = HungCall::Scope::all_devices;
+            cuda.hung_call = std::move(hung);
+        }
         if (ast.state != CollectorState::ok)
             cst.problems.push_back({ast.path, "--all-devices evaluation: " + ast.message});
         for (const auto& problem : ast.problems)

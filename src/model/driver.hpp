@@ -2,12 +2,43 @@
 // Answers of the driver libraries (NVML and the CUDA driver for NVIDIA, ROCm SMI for AMD), probed under a deadline.
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpudx {
 
 // A query that may be unsupported on this GPU or driver: value, or why not.
 enum class QueryState { ok, unsupported, error, not_asked };
+
+enum class DriverApi { nvml, cuda, rocm_smi };
+
+// The driver call a probe was inside when its deadline passed. The rules read its fields; a snapshot stores
+// it as the label the probe announced (label(), parse_hung_call), so the JSON reads as it always has.
+struct HungCall {
+    enum class Scope {
+        caller,       // the probe under the caller's environment
+        all_devices,  // CUDA's --all-devices evaluation, with CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER unset
+    };
+    DriverApi api = DriverApi::nvml;
+    std::string function;            // "nvmlDeviceGetUUID"; empty: the probe hung before its first call
+    std::optional<unsigned> device;  // the library's own number of the device the call was about
+    std::string arguments;           // the call's other arguments as announced: "link 3", "UMC", "33", "0"
+    Scope scope = Scope::caller;
+
+    // "nvmlDeviceGetUUID(1)", "(all devices) cuDeviceGetAttribute(33, 1)", "(before the first call)".
+    std::string label() const;
+    bool operator==(const HungCall&) const = default;
+};
+
+// The label a probe announces before a call: the device goes where the function takes it (last for
+// cuDeviceGetAttribute, first for every other per-device call), the other arguments beside it.
+std::string driver_call_label(std::string_view function, std::optional<unsigned> device = std::nullopt,
+                              std::string_view arguments = {});
+// A non-empty label read back: every label a probe writes reads back to the call it was made from. A text no
+// probe writes (an edited snapshot) is kept whole as the function, so it is written back unchanged.
+HungCall parse_hung_call(DriverApi api, std::string_view label);
+// What a snapshot stores: the label, or "" when no call hung.
+std::string hung_call_label(const std::optional<HungCall>& call);
 
 struct NvmlProcess {
     unsigned pid = 0;
@@ -52,7 +83,7 @@ struct NvmlLayer {
     std::optional<int> cuda_driver_version;
     std::optional<unsigned> device_count;
     std::vector<NvmlDevice> devices;
-    std::string timed_out_call;  // the call that never returned, when one did not
+    std::optional<HungCall> hung_call;  // the call that never returned, when one did not
 };
 
 struct CudaDevice {
@@ -82,7 +113,7 @@ struct CudaLayer {
     std::optional<int> driver_version;
     CudaView caller;                  // under the caller's environment
     std::optional<CudaView> all;      // with CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER unset (--all-devices)
-    std::string timed_out_call;  // "(all devices) " prefixed when the --all-devices probe hung
+    std::optional<HungCall> hung_call;  // the caller's probe's, else the --all-devices probe's (scope all_devices)
 };
 
 // ROCm SMI (librocm_smi64.so), the AMD counterpart of NVML: asked only on nodes with a KFD topology.
@@ -117,7 +148,46 @@ struct RocmSmiLayer {
     std::string driver_version;     // rsmi_version_str_get(RSMI_SW_COMP_DRIVER)
     std::optional<unsigned> device_count;
     std::vector<RocmSmiDevice> devices;
-    std::string timed_out_call;     // the call that never returned, when one did not
+    std::optional<HungCall> hung_call;  // the call that never returned, when one did not
 };
+
+// What the recorded return codes mean, for the rules: computed from the integers a snapshot holds (so the JSON
+// stays the libraries' own codes), never stored.
+
+enum class NvmlInit {
+    not_attempted,             // the library did not load, or the probe never got to nvmlInit
+    succeeded,
+    driver_not_loaded,         // the kernel module is not loaded
+    library_version_mismatch,  // libnvidia-ml and the kernel module are different driver versions
+    no_permission,             // the device nodes refused the caller
+    other_failure,
+};
+NvmlInit nvml_init(const NvmlLayer& nvml);
+
+enum class CudaInit {
+    not_attempted,
+    succeeded,
+    no_device,               // the driver sees no usable GPU
+    driver_mismatch,         // libcuda and the kernel module come from different driver installs
+    compat_not_supported,    // a forward-compatibility libcuda on a GPU that does not support it
+    stub_library,            // the CUDA toolkit's stub libcuda, not the driver
+    system_not_ready,        // the NVSwitch fabric is not initialised yet
+    access_denied,           // the operating system refused the device nodes
+    other_failure,
+};
+CudaInit cuda_init(const CudaView& view);
+
+// NVSwitch fabric registration of one GPU; nullopt when it could not be read.
+enum class FabricState { not_supported, not_started, in_progress, completed };
+std::optional<FabricState> fabric_state(const NvmlDevice& device);
+// Registration completed but with an error status.
+bool fabric_failed(const NvmlDevice& device);
+
+// An NVML device error ("nvmlDeviceGetX: NVML_ERROR_GPU_IS_LOST (15, ...)") that says the GPU stopped answering.
+bool reports_gpu_lost(std::string_view device_error);
+
+// "NVML_ERROR_LIB_RM_VERSION_MISMATCH", "RSMI_STATUS_INIT_ERROR": a recorded code by name, for evidence.
+std::string_view nvml_code_name(int code);
+std::string_view rocm_smi_code_name(int code);
 
 }  // namespace gpudx

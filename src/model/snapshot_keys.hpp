@@ -139,19 +139,22 @@ GPUDX_SCHEMA(NvmlDevice, index, uuid, name, serial, bus_id, pci, domain, bus, de
              mig_uuids, ecc_enabled, ecc_uncorrected_volatile, ecc_uncorrected_aggregate, retired_pages_pending,
              remapped_rows_correctable, remapped_rows_uncorrectable, remapped_rows_pending, remapped_rows_failure,
              fabric_state, fabric_status, nvlinks, processes, unsupported, errors)
+// Each driver layer's hung call (a typed HungCall in the model) is written under this key as its label, "" when
+// none: model/driver_json.cpp adds it beside the fields of the tables below.
+inline constexpr std::string_view kHungCallKey = "timed_out_call";
 GPUDX_SCHEMA(NvmlLayer, library_path, load_error, init_result, init_error, driver_version, nvml_version,
-             cuda_driver_version, device_count, devices, timed_out_call)
+             cuda_driver_version, device_count, devices)
 GPUDX_SCHEMA(CudaDevice, ordinal, uuid, bus_id, pci, attr_bus, attr_device, attr_domain, name, cc_major, cc_minor,
              total_memory, multiprocessor_count)
 GPUDX_SCHEMA(CudaView, cuda_visible_devices, cuda_device_order, init_result, init_name, init_meaning, device_count,
              devices)
-GPUDX_SCHEMA(CudaLayer, library_path, load_error, driver_version, caller, all, timed_out_call)
+GPUDX_SCHEMA(CudaLayer, library_path, load_error, driver_version, caller, all)
 GPUDX_SCHEMA(RocmSmiEcc, block, correctable, uncorrectable)
 GPUDX_SCHEMA(RocmSmiDevice, index, bdfid, pci, partition, unique_id, name, serial, vbios_version, render_minor,
              xgmi_hive_id, vram_total, ecc_enabled_blocks, ecc, unsupported, errors)
 // probed is not written: a rocm_smi layer in the snapshot means it was asked.
 GPUDX_SCHEMA(RocmSmiLayer, library_path, load_error, init_result, init_error, library_version, driver_version,
-             device_count, devices, timed_out_call)
+             device_count, devices)
 
 // The fields `gpudx fleet report` reads from each of thousands of snapshots (make_node_record's inputs and the Xid
 // counts): its streaming reader fills exactly these and only lexes the rest, and the test of the two readers holds

@@ -10,7 +10,6 @@
 
 #include "rules/check_context.hpp"
 #include "core/text.hpp"
-#include "abi/rocm_smi.hpp"
 #include "identity/join.hpp"
 #include "identity/visible_devices.hpp"
 
@@ -374,7 +373,7 @@ void rocm_smi_start(const Snapshot& s, std::vector<Finding>& out) {
     auto f = runtime_finding("driver.rocm_smi_init_failed", Severity::error,
                              "ROCm SMI could not read the AMD GPUs: " + r.init_error);
     f.evidence.push_back({"rsmi_init in " + r.library_path,
-                          r.init_result ? fmt::format("{} ({})", rsmi::status_name(*r.init_result), *r.init_result)
+                          r.init_result ? fmt::format("{} ({})", rocm_smi_code_name(*r.init_result), *r.init_result)
                                         : r.init_error});
     if (!module_loaded(s, "amdgpu") && ok(s, "module")) {
         f.message += "; the amdgpu kernel module is not loaded: the module layer is the cause";
@@ -407,7 +406,7 @@ void rocm_smi_devices(const CheckContext& ctx, std::vector<Finding>& out) {
         auto it = by_pci.find(g.pci);
         if (it == by_pci.end()) {
             // Only when every device answered its address: otherwise the missing one may be unanswered, not absent.
-            if (!every_device_addressed || !r.timed_out_call.empty()) continue;
+            if (!every_device_addressed || r.hung_call) continue;
             auto f = runtime_finding("driver.rocm_smi_missing_gpu", Severity::error,
                                      fmt::format("ROCm SMI does not list {}, which the KFD topology has: monitoring "
                                                  "and rocm-smi miss it",

@@ -9,8 +9,6 @@
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
 #include "core/version.hpp"
-#include "abi/cuda.hpp"
-#include "abi/nvml.hpp"
 #include "identity/allocation_scope.hpp"
 
 namespace gpudx {
@@ -137,52 +135,31 @@ std::string nvml_device_name(const NvmlMap& m, const NvmlDevice& d) {
     return pci.empty() ? fmt::format("NVML device {} (address unknown)", d.index) : pci;
 }
 
-// The device a hung call was about: NVML's device index, CUDA's ordinal or ROCm SMI's index, as the probe wrote
-// the call ("nvmlDeviceGetUUID(1)", "cuDeviceGetAttribute(33, 1)", "(all devices) cuDeviceGetPCIBusId(0)",
-// "rsmi_dev_ecc_count_get(3, UMC)"). `prefix` is the library's per-device call prefix.
-std::optional<unsigned> device_of_call(std::string_view call, std::string_view prefix) {
-    if (call.starts_with("(all devices) ")) call.remove_prefix(14);
-    if (!call.starts_with(prefix) || call.starts_with("cuDeviceGetCount")) return std::nullopt;
-    auto open = call.find('('), close = call.rfind(')');
-    if (open == std::string_view::npos || close == std::string_view::npos || close < open) return std::nullopt;
-    auto args = call.substr(open + 1, close - open - 1);
-    // cuDeviceGetAttribute(attribute, ordinal); every other call names the device first.
-    bool last = call.starts_with("cuDeviceGetAttribute");
-    auto comma = last ? args.rfind(',') : args.find(',');
-    auto arg = last ? (comma == std::string_view::npos ? args : args.substr(comma + 1))
-                    : args.substr(0, comma);
-    while (!arg.empty() && arg.front() == ' ') arg.remove_prefix(1);
-    auto n = parse_uint(arg);
-    if (!n || *n > 1u << 16) return std::nullopt;
-    return static_cast<unsigned>(*n);
-}
-
 void check_unresponsive(const CheckContext& ctx, const NvmlMap& map, std::vector<Finding>& out) {
     const auto& s = ctx.snapshot;
     struct Probe {
         const char* collector;
         const char* library;
-        const char* device_prefix;
-        const std::string& call;
+        const std::optional<HungCall>& hung;
         const char* wedge_signs;  // what the kernel log says of a wedged GPU of this vendor
         const char* reset;        // the vendor's GPU reset
     };
     constexpr const char* kNvidiaSigns = "Xid 79 / \"fallen off the bus\"";
     constexpr const char* kNvidiaReset = "`nvidia-smi -r -i <UUID>`";
-    for (auto p : {Probe{"nvml", "NVML", "nvmlDevice", s.nvml.timed_out_call, kNvidiaSigns, kNvidiaReset},
-                   Probe{"cuda", "the CUDA driver", "cuDevice", s.cuda.timed_out_call, kNvidiaSigns, kNvidiaReset},
-                   Probe{"rocm_smi", "ROCm SMI", "rsmi_dev_", s.rocm_smi.timed_out_call,
+    for (auto p : {Probe{"nvml", "NVML", s.nvml.hung_call, kNvidiaSigns, kNvidiaReset},
+                   Probe{"cuda", "the CUDA driver", s.cuda.hung_call, kNvidiaSigns, kNvidiaReset},
+                   Probe{"rocm_smi", "ROCm SMI", s.rocm_smi.hung_call,
                          "amdgpu GPU reset, RAS or \"ring timeout\" messages", "`amd-smi reset -G -g <N>`"}}) {
         auto* c = s.collector(p.collector);
         bool timed_out = c && c->state == CollectorState::timed_out;
-        if (!timed_out && p.call.empty()) continue;
-        std::string call = p.call.empty() ? (c ? c->path : std::string()) : p.call;
+        if (!timed_out && !p.hung) continue;
+        std::string call = p.hung ? p.hung->label() : (c ? c->path : std::string());
         bool nvml = std::string_view(p.collector) == "nvml";
         bool rocm_smi = std::string_view(p.collector) == "rocm_smi";
         // The GPU the call was about, when that is known: the device's own answer, or its place in PCI order
         // (NVML numbers the GPUs it can see in PCI order; CUDA too under CUDA_DEVICE_ORDER=PCI_BUS_ID).
         std::string pci, how;
-        if (auto dev = device_of_call(call, p.device_prefix)) {
+        if (auto dev = p.hung ? p.hung->device : std::nullopt) {
             const auto& expected = map.expectation.expected;
             if (rocm_smi) {
                 // The probe sends each device as soon as its address is read, so a later hang can name it.
@@ -198,7 +175,7 @@ void check_unresponsive(const CheckContext& ctx, const NvmlMap& map, std::vector
                                       expected.size(), *dev, pci);
                 }
             } else {
-                bool all = call.starts_with("(all devices) ");
+                bool all = p.hung->scope == HungCall::Scope::all_devices;
                 const CudaView* v = all && s.cuda.all ? &*s.cuda.all : &s.cuda.caller;
                 for (auto& d : v->devices)
                     if (d.ordinal == static_cast<int>(*dev)) pci = d.pci;
@@ -238,25 +215,26 @@ void check_nvml_init(const Snapshot& s, std::vector<Finding>& out) {
                       "or in a container run with the NVIDIA container runtime so the library is injected.";
         out.push_back(std::move(f));
     }
-    if (!n.init_result || *n.init_result == 0) return;
+    auto outcome = nvml_init(n);
+    if (outcome == NvmlInit::not_attempted || outcome == NvmlInit::succeeded) return;
     int rc = *n.init_result;
     auto f = make("driver.nvml_init_failed", Severity::error, fmt::format("nvmlInit_v2 failed: {}", n.init_error));
-    f.evidence.push_back({"nvmlInit_v2 in " + n.library_path, fmt::format("{} ({})", nvml_return_name(rc), rc)});
-    if (rc == NVML_ERROR_DRIVER_NOT_LOADED) {
+    f.evidence.push_back({"nvmlInit_v2 in " + n.library_path, fmt::format("{} ({})", nvml_code_name(rc), rc)});
+    if (outcome == NvmlInit::driver_not_loaded) {
         if (module_layer_read(s) && !nvidia_module_loaded(s)) {
             f.message += "; the nvidia kernel module is not loaded: the module layer is the cause";
             f.evidence.push_back({"/proc/modules", "no nvidia module"});
         }
         f.next_step = "Load the kernel module (`modprobe nvidia`) and read the kernel log for why it failed "
                       "(Secure Boot signature, vermagic mismatch, no module for this kernel).";
-    } else if (rc == NVML_ERROR_LIB_RM_VERSION_MISMATCH) {
+    } else if (outcome == NvmlInit::library_version_mismatch) {
         f.message += "; the user-space library and the kernel module are different driver versions";
         if (s.module.nvidia_driver_version)
             f.evidence.push_back({"/proc/driver/nvidia/version", *s.module.nvidia_driver_version});
         f.layer = Layer::libraries;
         f.next_step = "Usually a driver upgrade without a reboot, or a container carrying its own libnvidia-ml: "
                       "reboot into the new module, or remove the stale library copy the libraries layer names.";
-    } else if (rc == NVML_ERROR_NO_PERMISSION) {
+    } else if (outcome == NvmlInit::no_permission) {
         f.message += "; permission denied on the device nodes";
         f.next_step = "Check /dev/nvidiactl and /dev/nvidia* permissions (devices layer) and the cgroup device rules.";
     } else {
@@ -272,10 +250,10 @@ std::string chosen_libcuda_version(const Snapshot& s) {
     return {};
 }
 
-std::string explain_cuinit(const Snapshot& s, int rc, Layer& layer) {
+std::string explain_cuinit(const Snapshot& s, CudaInit outcome, Layer& layer) {
     const auto& v = s.cuda.caller;
-    switch (rc) {
-        case CUDA_ERROR_NO_DEVICE: {
+    switch (outcome) {
+        case CudaInit::no_device: {
             if (module_layer_read(s) && !nvidia_module_loaded(s))
                 return "the nvidia kernel module is not loaded: the module layer is the cause";
             if (nvidia_pcie_gpus(s).empty() && s.collector("pcie") && s.collector("pcie")->state == CollectorState::ok)
@@ -296,8 +274,7 @@ std::string explain_cuinit(const Snapshot& s, int rc, Layer& layer) {
                        "is the cause";
             return "the driver sees no usable GPU";
         }
-        case CUDA_ERROR_INSUFFICIENT_DRIVER:
-        case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: {
+        case CudaInit::driver_mismatch: {
             layer = Layer::libraries;
             // Which side moved decides the fix: a newer libcuda is an upgrade awaiting a reboot, an older one a
             // stale copy on the library path.
@@ -313,16 +290,15 @@ std::string explain_cuinit(const Snapshot& s, int rc, Layer& layer) {
             return fmt::format("libcuda ({}) does not match the kernel module ({}): the libraries layer is the cause",
                                s.cuda.library_path, kernel.empty() ? "version unknown" : kernel);
         }
-        case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE:
+        case CudaInit::compat_not_supported:
             layer = Layer::libraries;
             return "a forward-compatibility libcuda (cuda-compat) is loaded on a GPU that does not support it";
-        case CUDA_ERROR_STUB_LIBRARY:
+        case CudaInit::stub_library:
             layer = Layer::libraries;
             return fmt::format("{} is the CUDA toolkit's stub library, not the driver", s.cuda.library_path);
-        case CUDA_ERROR_SYSTEM_NOT_READY:
+        case CudaInit::system_not_ready:
             return "the fabric manager has not finished initialising the NVSwitch fabric";
-        case CUDA_ERROR_OPERATING_SYSTEM:
-        case CUDA_ERROR_NOT_PERMITTED:
+        case CudaInit::access_denied:
             return "the driver was refused access to the device nodes (permissions or cgroup device rules)";
         default: return {};
     }
@@ -339,15 +315,16 @@ void check_cuda_init(const Snapshot& s, std::vector<Finding>& out) {
         out.push_back(std::move(f));
     }
     const auto& v = s.cuda.caller;
-    if (!v.init_result || *v.init_result == 0) return;
+    auto outcome = cuda_init(v);
+    if (outcome == CudaInit::not_attempted || outcome == CudaInit::succeeded) return;
     int rc = *v.init_result;
     // A host without NVIDIA GPUs (an AMD node whose image carries libcuda) has no device to find: that is the
     // right answer, not a failure.
-    if (rc == CUDA_ERROR_NO_DEVICE && nvidia_pcie_gpus(s).empty() && s.collector("pcie") &&
+    if (outcome == CudaInit::no_device && nvidia_pcie_gpus(s).empty() && s.collector("pcie") &&
         s.collector("pcie")->state == CollectorState::ok)
         return;
     Layer layer = Layer::driver;
-    std::string cause = explain_cuinit(s, rc, layer);
+    std::string cause = explain_cuinit(s, outcome, layer);
     auto f = make("driver.cuda_init_failed", Severity::error,
                   fmt::format("cuInit failed with {} ({}): {}{}{}", v.init_name, rc, v.init_meaning,
                               cause.empty() ? "" : "; ", cause));
@@ -389,7 +366,8 @@ void check_version(const Snapshot& s, std::vector<Finding>& out) {
 
 void check_missing_gpus(const CheckContext& ctx, const NvmlMap& map, std::vector<Finding>& out) {
     const auto& s = ctx.snapshot;
-    if (!s.nvml.device_count || (s.nvml.init_result && *s.nvml.init_result != 0)) return;
+    auto init = nvml_init(s.nvml);
+    if (!s.nvml.device_count || (init != NvmlInit::not_attempted && init != NvmlInit::succeeded)) return;
     const auto& expected = map.expectation.expected;
     size_t answered = std::count_if(s.nvml.devices.begin(), s.nvml.devices.end(), nvml_answered);
     std::vector<std::string> missing;
@@ -483,7 +461,7 @@ void check_device_health(const CheckContext& ctx, const NvmlMap& map, std::vecto
             out.push_back(std::move(f));
         };
         for (auto& e : d.errors) {
-            bool lost = e.find("GPU_IS_LOST") != std::string::npos;
+            bool lost = reports_gpu_lost(e);
             add(lost ? "driver.gpu_lost" : "driver.query_failed", lost ? Severity::error : Severity::warning,
                 fmt::format("{}: {}", who, e), {call("nvml"), e},
                 lost ? "The GPU stopped answering (fallen off the bus): drain the node, read the kernel log for Xid "
@@ -532,25 +510,26 @@ void check_device_health(const CheckContext& ctx, const NvmlMap& map, std::vecto
                 {call("nvmlDeviceGetMigMode"), "Enabled"},
                 "Jobs must address MIG instances by their MIG-UUIDs (gpudx ids lists them).");
         if (nvswitch_system) {
-            if (!d.fabric_state) {
+            auto fabric = fabric_state(d);
+            if (!fabric) {
                 add("driver.fabric_unknown", Severity::warning,
                     fmt::format("{}: NVSwitches are present but the fabric state could not be read", describe(g)),
                     {call("nvmlDeviceGetGpuFabricInfoV"), "not available"},
                     "Check `nvidia-smi -q | grep -A3 Fabric` and that nvidia-fabricmanager is running.");
-            } else if (*d.fabric_state != NVML_GPU_FABRIC_STATE_COMPLETED) {
-                const char* state = *d.fabric_state == NVML_GPU_FABRIC_STATE_NOT_STARTED ? "not started"
-                                    : *d.fabric_state == NVML_GPU_FABRIC_STATE_IN_PROGRESS ? "in progress"
-                                                                                           : "not supported";
+            } else if (*fabric != FabricState::completed) {
+                const char* state = *fabric == FabricState::not_started   ? "not started"
+                                    : *fabric == FabricState::in_progress ? "in progress"
+                                                                          : "not supported";
                 add("driver.fabric_not_ready", Severity::error,
                     fmt::format("{}: NVSwitch fabric registration is {}", describe(g), state),
                     {call("nvmlDeviceGetGpuFabricInfoV"), fmt::format("state={} ({})", *d.fabric_state, state)},
                     "Start nvidia-fabricmanager (systemctl status nvidia-fabricmanager; its version must equal the "
                     "driver's); CUDA returns CUDA_ERROR_SYSTEM_NOT_READY until registration completes.");
-            } else if (d.fabric_status.value_or(0) != 0) {
+            } else if (fabric_failed(d)) {
                 add("driver.fabric_failed", Severity::error,
                     fmt::format("{}: NVSwitch fabric registration completed with an error", describe(g)),
                     {call("nvmlDeviceGetGpuFabricInfoV"),
-                     fmt::format("status={}", nvml_return_name(static_cast<int>(*d.fabric_status)))},
+                     fmt::format("status={}", nvml_code_name(static_cast<int>(*d.fabric_status)))},
                     "Read /var/log/fabricmanager.log; restart nvidia-fabricmanager, then reset the GPUs.");
             }
         }

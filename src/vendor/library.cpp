@@ -5,7 +5,8 @@
 
 namespace gpudx {
 
-Result<DriverLibrary> DriverLibrary::open(std::string_view soname, const std::optional<std::string>& directory) {
+Result<DriverLibrary> DriverLibrary::open(std::string_view soname, const std::optional<std::string>& directory,
+                                          std::string_view anchor) {
     std::string target = directory ? *directory + "/" + std::string(soname) : std::string(soname);
     dlerror();
     void* h = ::dlopen(target.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -20,8 +21,7 @@ Result<DriverLibrary> DriverLibrary::open(std::string_view soname, const std::op
     if (::dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && lm->l_name[0] == '/') lib.path_ = lm->l_name;
     if (lib.path_.empty()) {
         Dl_info info{};
-        void* any = ::dlsym(h, "nvmlInit_v2");
-        if (!any) any = ::dlsym(h, "cuInit");
+        void* any = ::dlsym(h, std::string(anchor).c_str());
         if (any && ::dladdr(any, &info) && info.dli_fname) lib.path_ = info.dli_fname;
     }
     if (lib.path_.empty()) lib.path_ = target;

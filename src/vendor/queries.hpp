@@ -1,7 +1,7 @@
 #pragma once
-// The two driver layers. query_* run inside a forked probe child (core/child_probe.hpp) and report
-// the layer as JSON; collect_driver (collect/collectors.hpp) runs them under the deadline.
-#include <array>
+// The driver probes, one per library (vendor/nvml, vendor/cuda, vendor/rocm_smi). query_* run inside a
+// forked probe child (core/child_probe.hpp) and report the layer as JSON; collect_driver
+// (collect/collectors.hpp) runs them under the deadline.
 #include <map>
 #include <optional>
 #include <string>
@@ -35,9 +35,6 @@ void query_nvml(const NvmlQueryOptions& options, ProbeChannel& channel);
 void query_cuda(const CudaQueryOptions& options, ProbeChannel& channel);
 // Sends a RocmSmiLayer (librocm_smi64: AMD GPUs).
 void query_rocm_smi(const RocmSmiQueryOptions& options, ProbeChannel& channel);
-
-// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" from the 16 bytes of a CUuuid.
-std::string format_gpu_uuid(const std::array<unsigned char, 16>& bytes, std::string_view prefix = "GPU-");
 
 // What a gather stores as _driver/answers.json, and what the stand-in libraries replay: the layers as
 // the probe saw them (docs/driver-layers.md, "Stand-ins and recorded answers").

@@ -150,7 +150,10 @@ TEST(Standins, HungNvmlCallTimesOutNamingItWhileCudaIsIntact) {
     auto p = probe({}, false, 500ms);
     EXPECT_LT(p.seconds, 1.5);
     EXPECT_EQ(p.statuses[0].state, CollectorState::timed_out);
-    EXPECT_EQ(p.nvml.timed_out_call, "nvmlDeviceGetUUID(1)");
+    ASSERT_TRUE(p.nvml.hung_call);
+    EXPECT_EQ(p.nvml.hung_call->function, "nvmlDeviceGetUUID");
+    EXPECT_EQ(p.nvml.hung_call->device, 1u);
+    EXPECT_EQ(p.nvml.hung_call->label(), "nvmlDeviceGetUUID(1)");
     EXPECT_NE(p.statuses[0].message.find("nvmlDeviceGetUUID(1)"), std::string::npos);
     ASSERT_EQ(p.nvml.devices.size(), 1u);  // device 0 was read before device 1 hung
     EXPECT_EQ(p.nvml.devices[0].uuid, kUuid0);
@@ -166,7 +169,10 @@ TEST(Standins, HungCuInitTimesOut) {
     auto p = probe({}, false, 400ms);
     EXPECT_LT(p.seconds, 1.4);
     EXPECT_EQ(p.statuses[1].state, CollectorState::timed_out);
-    EXPECT_EQ(p.cuda.timed_out_call, "cuInit(0)");
+    ASSERT_TRUE(p.cuda.hung_call);
+    EXPECT_EQ(p.cuda.hung_call->function, "cuInit");
+    EXPECT_EQ(p.cuda.hung_call->device, std::nullopt);  // its 0 is the flags
+    EXPECT_EQ(p.cuda.hung_call->label(), "cuInit(0)");
     EXPECT_EQ(p.statuses[0].state, CollectorState::ok);
     EXPECT_EQ(p.nvml.devices.size(), 2u);
 }
@@ -232,7 +238,7 @@ TEST(Standins, AHungGpuIsNamedWhileTheOtherGpusAnswer) {
         auto p = probe({}, false, 700ms);
         EXPECT_LT(p.seconds, 1.7);
         ASSERT_EQ(p.statuses[0].state, CollectorState::timed_out);
-        EXPECT_EQ(p.nvml.timed_out_call, fmt::format("nvmlDeviceGetFieldValues({})", hung));
+        EXPECT_EQ(hung_call_label(p.nvml.hung_call), fmt::format("nvmlDeviceGetFieldValues({})", hung));
         ASSERT_EQ(p.nvml.devices.size(), 1u);
         EXPECT_EQ(p.nvml.devices[0].index, static_cast<unsigned>(1 - hung));
         EXPECT_EQ(p.nvml.devices[0].uuid, hung == 0 ? kUuid1 : kUuid0);
@@ -242,7 +248,7 @@ TEST(Standins, AHungGpuIsNamedWhileTheOtherGpusAnswer) {
     use_controls({{"faults", {{{"call", "nvmlDeviceGetSerial"}, {"hang", true}}}}});
     auto both = probe({}, false, 700ms);
     EXPECT_TRUE(both.nvml.devices.empty());
-    EXPECT_EQ(both.nvml.timed_out_call, "nvmlDeviceGetSerial(0)");
+    EXPECT_EQ(hung_call_label(both.nvml.hung_call), "nvmlDeviceGetSerial(0)");
     EXPECT_NE(both.statuses[0].message.find("also in flight: nvmlDeviceGetSerial(1)"), std::string::npos)
         << both.statuses[0].message;
 }
@@ -550,7 +556,11 @@ TEST(RocmSmiStandin, HungCallTimesOutNamingItAndTheGpuAlreadyAddressed) {
     auto* st = status(p, "rocm_smi");
     ASSERT_TRUE(st);
     EXPECT_EQ(st->state, CollectorState::timed_out);
-    EXPECT_EQ(p.rocm_smi.timed_out_call, "rsmi_dev_ecc_count_get(5, UMC)");
+    ASSERT_TRUE(p.rocm_smi.hung_call);
+    EXPECT_EQ(p.rocm_smi.hung_call->api, DriverApi::rocm_smi);
+    EXPECT_EQ(p.rocm_smi.hung_call->device, 5u);
+    EXPECT_EQ(p.rocm_smi.hung_call->arguments, "UMC");
+    EXPECT_EQ(p.rocm_smi.hung_call->label(), "rsmi_dev_ecc_count_get(5, UMC)");
     // Devices 0-4 whole, device 5 with the address it answered before the hang.
     ASSERT_EQ(p.rocm_smi.devices.size(), 6u);
     EXPECT_EQ(p.rocm_smi.devices[5].pci, "0000:a6:00.0");

@@ -3,14 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <cstring>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "core/child_probe.hpp"
 #include "abi/cuda.hpp"
-#include "vendor/library.hpp"
 #include "abi/nvml.hpp"
+#include "vendor/cuda/api.hpp"
+#include "vendor/library.hpp"
 #include "vendor/queries.hpp"
 
 using namespace gpudx;
@@ -38,9 +40,11 @@ TEST(CudaAbi, CheckpointLayoutsMatchCudaH) {
 }
 
 TEST(DriverProbe, FormatsUuidBytesLikeNvidiaSmi) {
-    std::array<unsigned char, 16> b = {0x99, 0x2c, 0xb4, 0x70, 0x90, 0x27, 0x88, 0xf4,
-                                       0x48, 0xa9, 0xa9, 0xa3, 0x29, 0xd6, 0x97, 0x8d};
-    EXPECT_EQ(format_gpu_uuid(b), "GPU-992cb470-9027-88f4-48a9-a9a329d6978d");
+    const unsigned char b[16] = {0x99, 0x2c, 0xb4, 0x70, 0x90, 0x27, 0x88, 0xf4,
+                                 0x48, 0xa9, 0xa9, 0xa3, 0x29, 0xd6, 0x97, 0x8d};
+    CUuuid u{};
+    std::memcpy(u.bytes, b, sizeof b);
+    EXPECT_EQ(format_gpu_uuid(u), "GPU-992cb470-9027-88f4-48a9-a9a329d6978d");
 }
 
 TEST(DriverProbe, ConsumesCompleteLinesAndKeepsThePartialOne) {
@@ -133,7 +137,7 @@ TEST(DriverProbe, CrashingChildIsReportedWithItsSignalAndLastCall) {
 }
 
 TEST(DriverLibraryLoad, MissingLibraryIsAnErrorNamingThePath) {
-    auto lib = DriverLibrary::open("libnvidia-ml.so.1", std::string("/nonexistent-gpudx-dir"));
+    auto lib = DriverLibrary::open("libnvidia-ml.so.1", std::string("/nonexistent-gpudx-dir"), "nvmlInit_v2");
     ASSERT_FALSE(lib);
     EXPECT_EQ(lib.error().path, "/nonexistent-gpudx-dir/libnvidia-ml.so.1");
 }

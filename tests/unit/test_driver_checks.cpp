@@ -140,7 +140,7 @@ TEST(DriverChecks, SystemDriverMismatchPointsAtTheLibraries) {
 
 TEST(DriverChecks, TimedOutCallIsUnresponsiveAndNamesTheCall) {
     auto s = h200_like();
-    s.nvml.timed_out_call = "nvmlDeviceGetUUID(1)";
+    s.nvml.hung_call = parse_hung_call(DriverApi::nvml, "nvmlDeviceGetUUID(1)");
     s.collectors[3].state = CollectorState::timed_out;
     s.collectors[3].message = "no answer within 500 ms";
     auto fs = run(s);
@@ -337,7 +337,7 @@ TEST(DriverChecks, UnresponsiveNamesTheGpuOfTheHungCall) {
     // NVML hung in nvmlDeviceGetUUID(1) after answering for device 0: device 1 is the second GPU in PCI order.
     auto s = h200_like();
     s.nvml.devices.pop_back();
-    s.nvml.timed_out_call = "nvmlDeviceGetUUID(1)";
+    s.nvml.hung_call = parse_hung_call(DriverApi::nvml, "nvmlDeviceGetUUID(1)");
     s.collectors[3].state = CollectorState::timed_out;
     auto fs = run(s);
     auto* f = find(fs, "driver.unresponsive");
@@ -346,12 +346,12 @@ TEST(DriverChecks, UnresponsiveNamesTheGpuOfTheHungCall) {
     EXPECT_EQ(f->subjects[0].uuid, kUuid1);
     EXPECT_EQ(f->subjects[0].pci, "0000:00:07.0");
     // A call that names no device names no GPU.
-    s.nvml.timed_out_call = "nvmlInit_v2";
+    s.nvml.hung_call = parse_hung_call(DriverApi::nvml, "nvmlInit_v2");
     EXPECT_TRUE(find(run(s), "driver.unresponsive")->subjects.empty());
     // CUDA's ordinal is a GPU only where the order is known (PCI_BUS_ID, no CUDA_VISIBLE_DEVICES).
     auto c = h200_like();
     c.cuda.caller.devices.clear();
-    c.cuda.timed_out_call = "cuDeviceGetAttribute(33, 1)";
+    c.cuda.hung_call = parse_hung_call(DriverApi::cuda, "cuDeviceGetAttribute(33, 1)");
     c.collectors[4].state = CollectorState::timed_out;
     EXPECT_TRUE(find(run(c), "driver.unresponsive")->subjects.empty());
     c.cuda.caller.cuda_device_order = "PCI_BUS_ID";
@@ -359,7 +359,7 @@ TEST(DriverChecks, UnresponsiveNamesTheGpuOfTheHungCall) {
     auto* g = find(cs, "driver.unresponsive");
     ASSERT_EQ(g->subjects.size(), 1u);
     EXPECT_EQ(g->subjects[0].pci, "0000:00:07.0");
-    c.cuda.timed_out_call = "cuInit(0)";
+    c.cuda.hung_call = parse_hung_call(DriverApi::cuda, "cuInit(0)");
     EXPECT_TRUE(find(run(c), "driver.unresponsive")->subjects.empty());
 }
 

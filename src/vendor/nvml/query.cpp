@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cstring>
 #include <mutex>
 #include <optional>
 #include <system_error>
@@ -10,86 +9,23 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "core/pci_address.hpp"
-#include "core/text.hpp"
-#include "core/child_probe.hpp"
-#include "vendor/library.hpp"
-#include "abi/nvml.hpp"
+#include "vendor/nvml/api.hpp"
+#include "vendor/probe.hpp"
 #include "vendor/queries.hpp"
-#include "model/layer_json.hpp"
 
 namespace gpudx {
 
 namespace {
 
-struct NvmlApi {
-    nvml::Init init = nullptr;
-    nvml::ErrorString error_string = nullptr;
-    nvml::SystemGetString driver_version = nullptr, nvml_version = nullptr;
-    nvml::SystemGetCudaDriverVersion cuda_driver_version = nullptr;
-    nvml::SystemGetProcessName process_name = nullptr;
-    nvml::DeviceGetCount count = nullptr;
-    nvml::DeviceGetHandleByIndex handle = nullptr;
-    nvml::DeviceGetString uuid = nullptr, name = nullptr, serial = nullptr;
-    nvml::DeviceGetPciInfo pci = nullptr;
-    nvml::DeviceGetUInt minor = nullptr, max_mig = nullptr;
-    nvml::DeviceGetEnableState persistence = nullptr, retired_pending = nullptr;
-    nvml::DeviceGetMigMode mig_mode = nullptr;
-    nvml::DeviceGetMigDeviceHandleByIndex mig_handle = nullptr;
-    nvml::DeviceGetEnableStatePair ecc_mode = nullptr;
-    nvml::DeviceGetTotalEccErrors ecc_total = nullptr;
-    nvml::DeviceGetRemappedRows remapped = nullptr;
-    nvml::DeviceGetGpuFabricInfoV fabric_v = nullptr;
-    nvml::DeviceGetGpuFabricInfo fabric = nullptr;
-    nvml::DeviceGetNvLinkState nvlink = nullptr;
-    nvml::DeviceGetComputeRunningProcesses processes = nullptr;
-    nvml::DeviceGetFieldValues field_values = nullptr;
-
-    explicit NvmlApi(const DriverLibrary& l) {
-        init = l.get<nvml::Init>("nvmlInit", {"_v2", ""});
-        error_string = l.get<nvml::ErrorString>("nvmlErrorString");
-        driver_version = l.get<nvml::SystemGetString>("nvmlSystemGetDriverVersion");
-        nvml_version = l.get<nvml::SystemGetString>("nvmlSystemGetNVMLVersion");
-        cuda_driver_version = l.get<nvml::SystemGetCudaDriverVersion>("nvmlSystemGetCudaDriverVersion", {"_v2", ""});
-        process_name = l.get<nvml::SystemGetProcessName>("nvmlSystemGetProcessName");
-        count = l.get<nvml::DeviceGetCount>("nvmlDeviceGetCount", {"_v2", ""});
-        handle = l.get<nvml::DeviceGetHandleByIndex>("nvmlDeviceGetHandleByIndex", {"_v2", ""});
-        uuid = l.get<nvml::DeviceGetString>("nvmlDeviceGetUUID");
-        name = l.get<nvml::DeviceGetString>("nvmlDeviceGetName");
-        serial = l.get<nvml::DeviceGetString>("nvmlDeviceGetSerial");
-        // Only _v3/_v2 share our nvmlPciInfo_t layout; the plain call fills an older one.
-        pci = l.get<nvml::DeviceGetPciInfo>("nvmlDeviceGetPciInfo", {"_v3", "_v2"});
-        minor = l.get<nvml::DeviceGetUInt>("nvmlDeviceGetMinorNumber");
-        max_mig = l.get<nvml::DeviceGetUInt>("nvmlDeviceGetMaxMigDeviceCount");
-        persistence = l.get<nvml::DeviceGetEnableState>("nvmlDeviceGetPersistenceMode");
-        retired_pending = l.get<nvml::DeviceGetEnableState>("nvmlDeviceGetRetiredPagesPendingStatus");
-        mig_mode = l.get<nvml::DeviceGetMigMode>("nvmlDeviceGetMigMode");
-        mig_handle = l.get<nvml::DeviceGetMigDeviceHandleByIndex>("nvmlDeviceGetMigDeviceHandleByIndex");
-        ecc_mode = l.get<nvml::DeviceGetEnableStatePair>("nvmlDeviceGetEccMode");
-        ecc_total = l.get<nvml::DeviceGetTotalEccErrors>("nvmlDeviceGetTotalEccErrors");
-        remapped = l.get<nvml::DeviceGetRemappedRows>("nvmlDeviceGetRemappedRows");
-        fabric_v = l.get<nvml::DeviceGetGpuFabricInfoV>("nvmlDeviceGetGpuFabricInfoV");
-        fabric = l.get<nvml::DeviceGetGpuFabricInfo>("nvmlDeviceGetGpuFabricInfo");
-        nvlink = l.get<nvml::DeviceGetNvLinkState>("nvmlDeviceGetNvLinkState");
-        processes = l.get<nvml::DeviceGetComputeRunningProcesses>("nvmlDeviceGetComputeRunningProcesses", {"_v3", "_v2"});
-        field_values = l.get<nvml::DeviceGetFieldValues>("nvmlDeviceGetFieldValues");
-    }
-
-    std::string describe(nvmlReturn_t rc) const {
-        const char* text = error_string ? error_string(rc) : nullptr;
-        return fmt::format("{} ({}{}{})", nvml_return_name(rc), rc, text ? ", " : "", text ? text : "");
-    }
+struct Nvml {
+    using Api = NvmlApi;
+    using Code = nvmlReturn_t;
+    static constexpr std::string_view name = "libnvidia-ml";
+    static bool succeeded(Code rc) { return rc == NVML_SUCCESS; }
+    static bool unsupported(Code rc) { return rc == NVML_ERROR_NOT_SUPPORTED; }
 };
-
-void send(ProbeChannel& ch, const NvmlLayer& layer) {
-    nlohmann::json j;
-    layer_to_json(j, layer);
-    ch.result(j);
-}
-
-std::string cstr(const char* buf, size_t n) { return sanitize_utf8(std::string_view(buf, strnlen(buf, n))); }
 
 // A field value as an integer, whatever type NVML filled it with.
 std::optional<unsigned long long> field_number(const nvmlFieldValue_t& f) {
@@ -112,45 +48,28 @@ std::optional<unsigned long long> field_number(const nvmlFieldValue_t& f) {
 class DeviceQuery {
 public:
     DeviceQuery(const NvmlApi& api, ProbeChannel::Lane& ch, NvmlDevice& dev, nvmlDevice_t h)
-        : api_(api), ch_(ch), dev_(dev), h_(h) {}
-
-    // Announces the call, makes it, and files a failure; true when it succeeded.
-    template <class Fn>
-    bool ask(const char* call, bool available, Fn&& fn, bool quiet_not_found = false) {
-        if (!available) {
-            dev_.unsupported.push_back(fmt::format("{} (not in this libnvidia-ml)", call));
-            return false;
-        }
-        ch_.progress(fmt::format("{}({})", call, dev_.index));
-        nvmlReturn_t rc = fn();
-        if (rc == NVML_SUCCESS) return true;
-        if (rc == NVML_ERROR_NOT_SUPPORTED)
-            dev_.unsupported.push_back(call);
-        else if (!(quiet_not_found && rc == NVML_ERROR_NOT_FOUND))
-            dev_.errors.push_back(fmt::format("{}: {}", call, api_.describe(rc)));
-        return false;
-    }
+        : api_(api), calls_(api, ch, dev.index, dev.unsupported, dev.errors), dev_(dev), h_(h) {}
 
     void run() {
         char buf[256];
-        if (ask("nvmlDeviceGetUUID", api_.uuid, [&] { return api_.uuid(h_, buf, NVML_DEVICE_UUID_V2_BUFFER_SIZE); }))
-            dev_.uuid = cstr(buf, NVML_DEVICE_UUID_V2_BUFFER_SIZE);
+        if (calls_.ask("nvmlDeviceGetUUID", api_.uuid, [&] { return api_.uuid(h_, buf, NVML_DEVICE_UUID_V2_BUFFER_SIZE); }))
+            dev_.uuid = library_string(buf, NVML_DEVICE_UUID_V2_BUFFER_SIZE);
         nvmlPciInfo_t pci{};
-        if (ask("nvmlDeviceGetPciInfo_v3", api_.pci, [&] { return api_.pci(h_, &pci); })) {
-            dev_.bus_id = cstr(pci.busId, sizeof pci.busId);
+        if (calls_.ask("nvmlDeviceGetPciInfo_v3", api_.pci, [&] { return api_.pci(h_, &pci); })) {
+            dev_.bus_id = library_string(pci.busId, sizeof pci.busId);
             dev_.pci = normalize_pci(dev_.bus_id);
             dev_.domain = pci.domain;
             dev_.bus = pci.bus;
             dev_.device = pci.device;
         }
-        if (ask("nvmlDeviceGetName", api_.name, [&] { return api_.name(h_, buf, NVML_DEVICE_NAME_V2_BUFFER_SIZE); }))
-            dev_.name = cstr(buf, NVML_DEVICE_NAME_V2_BUFFER_SIZE);
-        if (ask("nvmlDeviceGetSerial", api_.serial, [&] { return api_.serial(h_, buf, NVML_DEVICE_SERIAL_BUFFER_SIZE); }))
-            dev_.serial = cstr(buf, NVML_DEVICE_SERIAL_BUFFER_SIZE);
+        if (calls_.ask("nvmlDeviceGetName", api_.name, [&] { return api_.name(h_, buf, NVML_DEVICE_NAME_V2_BUFFER_SIZE); }))
+            dev_.name = library_string(buf, NVML_DEVICE_NAME_V2_BUFFER_SIZE);
+        if (calls_.ask("nvmlDeviceGetSerial", api_.serial, [&] { return api_.serial(h_, buf, NVML_DEVICE_SERIAL_BUFFER_SIZE); }))
+            dev_.serial = library_string(buf, NVML_DEVICE_SERIAL_BUFFER_SIZE);
         unsigned u = 0;
-        if (ask("nvmlDeviceGetMinorNumber", api_.minor, [&] { return api_.minor(h_, &u); })) dev_.minor = u;
+        if (calls_.ask("nvmlDeviceGetMinorNumber", api_.minor, [&] { return api_.minor(h_, &u); })) dev_.minor = u;
         nvmlEnableState_t st = 0;
-        if (ask("nvmlDeviceGetPersistenceMode", api_.persistence, [&] { return api_.persistence(h_, &st); }))
+        if (calls_.ask("nvmlDeviceGetPersistenceMode", api_.persistence, [&] { return api_.persistence(h_, &st); }))
             dev_.persistence_mode = st != 0;
         query_mig();
         query_memory_health();
@@ -162,20 +81,20 @@ public:
 private:
     void query_mig() {
         unsigned current = 0, pending = 0;
-        if (!ask("nvmlDeviceGetMigMode", api_.mig_mode, [&] { return api_.mig_mode(h_, &current, &pending); })) return;
+        if (!calls_.ask("nvmlDeviceGetMigMode", api_.mig_mode, [&] { return api_.mig_mode(h_, &current, &pending); })) return;
         dev_.mig_mode = current == 1;
         if (current != 1) return;
         unsigned max = 0;
-        if (!ask("nvmlDeviceGetMaxMigDeviceCount", api_.max_mig, [&] { return api_.max_mig(h_, &max); })) return;
+        if (!calls_.ask("nvmlDeviceGetMaxMigDeviceCount", api_.max_mig, [&] { return api_.max_mig(h_, &max); })) return;
         for (unsigned i = 0; i < max && i < 64; ++i) {
             nvmlDevice_t mig = nullptr;
             // NOT_FOUND marks an empty slot, not a failure.
-            if (!ask("nvmlDeviceGetMigDeviceHandleByIndex", api_.mig_handle,
-                     [&] { return api_.mig_handle(h_, i, &mig); }, true))
+            if (!calls_.ask("nvmlDeviceGetMigDeviceHandleByIndex", api_.mig_handle,
+                            [&] { return api_.mig_handle(h_, i, &mig); }, NVML_ERROR_NOT_FOUND))
                 continue;
             char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-            if (ask("nvmlDeviceGetUUID", api_.uuid, [&] { return api_.uuid(mig, buf, sizeof buf); }))
-                dev_.mig_uuids.push_back(cstr(buf, sizeof buf));
+            if (calls_.ask("nvmlDeviceGetUUID", api_.uuid, [&] { return api_.uuid(mig, buf, sizeof buf); }))
+                dev_.mig_uuids.push_back(library_string(buf, sizeof buf));
         }
     }
 
@@ -194,7 +113,7 @@ private:
                                   NVML_FI_DEV_REMAPPED_PENDING, NVML_FI_DEV_REMAPPED_FAILURE};
         std::array<nvmlFieldValue_t, kIds.size()> v{};
         for (size_t i = 0; i < kIds.size(); ++i) v[i].fieldId = kIds[i];
-        ch_.progress(fmt::format("nvmlDeviceGetFieldValues({})", dev_.index));
+        calls_.announce("nvmlDeviceGetFieldValues");
         if (api_.field_values(h_, static_cast<int>(v.size()), v.data()) != NVML_SUCCESS) return false;
         // The value, or nullopt after filing the field's failure under `call`.
         auto take = [&](const nvmlFieldValue_t& f, const char* call) -> std::optional<unsigned long long> {
@@ -232,25 +151,25 @@ private:
 
     void query_memory_health_call_by_call() {
         nvmlEnableState_t current = 0, pending = 0;
-        if (ask("nvmlDeviceGetEccMode", api_.ecc_mode, [&] { return api_.ecc_mode(h_, &current, &pending); }))
+        if (calls_.ask("nvmlDeviceGetEccMode", api_.ecc_mode, [&] { return api_.ecc_mode(h_, &current, &pending); }))
             dev_.ecc_enabled = current != 0;
         if (dev_.ecc_enabled.value_or(false)) {
             unsigned long long n = 0;
-            if (ask("nvmlDeviceGetTotalEccErrors", api_.ecc_total, [&] {
+            if (calls_.ask("nvmlDeviceGetTotalEccErrors", api_.ecc_total, [&] {
                     return api_.ecc_total(h_, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &n);
                 }))
                 dev_.ecc_uncorrected_volatile = n;
-            if (ask("nvmlDeviceGetTotalEccErrors", api_.ecc_total, [&] {
+            if (calls_.ask("nvmlDeviceGetTotalEccErrors", api_.ecc_total, [&] {
                     return api_.ecc_total(h_, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_AGGREGATE_ECC, &n);
                 }))
                 dev_.ecc_uncorrected_aggregate = n;
         }
         nvmlEnableState_t retired = 0;
-        if (ask("nvmlDeviceGetRetiredPagesPendingStatus", api_.retired_pending,
+        if (calls_.ask("nvmlDeviceGetRetiredPagesPendingStatus", api_.retired_pending,
                 [&] { return api_.retired_pending(h_, &retired); }))
             dev_.retired_pages_pending = static_cast<unsigned>(retired);
         unsigned corr = 0, unc = 0, is_pending = 0, failed = 0;
-        if (ask("nvmlDeviceGetRemappedRows", api_.remapped,
+        if (calls_.ask("nvmlDeviceGetRemappedRows", api_.remapped,
                 [&] { return api_.remapped(h_, &corr, &unc, &is_pending, &failed); })) {
             dev_.remapped_rows_correctable = corr;
             dev_.remapped_rows_uncorrectable = unc;
@@ -263,14 +182,14 @@ private:
         if (api_.fabric_v) {
             nvmlGpuFabricInfo_v2_t info{};
             info.version = nvmlGpuFabricInfo_v2;
-            if (ask("nvmlDeviceGetGpuFabricInfoV", true, [&] { return api_.fabric_v(h_, &info); })) {
+            if (calls_.ask("nvmlDeviceGetGpuFabricInfoV", true, [&] { return api_.fabric_v(h_, &info); })) {
                 dev_.fabric_state = info.state;
                 dev_.fabric_status = static_cast<unsigned>(info.status);
             }
             return;
         }
         nvmlGpuFabricInfo_t info{};
-        if (ask("nvmlDeviceGetGpuFabricInfo", api_.fabric != nullptr, [&] { return api_.fabric(h_, &info); })) {
+        if (calls_.ask("nvmlDeviceGetGpuFabricInfo", api_.fabric != nullptr, [&] { return api_.fabric(h_, &info); })) {
             dev_.fabric_state = info.state;
             dev_.fabric_status = static_cast<unsigned>(info.status);
         }
@@ -278,12 +197,12 @@ private:
 
     void query_nvlinks() {
         if (!api_.nvlink) {
-            dev_.unsupported.push_back("nvmlDeviceGetNvLinkState (not in this libnvidia-ml)");
+            calls_.not_in_library("nvmlDeviceGetNvLinkState");
             return;
         }
         for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
             nvmlEnableState_t active = 0;
-            ch_.progress(fmt::format("nvmlDeviceGetNvLinkState({}, link {})", dev_.index, link));
+            calls_.announce("nvmlDeviceGetNvLinkState", fmt::format("link {}", link));
             nvmlReturn_t rc = api_.nvlink(h_, link, &active);
             if (rc == NVML_SUCCESS) {
                 dev_.nvlinks.push_back({link, active != 0});
@@ -299,43 +218,36 @@ private:
 
     void query_processes() {
         if (!api_.processes) {
-            dev_.unsupported.push_back("nvmlDeviceGetComputeRunningProcesses (not in this libnvidia-ml)");
+            calls_.not_in_library("nvmlDeviceGetComputeRunningProcesses");
             return;
         }
         std::vector<nvmlProcessInfo_t> infos(16);
         unsigned n = static_cast<unsigned>(infos.size());
         nvmlReturn_t rc = NVML_SUCCESS;
         for (int attempt = 0; attempt < 3; ++attempt) {
-            ch_.progress(fmt::format("nvmlDeviceGetComputeRunningProcesses_v3({})", dev_.index));
+            calls_.announce("nvmlDeviceGetComputeRunningProcesses_v3");
             n = static_cast<unsigned>(infos.size());
             rc = api_.processes(h_, &n, infos.data());
             if (rc != NVML_ERROR_INSUFFICIENT_SIZE) break;
             infos.resize(std::max<size_t>(n, infos.size()) * 2);
         }
-        if (rc == NVML_ERROR_NOT_SUPPORTED) {
-            dev_.unsupported.push_back("nvmlDeviceGetComputeRunningProcesses_v3");
-            return;
-        }
-        if (rc != NVML_SUCCESS) {
-            dev_.errors.push_back(fmt::format("nvmlDeviceGetComputeRunningProcesses_v3: {}", api_.describe(rc)));
-            return;
-        }
+        if (!calls_.file("nvmlDeviceGetComputeRunningProcesses_v3", rc)) return;
         for (unsigned i = 0; i < n && i < infos.size(); ++i) {
             NvmlProcess p;
             p.pid = infos[i].pid;
             // NVML reports "not available" memory as all ones (NVML_VALUE_NOT_AVAILABLE).
-            if (infos[i].usedGpuMemory != ~0ull) p.used_memory = infos[i].usedGpuMemory;
+            if (infos[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE) p.used_memory = infos[i].usedGpuMemory;
             if (api_.process_name) {
                 char name[256] = {};
-                ch_.progress(fmt::format("nvmlSystemGetProcessName({})", p.pid));
-                if (api_.process_name(p.pid, name, sizeof name) == NVML_SUCCESS) p.name = cstr(name, sizeof name);
+                calls_.channel().progress(driver_call_label("nvmlSystemGetProcessName", std::nullopt, std::to_string(p.pid)));
+                if (api_.process_name(p.pid, name, sizeof name) == NVML_SUCCESS) p.name = library_string(name, sizeof name);
             }
             dev_.processes.push_back(std::move(p));
         }
     }
 
     const NvmlApi& api_;
-    ProbeChannel::Lane& ch_;
+    DeviceCalls<Nvml, ProbeChannel::Lane> calls_;
     NvmlDevice& dev_;
     nvmlDevice_t h_;
 };
@@ -355,8 +267,8 @@ void query_devices(const NvmlApi& api, ProbeChannel& ch, NvmlLayer& layer, unsig
             NvmlDevice dev;
             dev.index = i;
             nvmlDevice_t h = nullptr;
-            lane.progress(fmt::format("nvmlDeviceGetHandleByIndex_v2({})", i));
-            nvmlReturn_t rc = api.handle ? api.handle(i, &h) : NVML_ERROR_FUNCTION_NOT_FOUND;
+            lane.progress(driver_call_label("nvmlDeviceGetHandleByIndex_v2", i));
+            nvmlReturn_t rc = api.handle_by_index ? api.handle_by_index(i, &h) : NVML_ERROR_FUNCTION_NOT_FOUND;
             if (rc != NVML_SUCCESS)
                 dev.errors.push_back(fmt::format("nvmlDeviceGetHandleByIndex_v2: {}", api.describe(rc)));
             else
@@ -366,7 +278,7 @@ void query_devices(const NvmlApi& api, ProbeChannel& ch, NvmlLayer& layer, unsig
             NvmlLayer so_far = layer;
             for (auto& d : answered)
                 if (d) so_far.devices.push_back(*d);
-            send(ch, so_far);
+            send_layer(ch, so_far);
         }
         lane.finished();
     };
@@ -390,17 +302,17 @@ void query_devices(const NvmlApi& api, ProbeChannel& ch, NvmlLayer& layer, unsig
 void query_nvml(const NvmlQueryOptions& options, ProbeChannel& ch) {
     NvmlLayer layer;
     ch.progress("dlopen(libnvidia-ml.so.1)");
-    auto lib = DriverLibrary::open("libnvidia-ml.so.1", options.library_dir);
-    if (!lib) {
-        layer.load_error = lib.error().message;
-        send(ch, layer);
+    auto opened = NvmlApi::open(options.library_dir);
+    if (!opened) {
+        layer.load_error = opened.error().message;
+        send_layer(ch, layer);
         return;
     }
-    layer.library_path = lib->path();
-    NvmlApi api(*lib);
+    const NvmlApi& api = *opened;
+    layer.library_path = api.library.path();
     if (!api.init) {
-        layer.load_error = "nvmlInit_v2 not found in " + lib->path();
-        send(ch, layer);
+        layer.load_error = "nvmlInit_v2 not found in " + api.library.path();
+        send_layer(ch, layer);
         return;
     }
     ch.progress("nvmlInit_v2");
@@ -408,17 +320,17 @@ void query_nvml(const NvmlQueryOptions& options, ProbeChannel& ch) {
     layer.init_result = rc;
     if (rc != NVML_SUCCESS) {
         layer.init_error = api.describe(rc);
-        send(ch, layer);
+        send_layer(ch, layer);
         return;
     }
     char buf[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
     if (api.driver_version) {
         ch.progress("nvmlSystemGetDriverVersion");
-        if (api.driver_version(buf, sizeof buf) == NVML_SUCCESS) layer.driver_version = cstr(buf, sizeof buf);
+        if (api.driver_version(buf, sizeof buf) == NVML_SUCCESS) layer.driver_version = library_string(buf, sizeof buf);
     }
     if (api.nvml_version) {
         ch.progress("nvmlSystemGetNVMLVersion");
-        if (api.nvml_version(buf, sizeof buf) == NVML_SUCCESS) layer.nvml_version = cstr(buf, sizeof buf);
+        if (api.nvml_version(buf, sizeof buf) == NVML_SUCCESS) layer.nvml_version = library_string(buf, sizeof buf);
     }
     if (api.cuda_driver_version) {
         int v = 0;
@@ -430,11 +342,11 @@ void query_nvml(const NvmlQueryOptions& options, ProbeChannel& ch) {
     rc = api.count ? api.count(&count) : NVML_ERROR_FUNCTION_NOT_FOUND;
     if (rc != NVML_SUCCESS) {
         layer.init_error = "nvmlDeviceGetCount_v2: " + api.describe(rc);
-        send(ch, layer);
+        send_layer(ch, layer);
         return;
     }
     layer.device_count = count;
-    send(ch, layer);
+    send_layer(ch, layer);
     query_devices(api, ch, layer, std::min(count, 1024u));
 }
 

@@ -1,0 +1,148 @@
+#include "model/driver.hpp"
+
+#include "abi/cuda.hpp"
+#include "abi/nvml.hpp"
+#include "abi/rocm_smi.hpp"
+#include "core/text.hpp"
+
+namespace gpudx {
+
+namespace {
+
+constexpr std::string_view kAllDevicesPrefix = "(all devices) ";
+constexpr std::string_view kBeforeFirstCall = "(before the first call)";
+// Device numbers past this are not devices (the probes stop at 1024 GPUs).
+constexpr unsigned long long kMaxDeviceNumber = 1u << 16;
+
+enum class DeviceArgument { none, first, last };
+
+// Where a function of NVML, the CUDA driver or ROCm SMI takes the device its probe names.
+DeviceArgument device_argument(std::string_view function) {
+    if (function == "cuDeviceGetAttribute") return DeviceArgument::last;  // (attribute, ordinal)
+    if (function.starts_with("nvmlDevice") || function.starts_with("cuDevice") || function.starts_with("rsmi_dev_"))
+        return DeviceArgument::first;
+    return DeviceArgument::none;
+}
+
+std::optional<unsigned> device_number(std::string_view text) {
+    auto n = parse_uint(text);
+    if (!n || *n > kMaxDeviceNumber) return std::nullopt;
+    return static_cast<unsigned>(*n);
+}
+
+}  // namespace
+
+std::string driver_call_label(std::string_view function, std::optional<unsigned> device, std::string_view arguments) {
+    std::string args;
+    auto add = [&](std::string_view part) {
+        if (!args.empty()) args += ", ";
+        args += part;
+    };
+    std::string number = device ? std::to_string(*device) : std::string();
+    bool last = device_argument(function) == DeviceArgument::last;
+    if (device && !last) add(number);
+    if (!arguments.empty()) add(arguments);
+    if (device && last) add(number);
+    std::string label(function);
+    if (!args.empty()) label += "(" + args + ")";
+    return label;
+}
+
+std::string HungCall::label() const {
+    std::string out = scope == Scope::all_devices ? std::string(kAllDevicesPrefix) : std::string();
+    out += function.empty() ? std::string(kBeforeFirstCall) : driver_call_label(function, device, arguments);
+    return out;
+}
+
+HungCall parse_hung_call(DriverApi api, std::string_view label) {
+    HungCall call;
+    call.api = api;
+    std::string_view rest = label;
+    if (rest.starts_with(kAllDevicesPrefix)) {
+        call.scope = HungCall::Scope::all_devices;
+        rest.remove_prefix(kAllDevicesPrefix.size());
+    }
+    if (rest != kBeforeFirstCall) {
+        std::string_view args;
+        auto open = rest.find('(');
+        if (open != std::string_view::npos && open > 0 && rest.back() == ')') {
+            call.function = rest.substr(0, open);
+            args = rest.substr(open + 1, rest.size() - open - 2);
+        } else {
+            call.function = rest;
+        }
+        call.arguments = args;
+        auto where = device_argument(call.function);
+        if (where != DeviceArgument::none && !args.empty()) {
+            auto comma = where == DeviceArgument::first ? args.find(", ") : args.rfind(", ");
+            std::string_view number = args, others;
+            if (comma != std::string_view::npos) {
+                number = where == DeviceArgument::first ? args.substr(0, comma) : args.substr(comma + 2);
+                others = where == DeviceArgument::first ? args.substr(comma + 2) : args.substr(0, comma);
+            }
+            if (auto device = device_number(number)) {
+                call.device = device;
+                call.arguments = others;
+            }
+        }
+    }
+    if (call.label() == label) return call;
+    HungCall verbatim;
+    verbatim.api = api;
+    verbatim.function = label;
+    return verbatim;
+}
+
+std::string hung_call_label(const std::optional<HungCall>& call) { return call ? call->label() : std::string(); }
+
+NvmlInit nvml_init(const NvmlLayer& nvml) {
+    if (!nvml.init_result) return NvmlInit::not_attempted;
+    switch (*nvml.init_result) {
+        case NVML_SUCCESS: return NvmlInit::succeeded;
+        case NVML_ERROR_DRIVER_NOT_LOADED: return NvmlInit::driver_not_loaded;
+        case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return NvmlInit::library_version_mismatch;
+        case NVML_ERROR_NO_PERMISSION: return NvmlInit::no_permission;
+        default: return NvmlInit::other_failure;
+    }
+}
+
+CudaInit cuda_init(const CudaView& view) {
+    if (!view.init_result) return CudaInit::not_attempted;
+    switch (*view.init_result) {
+        case CUDA_SUCCESS: return CudaInit::succeeded;
+        case CUDA_ERROR_NO_DEVICE: return CudaInit::no_device;
+        case CUDA_ERROR_INSUFFICIENT_DRIVER:
+        case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: return CudaInit::driver_mismatch;
+        case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE: return CudaInit::compat_not_supported;
+        case CUDA_ERROR_STUB_LIBRARY: return CudaInit::stub_library;
+        case CUDA_ERROR_SYSTEM_NOT_READY: return CudaInit::system_not_ready;
+        case CUDA_ERROR_OPERATING_SYSTEM:
+        case CUDA_ERROR_NOT_PERMITTED: return CudaInit::access_denied;
+        default: return CudaInit::other_failure;
+    }
+}
+
+std::optional<FabricState> fabric_state(const NvmlDevice& device) {
+    if (!device.fabric_state) return std::nullopt;
+    switch (*device.fabric_state) {
+        case NVML_GPU_FABRIC_STATE_NOT_STARTED: return FabricState::not_started;
+        case NVML_GPU_FABRIC_STATE_IN_PROGRESS: return FabricState::in_progress;
+        case NVML_GPU_FABRIC_STATE_COMPLETED: return FabricState::completed;
+        // nvml.h knows no other state: a value past them reads as the GPU taking no part in a fabric.
+        default: return FabricState::not_supported;
+    }
+}
+
+bool fabric_failed(const NvmlDevice& device) {
+    return fabric_state(device) == FabricState::completed &&
+           device.fabric_status.value_or(NVML_SUCCESS) != static_cast<unsigned>(NVML_SUCCESS);
+}
+
+bool reports_gpu_lost(std::string_view device_error) {
+    return device_error.find(nvml_return_name(NVML_ERROR_GPU_IS_LOST)) != std::string_view::npos;
+}
+
+std::string_view nvml_code_name(int code) { return nvml_return_name(code); }
+std::string_view rocm_smi_code_name(int code) { return rsmi::status_name(code); }
+
+}  // namespace gpudx
