@@ -49,8 +49,19 @@ struct Target {
             ::execlp("sleep", "sleep", "120", static_cast<char*>(nullptr));
             ::_exit(127);
         }
-        // Let the exec (and the preload) happen before /proc/PID/maps is read.
-        std::this_thread::sleep_for(std::chrono::milliseconds(preload.empty() ? 20 : 150));
+        // gpudx reads /proc/PID/maps: wait until it shows `sleep` (and the preload), however long that takes.
+        std::string wanted = preload.empty() ? std::string() : fs::canonical(preload).string();
+        while (!exec_done(wanted) && !exited()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    bool exec_done(const std::string& preload) const {
+        std::error_code ec;
+        auto exe = fs::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec);
+        if (ec || exe == fs::read_symlink("/proc/self/exe", ec)) return false;
+        return preload.empty() || read_text("/proc/" + std::to_string(pid) + "/maps").find(preload) != std::string::npos;
+    }
+    bool exited() const {
+        int status = 0;
+        return ::waitpid(pid, &status, WNOHANG) == pid;
     }
     ~Target() {
         if (pid > 0) {
