@@ -324,10 +324,13 @@ TEST_F(CheckpointCli, JsonCarriesPerStepTimingsPerProcess) {
 TEST_F(CheckpointCli, HungDriverCallIsKilledReportedAndUndone) {
     Target t;
     auto p = std::to_string(t.pid);
-    auto r = gpudx("migrate " + p + " --device-map swap:0,1 --deadline 1 --format json",
+    // The deadline covers each call that answers (the stand-in's take microseconds) on a loaded machine too;
+    // the hung one never returns, so ending at all means it was cut, and the bound is only slack.
+    auto r = gpudx("migrate " + p + " --device-map swap:0,1 --deadline 3 --format json",
                    "GPUDX_CKPT_HANG=checkpoint");
     EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-    EXPECT_LT(r.seconds, 15.0);
+    EXPECT_GE(r.seconds, 3.0);
+    EXPECT_LT(r.seconds, 25.0);
     auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["failure"]["name"], "GPUDX_DEADLINE_EXCEEDED");
     EXPECT_EQ(j["failure"]["step"], "checkpoint");
@@ -339,7 +342,7 @@ TEST_F(CheckpointCli, HungDriverCallIsKilledReportedAndUndone) {
 TEST_F(CheckpointCli, HungCheckpointIsUndoneByAFreshWorker) {
     Target t;
     auto p = std::to_string(t.pid);
-    auto r = gpudx("checkpoint " + p + " --deadline 1", "GPUDX_CKPT_HANG=checkpoint GPUDX_CKPT_STATE_DIR=" + work_.string());
+    auto r = gpudx("checkpoint " + p + " --deadline 3", "GPUDX_CKPT_HANG=checkpoint GPUDX_CKPT_STATE_DIR=" + work_.string());
     EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
     EXPECT_EQ(steps(r), (std::vector<std::string>{"lock " + p, "checkpoint " + p, "unlock " + p}));
     EXPECT_NE(r.out.find("GPUDX_DEADLINE_EXCEEDED"), std::string::npos) << r.out;
