@@ -21,6 +21,15 @@ bool starts_with_nocase(std::string_view s, std::string_view prefix) {
     return s.size() >= prefix.size() && to_lower(s.substr(0, prefix.size())) == to_lower(prefix);
 }
 
+// Whether a spec can name a GPU at all, whatever the node: a UUID, a PCI address or an index. MIG
+// instances are refused here too: no node has one that a restore could remap.
+std::optional<std::string> spec_problem(std::string_view spec) {
+    if (is_all_digits(spec) || starts_with_nocase(spec, "GPU-") || PciAddress::parse(spec)) return std::nullopt;
+    if (starts_with_nocase(spec, "MIG-"))
+        return fmt::format("'{}' is a MIG instance; checkpoint restore remaps whole GPUs only", spec);
+    return fmt::format("'{}' names no GPU: use a UUID (GPU-…), a PCI address (0000:00:06.0) or an index", spec);
+}
+
 std::string known_gpus(const std::vector<CheckpointGpu>& gpus) {
     std::string out;
     for (const auto& g : gpus) out += (out.empty() ? "" : "; ") + describe_gpu(g);
@@ -52,6 +61,8 @@ Result<std::vector<DeviceMapItem>> parse_device_map(std::string_view text) {
                 trim(tokens[i + 1]).find('=') != std::string_view::npos)
                 return fail(fmt::format("device map '{}': swap needs two GPUs, as in swap:0,1", text));
             auto second = trim(tokens[++i]);
+            for (auto spec : {first, second})
+                if (auto problem = spec_problem(spec)) return fail(fmt::format("device map '{}': {}", text, *problem));
             items.push_back({std::string(first), std::string(second)});
             items.push_back({std::string(second), std::string(first)});
             continue;
@@ -62,6 +73,8 @@ Result<std::vector<DeviceMapItem>> parse_device_map(std::string_view text) {
         auto old_spec = trim(token.substr(0, eq)), new_spec = trim(token.substr(eq + 1));
         if (old_spec.empty() || new_spec.empty())
             return fail(fmt::format("device map '{}': item '{}' lacks a GPU on one side", text, token));
+        for (auto spec : {old_spec, new_spec})
+            if (auto problem = spec_problem(spec)) return fail(fmt::format("device map '{}': {}", text, *problem));
         items.push_back({std::string(old_spec), std::string(new_spec)});
     }
     return items;
@@ -90,7 +103,7 @@ Result<size_t> resolve_gpu(std::string_view spec, const std::vector<CheckpointGp
         }
         return fail(fmt::format("no GPU at PCI address {} on this node (GPUs: {})", address->str(), known_gpus(gpus)));
     }
-    return fail(fmt::format("'{}' names no GPU: use a UUID (GPU-…), a PCI address (0000:00:06.0) or an index", spec));
+    return fail(*spec_problem(spec));
 }
 
 Result<DeviceMapPlan> plan_device_map(std::string_view text, const std::vector<CheckpointGpu>& gpus, const MemoryHeld& held) {

@@ -35,7 +35,9 @@ struct DeviceMapItem {
     bool operator==(const DeviceMapItem&) const = default;
 };
 
-// "OLD=NEW,OLD=NEW,…" and the shorthand "swap:A,B" (= "A=B,B=A"), freely mixed.
+// "OLD=NEW,OLD=NEW,…" and the shorthand "swap:A,B" (= "A=B,B=A"), freely mixed. Checks everything
+// that does not need the node: the shape, and that each side can name a GPU (UUID, PCI address, index),
+// so a mistyped map is refused before any driver is loaded.
 Result<std::vector<DeviceMapItem>> parse_device_map(std::string_view text);
 
 // The node GPU a spec names: a UUID ("GPU-…", any case), a PCI address in any spelling, or an index.

@@ -73,6 +73,25 @@ std::string self_executable() {
     return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
 }
 
+// --pairs is all, none, or A:B items; whether A and B are GPUs that CUDA sees is for the run to find out.
+std::string pairs_syntax_problem(const std::string& spec) {
+    auto s = to_lower(trim(spec));
+    if (s == "all" || s == "none") return {};
+    if (s.empty()) return "empty; expected all, none, or A:B,C:D (UUID, PCI address or ordinal)";
+    for (auto part : split(spec, ',')) {
+        auto item = trim(part);
+        if (item.empty()) continue;
+        // A PCI address holds ':' itself: one split must leave a name on both sides.
+        bool two_sides = false;
+        for (size_t pos = item.find(':'); pos != std::string_view::npos && !two_sides; pos = item.find(':', pos + 1))
+            two_sides = !trim(item.substr(0, pos)).empty() && !trim(item.substr(pos + 1)).empty();
+        if (!two_sides)
+            return fmt::format("item '{}' is not A:B; expected all, none, or A:B,C:D (UUID, PCI address or ordinal)",
+                               item);
+    }
+    return {};
+}
+
 int run_accept(const AcceptCmdOptions& o) {
     std::optional<std::string> lib_dir;
     if (!o.driver_lib_dir.empty()) lib_dir = o.driver_lib_dir;
@@ -199,7 +218,8 @@ CommandRegistrar reg{
          cmd.add_flag("--long", o->long_mode, "Longer memory passes (4 patterns x 4 seeds, 95 % of free memory) and stress repetitions");
          cmd.add_option("--pairs", o->pairs,
                         "Permitted GPU pairs for the peer tests: all (default), none, or A:B,C:D (UUID, PCI address or ordinal)")
-             ->type_name("SPEC");
+             ->type_name("SPEC")
+             ->check(pairs_syntax_problem);
          cmd.add_option("--allow", o->allow,
                         "The allocation to check isolation for (UUIDs or PCI addresses, comma-separated); default: the "
                         "scheduler's variables (CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, SLURM_JOB_GPUS)")
@@ -207,19 +227,28 @@ CommandRegistrar reg{
              ->delimiter(',');
          cmd.add_option("--matrix", o->matrix, "Take the floors (and permitted pairs) from this compatibility matrix's class")
              ->type_name("FILE");
-         cmd.add_option("--min-d2d", o->min_d2d, "Floor for device-to-device copy, GB/s (bytes read + written)")->type_name("GBPS");
-         cmd.add_option("--min-h2d", o->min_h2d, "Floor for pinned host-to-device copy, GB/s")->type_name("GBPS");
-         cmd.add_option("--min-d2h", o->min_d2h, "Floor for device-to-pinned-host copy, GB/s")->type_name("GBPS");
-         cmd.add_option("--min-p2p", o->min_p2p, "Floor for GPU-to-GPU copy over NVLink, GB/s each way")->type_name("GBPS");
+         cmd.add_option("--min-d2d", o->min_d2d, "Floor for device-to-device copy, GB/s (bytes read + written)")
+             ->type_name("GBPS")
+             ->check(non_negative_number());
+         cmd.add_option("--min-h2d", o->min_h2d, "Floor for pinned host-to-device copy, GB/s")
+             ->type_name("GBPS")
+             ->check(non_negative_number());
+         cmd.add_option("--min-d2h", o->min_d2h, "Floor for device-to-pinned-host copy, GB/s")
+             ->type_name("GBPS")
+             ->check(non_negative_number());
+         cmd.add_option("--min-p2p", o->min_p2p, "Floor for GPU-to-GPU copy over NVLink, GB/s each way")
+             ->type_name("GBPS")
+             ->check(non_negative_number());
          cmd.add_option("--min-p2p-pcie", o->min_p2p_pcie, "Floor for GPU-to-GPU copy over PCIe, GB/s each way")
-             ->type_name("GBPS");
+             ->type_name("GBPS")
+             ->check(non_negative_number());
          cmd.add_option("--min-memory-fraction", o->min_memory_fraction,
                         "Share of free memory (0-1) the memory test must have covered")
              ->check(CLI::Range(0.0, 1.0));
          cmd.add_option("--expect-gpus", o->expect_gpus, "Fail when CUDA sees fewer GPUs");
          cmd.add_option("--compare", o->compare, "Show what changed against an earlier record (gpudx accept --format json -o OLD.json)")
              ->type_name("OLD.json");
-         cmd.add_option("--from", o->from, "Do not run: show (or --compare) a saved record")->type_name("FILE");
+         auto* from = cmd.add_option("--from", o->from, "Do not run: show (or --compare) a saved record")->type_name("FILE");
          cmd.add_option("--driver-lib-dir", o->driver_lib_dir, "Load libcuda.so.1 and libnvidia-ml.so.1 from DIR")
              ->type_name("DIR");
          cmd.add_option("--timeout", o->timeout_s, "Stop the whole acceptance after this many seconds (each sub-test has its own deadline too)")
@@ -229,6 +258,11 @@ CommandRegistrar reg{
          cmd.add_flag("-v,--verbose", o->verbose, "Text report: also each sub-test's details (patterns, link class, children's views)");
          cmd.add_flag("--visibility-probe", o->visibility_probe, "internal: print what CUDA and NVML show this process")
              ->group("");
+         // What only a run uses cannot go with a saved record.
+         for (const char* running : {"--long", "--pairs", "--allow", "--matrix", "--min-d2d", "--min-h2d", "--min-d2h",
+                                     "--min-p2p", "--min-p2p-pcie", "--min-memory-fraction", "--expect-gpus",
+                                     "--driver-lib-dir", "--timeout", "--image-digest", "--visibility-probe"})
+             from->excludes(cmd.get_option(running));
          cmd.footer(
              "Per GPU: context, compute on every multiprocessor (PTX JIT), memory patterns over most free memory,\n"
              "device, host<->device copies. Per permitted pair: peer access, copies both ways, then all at once.\n"

@@ -89,12 +89,15 @@ CommandRegistrar reg{
          auto* save = cmd.add_subcommand("save", "Write the node record to FILE (atomically; - for stdout)");
          save->add_option("FILE", o->file, "Where to write the record")->required();
          add_node_options(*save, o->node);
-         save->add_option("--from", o->from, "Make the record from a saved snapshot instead of collecting")
-             ->type_name("SNAPSHOT");
+         exclude_node_sources(save->add_option("--from", o->from, "Make the record from a saved snapshot instead of collecting")
+                                  ->type_name("SNAPSHOT"),
+                              *save);
          auto* diff = cmd.add_subcommand("diff", "Compare this node (or a snapshot) with the record in FILE");
          diff->add_option("FILE", o->file, "A record written by `gpudx baseline save`")->required();
          add_node_options(*diff, o->node);
-         diff->add_option("--from", o->from, "Compare a saved snapshot instead of collecting")->type_name("SNAPSHOT");
+         exclude_node_sources(
+             diff->add_option("--from", o->from, "Compare a saved snapshot instead of collecting")->type_name("SNAPSHOT"),
+             *diff);
          diff->add_option("--format", o->format, "text (default), json")->check(CLI::IsMember({"text", "json"}));
          cmd.footer(
              "The record lists per GPU its UUID, PCI address, slot, model, VBIOS, link (max and current) and NUMA\n"

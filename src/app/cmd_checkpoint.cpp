@@ -1,12 +1,15 @@
 // gpudx state | checkpoint | restore | migrate: the CUDA checkpoint API over named processes, with a device map.
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
 #include "app/command.hpp"
 #include "app/common.hpp"
 #include "actions/checkpoint.hpp"
+#include "actions/device_map.hpp"
+#include "model/diagnosis.hpp"
 
 namespace gpudx::app {
 namespace {
@@ -24,6 +27,13 @@ struct CheckpointCmdOptions {
     std::string driver_lib_dir;
 };
 
+// A refusal (bad map, foreign PID) is one line on stderr; JSON consumers also get the record.
+int report_refusal(const CheckpointCmdOptions& o, const CheckpointCommandResult& result) {
+    if (o.format == "json") write_output(o.output, checkpoint_result_to_json(result).dump(2) + "\n");
+    std::fprintf(stderr, "gpudx: %s\n", result.usage_error.c_str());
+    return kExitUsage;
+}
+
 int run_checkpoint_cmd(const CheckpointCmdOptions& o) {
     CheckpointRequest request;
     request.command = o.command;
@@ -40,14 +50,19 @@ int run_checkpoint_cmd(const CheckpointCmdOptions& o) {
     // cuInit takes ~0.4 s with persistence mode on; a short --deadline must not fail a healthy but busy node.
     request.driver.init_deadline_s = std::clamp(o.deadline_s, 10.0, 60.0);
 
+    // The map's syntax needs no driver: a mistyped map is a usage error even where no driver loads, and is
+    // told before the driver is opened to resolve the map against the node's GPUs.
+    if (!request.device_map.empty())
+        if (auto items = parse_device_map(request.device_map); !items) {
+            CheckpointCommandResult refused;
+            refused.request = request;
+            refused.exit_code = kExitUsage;
+            refused.usage_error = items.error().message;
+            return report_refusal(o, refused);
+        }
     Root root("/");
     auto result = run_checkpoint_command(request, root);
-    if (result.exit_code == 64) {
-        // A refusal (bad map, foreign PID) is one line on stderr; JSON consumers also get the record.
-        if (o.format == "json") write_output(o.output, checkpoint_result_to_json(result).dump(2) + "\n");
-        std::fprintf(stderr, "gpudx: %s\n", result.usage_error.c_str());
-        return 64;
-    }
+    if (result.exit_code == kExitUsage) return report_refusal(o, result);
     write_output(o.output, o.format == "json" ? checkpoint_result_to_json(result).dump(2) + "\n"
                                               : render_checkpoint_text(result));
     if (result.exit_code != 0 && (o.format == "json" || !o.output.empty())) {
@@ -62,7 +77,7 @@ int run_checkpoint_cmd(const CheckpointCmdOptions& o) {
 void add_common(CLI::App& cmd, CheckpointCmdOptions& o) {
     cmd.add_option("pids", o.pids, "Process ids (all are locked before any is checkpointed, and so on)")
         ->required()
-        ->check(CLI::PositiveNumber);
+        ->check(CLI::Range(1, std::numeric_limits<int>::max()));
     cmd.add_option("--format", o.format, "text (default), json")->check(CLI::IsMember({"text", "json"}));
     cmd.add_option("-o,--output", o.output, "Write to FILE (atomically) instead of stdout")->type_name("FILE");
     cmd.add_option("--deadline", o.deadline_s,

@@ -51,6 +51,21 @@ int drain_or_resume(const DiagnoseCmdOptions& o, const Diagnosis& d) {
 int run_diagnose(const DiagnoseCmdOptions& o) {
     if (o.drain && !o.from.empty())
         throw UsageError{"--drain acts on the node gpudx runs on: it cannot be combined with --from"};
+    // The input files first: a mistake in one is told before the node is probed (which can take the deadline).
+    std::optional<NodeRecord> baseline;
+    if (!o.baseline.empty()) {
+        auto record = load_node_record(o.baseline);
+        if (!record) throw UsageError{o.baseline + ": " + record.error().message};
+        baseline = std::move(*record);
+    }
+    DiagnoseOptions dopts;
+    XidPolicy xid_policy;
+    if (!o.xid_policy.empty()) {
+        auto p = load_xid_policy_file(o.xid_policy);
+        if (!p) throw UsageError{p.error().message};
+        xid_policy = std::move(*p);
+        dopts.xid_policy = &xid_policy;
+    }
     Snapshot s;
     if (!o.from.empty()) {
         auto loaded = load_snapshot_file(o.from);
@@ -59,21 +74,9 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
     } else {
         s = collect_node(o.node);
     }
-    DiagnoseOptions dopts;
     dopts.expect_gpus = o.expect_gpus;
     dopts.since = o.node.since;
-    if (!o.baseline.empty()) {
-        auto record = load_node_record(o.baseline);
-        if (!record) throw UsageError{o.baseline + ": " + record.error().message};
-        dopts.extra_findings = diff_against_baseline(*record, s);
-    }
-    XidPolicy xid_policy;
-    if (!o.xid_policy.empty()) {
-        auto p = load_xid_policy_file(o.xid_policy);
-        if (!p) throw UsageError{p.error().message};
-        xid_policy = std::move(*p);
-        dopts.xid_policy = &xid_policy;
-    }
+    if (baseline) dopts.extra_findings = diff_against_baseline(*baseline, s);
     Diagnosis d = diagnose(s, dopts);
     std::string text;
     int exit_code = d.exit_code;
@@ -107,8 +110,10 @@ CommandRegistrar reg{
      [](CLI::App& cmd) -> std::function<int()> {
          auto o = std::make_shared<DiagnoseCmdOptions>();
          add_node_options(cmd, o->node);
-         cmd.add_option("--from", o->from, "Diagnose a saved snapshot (gpudx snapshot -o FILE) instead of collecting")
-             ->type_name("FILE");
+         auto* from = cmd.add_option("--from", o->from,
+                                     "Diagnose a saved snapshot (gpudx snapshot -o FILE) instead of collecting")
+                          ->type_name("FILE");
+         exclude_node_sources(from, cmd);
          cmd.add_option("--format", o->format,
                         "text (default), json, prom (node_exporter textfile), slurm (one drain reason line), "
                         "npd (node-problem-detector plugin: exit 0/1/2), nagios (exit 0/1/2/3)")
@@ -123,14 +128,16 @@ CommandRegistrar reg{
                         "Xid severities from this TOML file (format of data/xid-policy.toml; see `gpudx xid --list`)")
              ->type_name("FILE");
          cmd.add_flag("-v,--verbose", o->verbose, "Also show info findings and collector timings");
-         cmd.add_flag("--drain", o->drain,
+         auto* drain = cmd.add_flag("--drain", o->drain,
                       "Slurm: drain this node on an error finding (reason: the --format slurm line); resume it when "
                       "healthy again, but only if gpudx drained it");
          cmd.add_option("--node", o->slurm_node,
                         "Slurm node name for --drain (default: SLURMD_NODENAME, else the short host name)")
-             ->type_name("NAME");
+             ->type_name("NAME")
+             ->needs(drain);
          cmd.add_option("--scontrol", o->scontrol, "scontrol to run for --drain (default: $GPUDX_SCONTROL, else scontrol)")
-             ->type_name("PATH");
+             ->type_name("PATH")
+             ->needs(drain);
          cmd.footer(
              "Layers, bottom up: pcie, module, kernel_log, libraries, devices, driver, container, allocation.\n"
              "The failure boundary is the lowest layer with an error; fix it first.\n\n"

@@ -27,14 +27,14 @@ struct FleetCmdOptions {
 };
 
 int run_fleet_report(const FleetCmdOptions& o) {
-    auto m = load_matrix(o.matrix);
-    if (!m) throw UsageError{m.error().message};
     FleetOptions fo;
     if (!o.today.empty()) {
         auto d = CalendarDate::parse(o.today);
         if (!d) throw UsageError{"--today " + o.today + ": not a date (YYYY-MM-DD)"};
         fo.today = *d;
     }
+    auto m = load_matrix(o.matrix);
+    if (!m) throw UsageError{m.error().message};
     fo.jobs = o.jobs ? o.jobs : std::max(1u, std::min(std::thread::hardware_concurrency(), 8u));
     std::vector<FleetProblem> problems;
     auto files = expand_fleet_inputs(o.inputs, problems);
@@ -75,7 +75,8 @@ CommandRegistrar reg{
          report->add_option("-o,--output", o->output, "Write to FILE (atomically) instead of stdout")->type_name("FILE");
          report->add_option("-j,--jobs", o->jobs, "Parsing threads (default: the CPUs, at most 8)")
              ->check(CLI::Range(1u, 64u));
-         report->add_option("--limit", o->limit, "Text: most entries shown per list, 0 for all")->capture_default_str();
+         report->add_option("--limit", o->limit, "Text: most entries shown per list, 0 for all")->capture_default_str()
+             ->check(non_negative_number());
          report->add_option("--today", o->today, "Date to judge review_by against (default: today, UTC)")
              ->type_name("YYYY-MM-DD");
          report->add_flag("-q,--quiet", o->quiet, "No progress line on the terminal");

@@ -45,7 +45,8 @@ CommandRegistrar reg{{"gather", "Capture what gpudx reads on this node as a tree
                           cmd.add_flag("--no-commands", o->no_commands,
                                        "Do not run nvidia-smi, ldconfig or uname for _commands/");
                           cmd.add_option("--deadline", o->node.deadline_s, "Seconds each driver layer may take")
-                              ->capture_default_str();
+                              ->capture_default_str()
+                              ->check(CLI::Range(0.05, 600.0));
                           cmd.add_flag("--no-driver", o->node.no_driver, "Do not load NVML or the CUDA driver");
                           cmd.add_option("--driver-lib-dir", o->node.driver_lib_dir,
                                          "Load libnvidia-ml.so.1 and libcuda.so.1 from DIR")

@@ -93,8 +93,10 @@ CommandRegistrar reg{
      [](CLI::App& cmd) -> std::function<int()> {
          auto o = std::make_shared<IdsOptions>();
          add_node_options(cmd, o->node);
-         cmd.add_option("--from", o->from, "Read a saved snapshot (gpudx snapshot -o FILE) instead of collecting")
-             ->type_name("FILE");
+         exclude_node_sources(cmd.add_option("--from", o->from,
+                                             "Read a saved snapshot (gpudx snapshot -o FILE) instead of collecting")
+                                  ->type_name("FILE"),
+                              cmd);
          cmd.add_option("--format", o->format, "text (default), json, csv")
              ->check(CLI::IsMember({"text", "json", "csv"}));
          cmd.add_option("-o,--output", o->output, "Write to FILE (atomically) instead of stdout")->type_name("FILE");

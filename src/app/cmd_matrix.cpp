@@ -27,9 +27,9 @@ CalendarDate today_from(const std::string& text) {
 }
 
 int run_matrix_check(const MatrixOptions& o) {
+    auto today = today_from(o.today);
     auto m = load_matrix(o.matrix);
     if (!m) throw UsageError{m.error().message};
-    auto today = today_from(o.today);
     Snapshot s;
     if (!o.from.empty()) {
         auto loaded = load_snapshot_file(o.from);
@@ -47,9 +47,9 @@ int run_matrix_check(const MatrixOptions& o) {
 }
 
 int run_matrix_validate(const MatrixOptions& o) {
+    auto today = today_from(o.today);
     auto m = load_matrix(o.matrix);
     if (!m) throw UsageError{m.error().message};
-    auto today = today_from(o.today);
     int code = kExitHealthy;
     for (auto& c : m->classes) {
         bool overdue = c.review_by < today;
@@ -68,7 +68,9 @@ CommandRegistrar reg{
          auto* check = cmd.add_subcommand("check", "Name the node's class and every divergence from its tested set");
          check->add_option("--matrix", o->matrix, "The matrix TOML file")->required()->type_name("FILE");
          add_node_options(*check, o->node);
-         check->add_option("--from", o->from, "Check a saved snapshot instead of collecting")->type_name("SNAPSHOT");
+         exclude_node_sources(
+             check->add_option("--from", o->from, "Check a saved snapshot instead of collecting")->type_name("SNAPSHOT"),
+             *check);
          check->add_option("--format", o->format, "text (default), json")->check(CLI::IsMember({"text", "json"}));
          check->add_option("--today", o->today, "Date to judge review_by against (default: today, UTC)")
              ->type_name("YYYY-MM-DD");

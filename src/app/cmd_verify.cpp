@@ -1,3 +1,5 @@
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include "app/command.hpp"
@@ -32,7 +34,7 @@ CommandRegistrar reg{
     {"verify", "Check a process's GPU identity after checkpoint/restore (exit 0/1/3)", 60,
      [](CLI::App& cmd) -> std::function<int()> {
          auto o = std::make_shared<VerifyCmdOptions>();
-         cmd.add_option("pid", o->pid, "The process to check")->required()->check(CLI::PositiveNumber);
+         cmd.add_option("pid", o->pid, "The process to check")->required()->check(CLI::Range(1, std::numeric_limits<int>::max()));
          cmd.add_option("--state-dir", o->state_dir,
                         "Where the shim writes gpudx-shim.PID (default: the process's GPUDX_SHIM_STATE_DIR, "
                         "then /dev/shm, then /tmp)")

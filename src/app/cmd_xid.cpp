@@ -85,9 +85,9 @@ CommandRegistrar reg{
     {"xid", "Explain an NVIDIA Xid code: meaning, severity, action (policy versioned and overridable)", 60,
      [](CLI::App& cmd) -> std::function<int()> {
          auto o = std::make_shared<XidCmdOptions>();
-         cmd.add_option("code", o->code, "The Xid code, as in \"NVRM: Xid (PCI:0000:00:06): 79, ...\"")
-             ->check(CLI::Range(1, 100000));
-         cmd.add_flag("--list", o->list, "List every code the policy knows");
+         auto* code = cmd.add_option("code", o->code, "The Xid code, as in \"NVRM: Xid (PCI:0000:00:06): 79, ...\"")
+                          ->check(CLI::Range(1, 100000));
+         cmd.add_flag("--list", o->list, "List every code the policy knows")->excludes(code);
          cmd.add_option("--xid-policy", o->policy_file,
                         "Site policy (TOML, same format as data/xid-policy.toml); its codes replace the built-in ones")
              ->type_name("FILE");

@@ -10,10 +10,27 @@
 #include <filesystem>
 
 #include "collect/collectors.hpp"
+#include "collect/kernel_log_parse.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace gpudx::app {
+namespace {
 
+// The scanner keeps the current boot when --since does not parse (a library caller gets a note); on the
+// command line it is a mistake to tell at once.
+std::function<std::string(const std::string&)> since_validator() {
+    return [](const std::string& text) -> std::string {
+        auto spec = parse_since(text);
+        if (spec) return {};
+        // CLI11 names the option itself: "--since: last tuesday: not seconds since boot ...".
+        std::string message = spec.error().message;
+        if (message.starts_with("--since ")) message.erase(0, std::string_view("--since ").size());
+        return message;
+    };
+}
+
+}  // namespace
 
 void add_node_options(CLI::App& cmd, NodeOptions& o) {
     cmd.add_option("--root", o.root, "Read the node under DIR instead of / (a capture made by `gpudx gather`)")
@@ -22,7 +39,8 @@ void add_node_options(CLI::App& cmd, NodeOptions& o) {
                    "Read this saved kernel log (dmesg, dmesg -T, journalctl -k, syslog or raw kmsg) instead of /dev/kmsg")
         ->type_name("FILE");
     cmd.add_option("--since", o.since, "Kernel-log window start: seconds since boot, or a wall time as the log writes it")
-        ->type_name("TIME");
+        ->type_name("TIME")
+        ->check(since_validator());
     cmd.add_option("--deadline", o.deadline_s, "Seconds each driver layer (NVML, CUDA) may take before it is a finding")
         ->capture_default_str()
         ->check(CLI::Range(0.05, 600.0));
@@ -33,6 +51,20 @@ void add_node_options(CLI::App& cmd, NodeOptions& o) {
     cmd.add_option("--driver-lib-dir", o.driver_lib_dir,
                    "Load libnvidia-ml.so.1 and libcuda.so.1 from DIR (stand-ins, or a specific driver)")
         ->type_name("DIR");
+}
+
+CLI::Validator non_negative_number() {
+    return CLI::Validator(
+        [](std::string& text) -> std::string {
+            auto value = parse_double(text);
+            if (!value) return "Value " + text + " is not a number";
+            return *value < 0 ? "Value " + text + " is negative; expected 0 or more" : std::string();
+        },
+        "");
+}
+
+void exclude_node_sources(CLI::Option* from, CLI::App& cmd) {
+    for (const char* source : {"--root", "--kernel-log", "--driver-lib-dir"}) from->excludes(cmd.get_option(source));
 }
 
 CollectOptions make_collect_options(const NodeOptions& o, const Root& root) {

@@ -25,6 +25,11 @@ struct NodeOptions {
 
 // --root, --kernel-log, --since, --deadline, --no-driver, --all-devices, --driver-lib-dir
 void add_node_options(CLI::App& cmd, NodeOptions& o);
+// A number of 0 or more; CLI11's NonNegativeNumber quotes the largest double as the bound instead.
+CLI::Validator non_negative_number();
+
+// A saved snapshot (--from) is another node than --root, --kernel-log or --driver-lib-dir would read.
+void exclude_node_sources(CLI::Option* from, CLI::App& cmd);
 CollectOptions make_collect_options(const NodeOptions& o, const Root& root);
 // Collects the node named by the options (or loads --from FILE when given).
 Snapshot collect_node(const NodeOptions& o);

@@ -2,8 +2,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "app/command.hpp"
 #include "rules/diagnose.hpp"
@@ -15,6 +20,85 @@ std::vector<Command>& commands() {
     return all;
 }
 }  // namespace gpudx::app
+
+namespace {
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        size_t diagonal = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= b.size(); ++j) {
+            size_t above = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diagonal = above;
+        }
+    }
+    return row[b.size()];
+}
+
+// The command a mistyped name most likely meant: a few letters off, or the start of exactly one name.
+std::optional<std::string> closest_command(std::string_view typed, const std::vector<std::string>& names) {
+    std::optional<std::string> best;
+    size_t best_distance = std::max<size_t>(2, typed.size() / 3) + 1;
+    for (const auto& n : names)
+        if (size_t d = edit_distance(typed, n); d < best_distance) best = n, best_distance = d;
+    if (best) return best;
+    std::vector<std::string> starting;
+    for (const auto& n : names)
+        if (typed.size() >= 2 && n.starts_with(typed)) starting.push_back(n);
+    if (starting.size() == 1) return starting.front();
+    return std::nullopt;
+}
+
+bool takes_values(const CLI::App& level) {
+    for (const auto* opt : level.get_options())
+        if (opt->get_items_expected_max() > 0) return true;
+    return false;
+}
+
+std::string command_path(const CLI::App* level) {
+    std::string path;
+    for (; level; level = level->get_parent()) path = level->get_name() + (path.empty() ? "" : " " + path);
+    return path;
+}
+
+// CLI11 takes a mistyped command for a stray argument, and answers `gpudx no-such-command --help` with the
+// main help and exit 0. Walks the words down the command tree first; at a level that has subcommands and
+// only flags, the first word must be one of its subcommands.
+std::optional<std::string> unknown_command(CLI::App& app, int argc, char** argv) {
+    CLI::App* level = &app;
+    for (int i = 1; i < argc; ++i) {
+        std::string_view word = argv[i];
+        if (word == "--") return std::nullopt;
+        if (word.starts_with('-')) continue;
+        auto subs = level->get_subcommands([](const CLI::App*) { return true; });
+        if (subs.empty() || takes_values(*level)) return std::nullopt;
+        auto known = std::find_if(subs.begin(), subs.end(), [&](CLI::App* s) { return s->check_name(std::string(word)); });
+        if (known != subs.end()) {
+            level = *known;
+            continue;
+        }
+        std::vector<std::string> names;
+        for (auto* s : subs) names.push_back(s->get_name());
+        std::string where = level == &app ? "" : command_path(level).substr(app.get_name().size() + 1) + " ";
+        std::string message = fmt::format("unknown {}command '{}'", where, word);
+        if (auto guess = closest_command(word, names)) message += fmt::format("; did you mean '{}'?", *guess);
+        message += fmt::format(" (`{} --help` lists the commands)", command_path(level));
+        return message;
+    }
+    return std::nullopt;
+}
+
+// The command whose options were being read when parsing failed, for the error line.
+const CLI::App* deepest_parsed(const CLI::App& app) {
+    const CLI::App* level = &app;
+    for (auto subs = level->get_subcommands(); !subs.empty(); subs = level->get_subcommands()) level = subs.front();
+    return level;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
     using namespace gpudx;
@@ -37,6 +121,10 @@ int main(int argc, char** argv) {
         sub->callback([&runner, run] { runner = run; });
     }
 
+    if (auto unknown = unknown_command(app, argc, argv)) {
+        std::fprintf(stderr, "gpudx: %s\n", unknown->c_str());
+        return kExitUsage;
+    }
     // Fault-isolation boundary: main(), the last one. CLI11 reports parse errors and --help by throwing.
     try {
         app.parse(argc, argv);
@@ -47,7 +135,9 @@ int main(int argc, char** argv) {
     } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
-        app.exit(e);
+        // One line: what was wrong, and where the command's options are listed.
+        std::string where = command_path(deepest_parsed(app));
+        std::fprintf(stderr, "gpudx: %s (see `%s --help`)\n", e.what(), where.c_str());
         return kExitUsage;
     }
     // UsageError, thrown only by app/, exits 64; anything that passed every other boundary is a bug.

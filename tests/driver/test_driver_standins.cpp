@@ -48,6 +48,19 @@ void use_controls(const nlohmann::json& controls) {
     ::setenv("GPUDX_STANDIN_SCENARIO", path.c_str(), 1);
 }
 
+// The deadline of a probe that hangs on purpose: the stand-ins answer in microseconds, so every call that
+// does answer is in long before it, however loaded the machine; only the hung calls are cut.
+constexpr auto kHangDeadline = 2000ms;
+
+// A hung stand-in call never returns, so a probe that came back at all did not wait for it; the slack is
+// for a loaded machine, not a figure the design promises. The lower bound is what the design does promise:
+// the parent gives a hung call the whole deadline.
+void expect_cut_at_the_deadline(double seconds, std::chrono::milliseconds deadline) {
+    double limit = std::chrono::duration<double>(deadline).count();
+    EXPECT_GE(seconds, limit);
+    EXPECT_LT(seconds, limit + 10.0);
+}
+
 struct Probed {
     NvmlLayer nvml;
     CudaLayer cuda;
@@ -147,8 +160,8 @@ TEST(Standins, RecordedH200NodeReplaysItsRealIdentity) {
 
 TEST(Standins, HungNvmlCallTimesOutNamingItWhileCudaIsIntact) {
     use_scenario("nvml-hang-uuid.json");
-    auto p = probe({}, false, 500ms);
-    EXPECT_LT(p.seconds, 1.5);
+    auto p = probe({}, false, kHangDeadline);
+    expect_cut_at_the_deadline(p.seconds, kHangDeadline);
     EXPECT_EQ(p.statuses[0].state, CollectorState::timed_out);
     ASSERT_TRUE(p.nvml.hung_call);
     EXPECT_EQ(p.nvml.hung_call->function, "nvmlDeviceGetUUID");
@@ -166,8 +179,8 @@ TEST(Standins, HungNvmlCallTimesOutNamingItWhileCudaIsIntact) {
 
 TEST(Standins, HungCuInitTimesOut) {
     use_scenario("cuinit-hang.json");
-    auto p = probe({}, false, 400ms);
-    EXPECT_LT(p.seconds, 1.4);
+    auto p = probe({}, false, kHangDeadline);
+    expect_cut_at_the_deadline(p.seconds, kHangDeadline);
     EXPECT_EQ(p.statuses[1].state, CollectorState::timed_out);
     ASSERT_TRUE(p.cuda.hung_call);
     EXPECT_EQ(p.cuda.hung_call->function, "cuInit");
@@ -235,8 +248,8 @@ TEST(Standins, AHungGpuIsNamedWhileTheOtherGpusAnswer) {
     for (int hung : {0, 1}) {
         SCOPED_TRACE(hung);
         use_controls({{"faults", {{{"call", "nvmlDeviceGetTotalEccErrors"}, {"device", hung}, {"hang", true}}}}});
-        auto p = probe({}, false, 700ms);
-        EXPECT_LT(p.seconds, 1.7);
+        auto p = probe({}, false, kHangDeadline);
+        expect_cut_at_the_deadline(p.seconds, kHangDeadline);
         ASSERT_EQ(p.statuses[0].state, CollectorState::timed_out);
         EXPECT_EQ(hung_call_label(p.nvml.hung_call), fmt::format("nvmlDeviceGetFieldValues({})", hung));
         ASSERT_EQ(p.nvml.devices.size(), 1u);
@@ -244,12 +257,18 @@ TEST(Standins, AHungGpuIsNamedWhileTheOtherGpusAnswer) {
         EXPECT_EQ(p.nvml.devices[0].uuid, hung == 0 ? kUuid1 : kUuid0);
         EXPECT_EQ(p.nvml.devices[0].ecc_uncorrected_volatile, 0u);
     }
-    // Both hung: the first names the finding, the collector's message tells the other.
+    // Both hung: one names the finding, the collector's message tells the other. Which lane takes which GPU
+    // is up to the threads, so which of the two comes first is not promised; that both are named is.
     use_controls({{"faults", {{{"call", "nvmlDeviceGetSerial"}, {"hang", true}}}}});
-    auto both = probe({}, false, 700ms);
+    auto both = probe({}, false, kHangDeadline);
     EXPECT_TRUE(both.nvml.devices.empty());
-    EXPECT_EQ(hung_call_label(both.nvml.hung_call), "nvmlDeviceGetSerial(0)");
-    EXPECT_NE(both.statuses[0].message.find("also in flight: nvmlDeviceGetSerial(1)"), std::string::npos)
+    const std::string serial0 = "nvmlDeviceGetSerial(0)", serial1 = "nvmlDeviceGetSerial(1)";
+    const std::string named = hung_call_label(both.nvml.hung_call);
+    ASSERT_TRUE(named == serial0 || named == serial1) << named;
+    const std::string& other = named == serial0 ? serial1 : serial0;
+    EXPECT_NE(both.statuses[0].message.find("the call that did not return: " + named +
+                                            "; also in flight: " + other),
+              std::string::npos)
         << both.statuses[0].message;
 }
 
@@ -434,9 +453,10 @@ TEST(GpudxIds, StaleBusIdExitsOneAndNamesBothAddresses) {
 TEST(GpudxSnapshot, HungDriverStillYieldsValidJsonWithinTheDeadline) {
     use_scenario("nvml-hang-uuid.json");
     auto t0 = std::chrono::steady_clock::now();
-    auto r = run_gpudx("snapshot --deadline 0.5 --root " + kH200 + " --driver-lib-dir " + kLibs);
+    auto r = run_gpudx(fmt::format("snapshot --deadline {} --root {} --driver-lib-dir {}",
+                                   std::chrono::duration<double>(kHangDeadline).count(), kH200, kLibs));
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    EXPECT_LT(s, 1.5);
+    expect_cut_at_the_deadline(s, kHangDeadline);
     auto j = nlohmann::json::parse(r.out, nullptr, false);
     ASSERT_FALSE(j.is_discarded()) << r.out.substr(0, 400);
     EXPECT_EQ(j["nvml"]["timed_out_call"], "nvmlDeviceGetUUID(1)");
@@ -551,8 +571,9 @@ TEST(RocmSmiStandin, RecordedAnswersReplayEveryGpuWithItsIdentity) {
 }
 
 TEST(RocmSmiStandin, HungCallTimesOutNamingItAndTheGpuAlreadyAddressed) {
-    auto p = probe_mi300x8({{"faults", {{{"call", "rsmi_dev_ecc_count_get"}, {"device", 5}, {"hang", true}}}}}, 500ms);
-    EXPECT_LT(p.seconds, 1.5);
+    auto p = probe_mi300x8({{"faults", {{{"call", "rsmi_dev_ecc_count_get"}, {"device", 5}, {"hang", true}}}}},
+                           kHangDeadline);
+    expect_cut_at_the_deadline(p.seconds, kHangDeadline);
     auto* st = status(p, "rocm_smi");
     ASSERT_TRUE(st);
     EXPECT_EQ(st->state, CollectorState::timed_out);

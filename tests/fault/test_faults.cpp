@@ -260,9 +260,21 @@ TEST(DriverFaults, NvmlInitFailingWithEachCode) {
     }
 }
 
+// The --deadline of a run whose stand-in hangs on purpose: every call that answers takes microseconds, so
+// only the hung one is cut, however loaded the machine.
+constexpr double kHangDeadline = 2.0;
+const std::string kHangDeadlineFlag = "--deadline 2";
+
+// A hung stand-in call never returns, so a run that ended at all did not wait for it: the slack is for a
+// loaded machine. The lower bound is the design's promise: a hung call is given the whole deadline.
+void expect_cut_at_the_deadline(const Ran& r) {
+    EXPECT_GE(r.seconds, kHangDeadline);
+    EXPECT_LT(r.seconds, kHangDeadline + 10.0);
+}
+
 TEST(DriverFaults, HungNvmlCallIsCutAtTheDeadline) {
-    auto diag = driver_run("diagnose --format json", kScenarios + "/nvml-hang-uuid.json", kStandins, "--deadline 0.5");
-    EXPECT_LT(diag.seconds, 3.0);
+    auto diag = driver_run("diagnose --format json", kScenarios + "/nvml-hang-uuid.json", kStandins, kHangDeadlineFlag);
+    expect_cut_at_the_deadline(diag);
     EXPECT_VALID_JSON(diag);
     EXPECT_TRUE(has_finding(diag.json, "driver.unresponsive"));
     EXPECT_EQ((*collector(diag.json, "nvml"))["state"], "timed_out");
@@ -270,13 +282,13 @@ TEST(DriverFaults, HungNvmlCallIsCutAtTheDeadline) {
 }
 
 TEST(DriverFaults, HungCuInitIsCutAtTheDeadline) {
-    auto snap = driver_run("snapshot", kScenarios + "/cuinit-hang.json", kStandins, "--deadline 0.5");
-    EXPECT_LT(snap.seconds, 3.0);
+    auto snap = driver_run("snapshot", kScenarios + "/cuinit-hang.json", kStandins, kHangDeadlineFlag);
+    expect_cut_at_the_deadline(snap);
     EXPECT_VALID_JSON(snap);
     EXPECT_EQ(snap.json["cuda"]["timed_out_call"], "cuInit(0)");
     EXPECT_EQ(snap.json["nvml"]["devices"].size(), 2u);
-    auto diag = driver_run("diagnose --format json", kScenarios + "/cuinit-hang.json", kStandins, "--deadline 0.5");
-    EXPECT_LT(diag.seconds, 3.0);
+    auto diag = driver_run("diagnose --format json", kScenarios + "/cuinit-hang.json", kStandins, kHangDeadlineFlag);
+    expect_cut_at_the_deadline(diag);
     EXPECT_EQ(diag.exit_code, 1);
 }
 

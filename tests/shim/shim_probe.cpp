@@ -255,7 +255,9 @@ int run_hammer(bool corrected, int threads, int iterations) {
             }
         });
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // The restore lands while the threads are mid-way, whatever the machine's speed: a quarter of the calls made.
+    const long total_calls = 3L * threads * iterations;
+    while (calls.load(std::memory_order_relaxed) < total_calls / 4) std::this_thread::yield();
     fake_cuda_simulate_restore();
     restored.store(true, std::memory_order_release);
     for (auto& th : pool) th.join();

@@ -416,7 +416,9 @@ TEST(AcceptWatched, AHungDriverCallFailsItsTestAndTheRestIsNotRun) {
     auto o = quick();
     o.pairs = "none";
     WatchOptions w;
-    w.deadline_scale = 0.02;  // the memory test's 30 s deadline becomes ~0.6 s
+    // The memory test's 30 s deadline becomes ~3 s; the sub-tests that answer at once keep at least 1.5 s, so
+    // only the hang is cut, however loaded the machine.
+    w.deadline_scale = 0.1;
     auto t0 = std::chrono::steady_clock::now();
     auto r = run_acceptance_watched(
         [] {
@@ -426,7 +428,7 @@ TEST(AcceptWatched, AHungDriverCallFailsItsTestAndTheRestIsNotRun) {
         },
         o, w);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    EXPECT_LT(s, 10.0);
+    EXPECT_LT(s, 20.0);  // the hung call never returns: ending at all means it was cut
     auto* mem = find(r, "gpu.memory", kGpu0);
     ASSERT_NE(mem, nullptr);
     EXPECT_EQ(mem->status, TestStatus::fail);

@@ -39,6 +39,10 @@ TEST(DeviceMap, RejectsMalformedMaps) {
     EXPECT_NE(parse_device_map("=1").error().message.find("lacks a GPU"), std::string::npos);
     EXPECT_NE(parse_device_map("swap:0").error().message.find("swap needs two GPUs"), std::string::npos);
     EXPECT_NE(parse_device_map("swap:0,1=2").error().message.find("swap needs two GPUs"), std::string::npos);
+    // A side that can name no GPU on any node is refused by the parse, before any driver is asked.
+    EXPECT_NE(parse_device_map("0=gpu1").error().message.find("'gpu1' names no GPU"), std::string::npos);
+    EXPECT_NE(parse_device_map("swap:first,1").error().message.find("'first' names no GPU"), std::string::npos);
+    EXPECT_NE(parse_device_map("MIG-1234=0").error().message.find("MIG instance"), std::string::npos);
 }
 
 TEST(DeviceMap, ResolvesUuidPciAddressInAnySpellingAndIndex) {
