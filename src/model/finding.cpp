@@ -32,15 +32,6 @@ std::optional<Layer> parse_layer(std::string_view s) {
     return std::nullopt;
 }
 
-Finding make_finding(std::string id, Layer layer, Severity severity, std::string message) {
-    Finding f;
-    f.id = std::move(id);
-    f.layer = layer;
-    f.severity = severity;
-    f.message = std::move(message);
-    return f;
-}
-
 std::string describe(const GpuRef& g) {
     if (g.uuid.empty()) return "GPU at " + (g.pci.empty() ? std::string("unknown address") : g.pci) + " (UUID unknown)";
     if (g.pci.empty()) return g.uuid + " (PCI address unknown)";

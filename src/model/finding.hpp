@@ -28,6 +28,7 @@ struct Evidence {
     std::string value;   // the exact value seen there
 };
 
+// Rules build findings through their declaration (rules/rule.hpp), which sets the id, layer and severity.
 struct Finding {
     std::string id;  // stable: "libs.version_mismatch"
     Layer layer = Layer::pcie;
@@ -37,9 +38,6 @@ struct Finding {
     std::vector<Evidence> evidence;
     std::string next_step;
 };
-
-// The finding a rule starts from; it adds subjects, evidence and the next step.
-Finding make_finding(std::string id, Layer layer, Severity severity, std::string message);
 
 const char* to_string(Layer l);
 const char* to_string(Severity s);

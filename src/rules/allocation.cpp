@@ -4,12 +4,35 @@
 #include <algorithm>
 #include <set>
 
-#include "rules/check_context.hpp"
+#include "rules/families.hpp"
 #include "core/pci_address.hpp"
 #include "identity/visible_devices.hpp"
 
 namespace gpudx {
 namespace {
+
+using C = Collector;
+constexpr Rule kRules[] = {
+    {"allocation.visible_by_index", Layer::allocation, Severity::warning, {C::environment, C::module},
+     "CUDA_VISIBLE_DEVICES names GPUs by index instead of UUID"},
+    {"allocation.index_without_pci_order", Layer::allocation, Severity::warning, {C::environment},
+     "CUDA_VISIBLE_DEVICES uses indices while CUDA_DEVICE_ORDER is not PCI_BUS_ID"},
+    {"allocation.visible_devices_invalid", Layer::allocation, Severity::error, {C::environment, C::module, C::nvml},
+     "CUDA_VISIBLE_DEVICES has an entry that names no GPU, costing the job the GPUs after it (a warning when none "
+     "are)"},
+    {"allocation.mig_uuid_unverified", Layer::allocation, Severity::info, {C::environment, C::nvml},
+     "a MIG instance UUID in the allocation cannot be checked without NVML's list"},
+    {"allocation.uuid_not_on_node", Layer::allocation, Severity::error, {C::environment, C::module, C::nvml},
+     "the allocation names a GPU UUID that no GPU on this node has"},
+    {"allocation.stacked_mappings", Layer::allocation, Severity::warning, {C::environment, C::module},
+     "CUDA_VISIBLE_DEVICES disagrees with Slurm's allocation: a second mapping on top of Slurm's"},
+    {"allocation.visible_beyond_allocation", Layer::allocation, Severity::warning,
+     {C::environment, C::nvml, C::devices, C::module},
+     "the job can open GPUs beyond its Slurm allocation (info when only device node modes show it)"},
+    {"allocation.no_visible_devices", Layer::allocation, Severity::warning, {C::environment},
+     "CUDA_VISIBLE_DEVICES is set but empty"},
+};
+consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
 
 std::optional<std::string> var(const Snapshot& s, const std::string& name) {
     auto it = s.environment.variables.find(name);
@@ -49,10 +72,7 @@ void by_index(const CheckContext& ctx, const std::string& value, const VisibleDe
         mapping += fmt::format("{}{} -> {}", mapping.empty() ? "" : ", ", m.entry.text,
                                m.gpus.empty() ? std::string("no such GPU") : describe(ctx.gpu(gpus[m.gpus[0]].pci)));
     }
-    Finding f;
-    f.id = "allocation.visible_by_index";
-    f.layer = Layer::allocation;
-    f.severity = Severity::warning;
+    Finding f = rule("allocation.visible_by_index").finding({});
     f.subjects = refs(ctx, gpus, named);
     f.message = fmt::format("CUDA_VISIBLE_DEVICES={} names GPUs by index: indices change with enumeration order, "
                             "containers and stacked mappings, UUIDs do not (in PCI order here: {})",
@@ -65,10 +85,7 @@ void by_index(const CheckContext& ctx, const std::string& value, const VisibleDe
 
     auto order = var(ctx.snapshot, "CUDA_DEVICE_ORDER");
     if (order && *order == "PCI_BUS_ID") return;
-    Finding o;
-    o.id = "allocation.index_without_pci_order";
-    o.layer = Layer::allocation;
-    o.severity = Severity::warning;
+    Finding o = rule("allocation.index_without_pci_order").finding({});
     o.subjects = refs(ctx, gpus, named);
     o.message = fmt::format("CUDA_VISIBLE_DEVICES uses indices while CUDA_DEVICE_ORDER is {}: CUDA then numbers GPUs "
                             "fastest first, which need not be nvidia-smi's (PCI) order",
@@ -147,10 +164,8 @@ void invalid_entries(const CheckContext& ctx, const std::string& value, const Vi
     // An error when the bad entry costs the job GPUs it was meant to have (CUDA drops them); a warning when
     // nothing usable comes after it.
     auto cut = cut_off(ctx.snapshot, cvd, gpus);
-    Finding f;
-    f.id = "allocation.visible_devices_invalid";
-    f.layer = Layer::allocation;
-    f.severity = cut.dropped.empty() ? Severity::warning : Severity::error;
+    Finding f = rule("allocation.visible_devices_invalid")
+                    .finding(cut.dropped.empty() ? Severity::warning : Severity::error, {});
     f.subjects = refs(ctx, gpus, cut.dropped);
     std::string joined;
     for (auto& p : problems) joined += (joined.empty() ? "" : "; ") + p;
@@ -186,10 +201,7 @@ void uuid_not_on_node(const CheckContext& ctx, const std::vector<NodeGpu>& gpus,
             // The old form names its parent GPU (MIG-GPU-<uuid>/gi/ci), which procfs knows.
             bool mig_checkable = is_mig && (migs_known || starts_with_mig_gpu(m.entry.text));
             if (is_mig && !mig_checkable) {
-                Finding f;
-                f.id = "allocation.mig_uuid_unverified";
-                f.layer = Layer::allocation;
-                f.severity = Severity::info;
+                Finding f = rule("allocation.mig_uuid_unverified").finding({});
                 f.message = fmt::format("{} names MIG instance {}, which cannot be checked: MIG instance UUIDs come "
                                         "from NVML, and NVML was not read",
                                         name, m.entry.text);
@@ -202,10 +214,7 @@ void uuid_not_on_node(const CheckContext& ctx, const std::vector<NodeGpu>& gpus,
                 continue;
             }
             if (!(uuid || mig_checkable) || !m.gpus.empty()) continue;
-            Finding f;
-            f.id = "allocation.uuid_not_on_node";
-            f.layer = Layer::allocation;
-            f.severity = Severity::error;
+            Finding f = rule("allocation.uuid_not_on_node").finding({});
             f.message = fmt::format("{} names {}, which is not a GPU on this node: the job will not get the card it "
                                     "was allocated{}",
                                     name, m.entry.text,
@@ -269,10 +278,7 @@ void stacked_mappings(const CheckContext& ctx, const std::string& value, const V
                 if (!allowed.count(i)) why = fmt::format("{} is not one of the GPUs Slurm allocated", m.entry.text);
     }
     if (why.empty()) return;
-    Finding f;
-    f.id = "allocation.stacked_mappings";
-    f.layer = Layer::allocation;
-    f.severity = Severity::warning;
+    Finding f = rule("allocation.stacked_mappings").finding({});
     f.subjects = refs(ctx, gpus, alloc.gpus);
     f.message = fmt::format("CUDA_VISIBLE_DEVICES={} disagrees with Slurm's {}={}: {}. Indices inside a job are "
                             "relative to what Slurm already exposed, so a second mapping selects other cards than meant",
@@ -316,10 +322,8 @@ void beyond_allocation(const CheckContext& ctx, const std::vector<NodeGpu>& gpus
         }
     }
     if (extra.empty()) return;
-    Finding f;
-    f.id = "allocation.visible_beyond_allocation";
-    f.layer = Layer::allocation;
-    f.severity = from_nvml ? Severity::warning : Severity::info;
+    Finding f =
+        rule("allocation.visible_beyond_allocation").finding(from_nvml ? Severity::warning : Severity::info, {});
     f.subjects = refs(ctx, gpus, extra);
     f.message = from_nvml ? fmt::format("the job was allocated {}={} but NVML can open {} more GPU(s): another job's "
                                         "cards are open to it",
@@ -349,10 +353,7 @@ void check_allocation(const CheckContext& ctx, std::vector<Finding>& out) {
             by_index(ctx, *cvd_value, cvd, gpus, out);
             invalid_entries(ctx, *cvd_value, cvd, gpus, out);
         } else if (cvd.kind == VisibleDevicesKind::empty) {
-            Finding f;
-            f.id = "allocation.no_visible_devices";
-            f.layer = Layer::allocation;
-            f.severity = Severity::warning;
+            Finding f = rule("allocation.no_visible_devices").finding({});
             f.message = "CUDA_VISIBLE_DEVICES is set but empty: CUDA sees no GPU in this environment";
             f.evidence.push_back(env_evidence("CUDA_VISIBLE_DEVICES", ""));
             f.next_step = "Unset CUDA_VISIBLE_DEVICES or list the allocated GPUs' UUIDs; if the job asked for no GPU "
@@ -366,5 +367,7 @@ void check_allocation(const CheckContext& ctx, std::vector<Finding>& out) {
         beyond_allocation(ctx, gpus, *alloc, out);
     }
 }
+
+constinit const RuleFamily kAllocationFamily{"allocation", Layer::allocation, kRules, check_allocation};
 
 }  // namespace gpudx

@@ -8,13 +8,42 @@
 #include <map>
 #include <set>
 
-#include "rules/check_context.hpp"
+#include "rules/driver_rules.hpp"
+#include "rules/families.hpp"
 #include "core/text.hpp"
 #include "identity/join.hpp"
 #include "identity/visible_devices.hpp"
 
 namespace gpudx {
 namespace {
+
+// Each rule is filed under the layer it judges; ROCm SMI's uncorrectable ECC counts and failed queries are the
+// driver family's driver.ecc_uncorrected and driver.query_failed.
+using C = Collector;
+constexpr Rule kRules[] = {
+    {"pcie.mixed_vendors", Layer::pcie, Severity::info, {C::pcie}, "GPUs of more than one vendor on the PCIe bus"},
+    {"module.gpu_not_in_kfd", Layer::module, Severity::error, {C::module, C::pcie, C::kernel_log},
+     "an AMD GPU bound to amdgpu is missing from the KFD topology: ROCm does not see it"},
+    {"devices.render_node_missing", Layer::devices, Severity::error, {C::devices, C::module, C::environment},
+     "amdgpu has a render node for a GPU but /dev/dri has no node for it"},
+    {"container.amd_devices_exposed", Layer::container, Severity::warning, {C::devices, C::environment, C::module},
+     "a job or container given NVIDIA GPUs can reach AMD GPUs' device nodes (info for /dev/kfd alone)"},
+    {"allocation.rocm_visible_devices_invalid", Layer::allocation, Severity::error, {C::environment, C::module},
+     "a ROCR_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES entry names no AMD GPU on this node"},
+    {"libs.rocm_mixed_releases", Layer::libraries, Severity::warning, {C::libraries},
+     "the loader picks ROCm libraries from more than one ROCm release"},
+    {"module.xgmi_hive_split", Layer::module, Severity::error, {C::module},
+     "an AMD GPU is outside the XGMI hive its peers of the same model share"},
+    {"driver.rocm_smi_not_loaded", Layer::driver, Severity::warning, {C::rocm_smi, C::libraries, C::pcie},
+     "librocm_smi64 could not be loaded although ROCm is installed and AMD GPUs are on PCIe"},
+    {"driver.rocm_smi_init_failed", Layer::driver, Severity::error, {C::rocm_smi, C::module},
+     "rsmi_init failed: ROCm SMI cannot read the AMD GPUs"},
+    {"driver.rocm_smi_missing_gpu", Layer::driver, Severity::error, {C::rocm_smi, C::module},
+     "ROCm SMI does not list a GPU the KFD topology has"},
+    {"driver.rocm_smi_identity_mismatch", Layer::driver, Severity::error, {C::rocm_smi, C::module},
+     "ROCm SMI's device disagrees with sysfs about its unique id or render minor"},
+};
+consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
 
 constexpr uint32_t kNvidia = 0x10de, kAmd = 0x1002;
 
@@ -71,10 +100,7 @@ void mixed_vendors(const CheckContext& ctx, std::vector<Finding>& out) {
         by_vendor[d.vendor_id == kNvidia ? "NVIDIA" : d.vendor_id == kAmd ? "AMD" : "other"].push_back(&d);
     }
     if (by_vendor.size() < 2) return;
-    Finding f;
-    f.id = "pcie.mixed_vendors";
-    f.layer = Layer::pcie;
-    f.severity = Severity::info;
+    Finding f = rule("pcie.mixed_vendors").finding({});
     std::vector<std::string> counts;
     for (auto& [vendor, devs] : by_vendor) {
         std::set<std::string> drivers;
@@ -110,10 +136,7 @@ void not_in_kfd(const CheckContext& ctx, std::vector<Finding>& out) {
         auto* g = amd_gpu(s, d->address);
         if (g && g->in_kfd) continue;
         GpuRef ref = ctx.gpu(d->address);
-        Finding f;
-        f.id = "module.gpu_not_in_kfd";
-        f.layer = Layer::module;
-        f.severity = Severity::error;
+        Finding f = rule("module.gpu_not_in_kfd").finding({});
         f.subjects.push_back(ref);
         f.message = fmt::format("{} is bound to amdgpu but missing from the KFD topology: ROCm (rocminfo, HIP, "
                                 "ROCR_VISIBLE_DEVICES) does not see it",
@@ -157,10 +180,7 @@ void render_nodes(const CheckContext& ctx, std::vector<Finding>& out) {
         std::string path = fmt::format("/dev/dri/renderD{}", *g.render_minor);
         if (present_node(s, path)) continue;
         GpuRef ref = ctx.gpu(g.pci);
-        Finding f;
-        f.id = "devices.render_node_missing";
-        f.layer = Layer::devices;
-        f.severity = Severity::error;
+        Finding f = rule("devices.render_node_missing").finding({});
         f.subjects.push_back(ref);
         f.message = fmt::format("{} has no render node {}: ROCm cannot open this GPU", describe(ref), path);
         f.evidence.push_back({path, "missing"});
@@ -202,10 +222,7 @@ void cuda_job_sees_amd(const CheckContext& ctx, std::vector<Finding>& out) {
     }
     auto* kfd = present_node(s, "/dev/kfd");
     if (gpus.empty() && !reachable(kfd)) return;
-    Finding f;
-    f.id = "container.amd_devices_exposed";
-    f.layer = Layer::container;
-    f.severity = gpus.empty() ? Severity::info : Severity::warning;
+    Finding f = rule("container.amd_devices_exposed").finding(gpus.empty() ? Severity::info : Severity::warning, {});
     f.subjects = gpus;
     std::string where = container ? "the container" : fmt::format("Slurm job {}", *slurm);
     f.message = gpus.empty()
@@ -244,10 +261,7 @@ void rocm_selectors(const CheckContext& ctx, std::vector<Finding>& out) {
         std::vector<GpuRef> visible;
         for (auto& r : t.rows)
             if (r.hip_index) visible.push_back({r.uuid(), r.pci});
-        Finding f;
-        f.id = "allocation.rocm_visible_devices_invalid";
-        f.layer = Layer::allocation;
-        f.severity = Severity::error;
+        Finding f = rule("allocation.rocm_visible_devices_invalid").finding({});
         f.subjects = visible;
         f.message = fmt::format("{}={}: '{}' names no AMD GPU on this node; ROCm ignores it and every entry after "
                                 "it, leaving {} GPU(s) visible",
@@ -283,10 +297,7 @@ void rocm_releases(const CheckContext& ctx, std::vector<Finding>& out) {
         evidence.push_back({lib.chosen->path, fmt::format("-> {} ({})", lib.chosen->real_path, lib.reason)});
     }
     if (by_release.size() < 2) return;
-    Finding f;
-    f.id = "libs.rocm_mixed_releases";
-    f.layer = Layer::libraries;
-    f.severity = Severity::warning;
+    Finding f = rule("libs.rocm_mixed_releases").finding({});
     std::vector<std::string> parts;
     for (auto& [release, libs] : by_release) parts.push_back(fmt::format("{} from {}", join_list(libs), release));
     f.message = fmt::format("the loader picks ROCm libraries from different releases ({}): HIP and the HSA runtime "
@@ -328,7 +339,7 @@ void xgmi_hive(const CheckContext& ctx, std::vector<Finding>& out) {
         for (auto& m : members) {
             if (m.hive == peers->first) continue;
             GpuRef ref = ctx.gpu(m.gpu->pci);
-            auto f = make_finding("module.xgmi_hive_split", Layer::module, Severity::error, {});
+            auto f = rule("module.xgmi_hive_split").finding({});
             f.subjects.push_back(ref);
             f.message = fmt::format("{} is {} the other {} {} GPUs: traffic between it and them falls back to PCIe, "
                                     "and collective jobs spanning it run at a fraction of their speed",
@@ -350,19 +361,15 @@ void xgmi_hive(const CheckContext& ctx, std::vector<Finding>& out) {
 
 // The runtime layer through ROCm SMI (librocm_smi64), when it was asked: a node with a KFD topology whose driver
 // layers were probed. A call that never returned is driver.unresponsive's (rules/driver.cpp).
-Finding runtime_finding(std::string id, Severity severity, std::string message) {
-    return make_finding(std::move(id), Layer::driver, severity, std::move(message));
-}
-
 void rocm_smi_start(const Snapshot& s, std::vector<Finding>& out) {
     const auto& r = s.rocm_smi;
     if (!r.load_error.empty()) {
         // Without a ROCm install there is nothing that should have answered.
         if (s.libraries.rocm_installs.empty() || amd_gpus_on_pcie(s).empty()) return;
-        auto f = runtime_finding("driver.rocm_smi_not_loaded", Severity::warning,
-                                 fmt::format("librocm_smi64 could not be loaded, although ROCm {}is installed and AMD "
-                                             "GPUs are on the PCIe bus",
-                                             s.libraries.rocm_release.empty() ? "" : s.libraries.rocm_release + " "));
+        auto f = rule("driver.rocm_smi_not_loaded")
+                     .finding(fmt::format("librocm_smi64 could not be loaded, although ROCm {}is installed and AMD "
+                                          "GPUs are on the PCIe bus",
+                                          s.libraries.rocm_release.empty() ? "" : s.libraries.rocm_release + " "));
         f.evidence.push_back({"dlopen(librocm_smi64.so.7, .6, .5, .so; then /opt/rocm/lib)", r.load_error});
         f.next_step = "Install the rocm-smi-lib package of the installed ROCm release, or add its lib directory to "
                       "/etc/ld.so.conf.d and run `ldconfig`; `rocm-smi` uses the same library.";
@@ -370,8 +377,7 @@ void rocm_smi_start(const Snapshot& s, std::vector<Finding>& out) {
         return;
     }
     if (r.init_error.empty()) return;
-    auto f = runtime_finding("driver.rocm_smi_init_failed", Severity::error,
-                             "ROCm SMI could not read the AMD GPUs: " + r.init_error);
+    auto f = rule("driver.rocm_smi_init_failed").finding("ROCm SMI could not read the AMD GPUs: " + r.init_error);
     f.evidence.push_back({"rsmi_init in " + r.library_path,
                           r.init_result ? fmt::format("{} ({})", rocm_smi_code_name(*r.init_result), *r.init_result)
                                         : r.init_error});
@@ -407,10 +413,10 @@ void rocm_smi_devices(const CheckContext& ctx, std::vector<Finding>& out) {
         if (it == by_pci.end()) {
             // Only when every device answered its address: otherwise the missing one may be unanswered, not absent.
             if (!every_device_addressed || r.hung_call) continue;
-            auto f = runtime_finding("driver.rocm_smi_missing_gpu", Severity::error,
-                                     fmt::format("ROCm SMI does not list {}, which the KFD topology has: monitoring "
-                                                 "and rocm-smi miss it",
-                                                 describe(ref)));
+            auto f = rule("driver.rocm_smi_missing_gpu")
+                         .finding(fmt::format("ROCm SMI does not list {}, which the KFD topology has: monitoring "
+                                              "and rocm-smi miss it",
+                                              describe(ref)));
             f.subjects.push_back(ref);
             f.evidence.push_back({"rsmi_num_monitor_devices", std::to_string(*r.device_count)});
             f.evidence.push_back({"rsmi_dev_pci_id_get", listed.empty() ? std::string("no device") : join_list(listed)});
@@ -434,10 +440,10 @@ void rocm_smi_devices(const CheckContext& ctx, std::vector<Finding>& out) {
             differ.push_back({"/sys/class/drm/" + g.card, fmt::format("renderD{}", *g.render_minor)});
         }
         if (!differ.empty()) {
-            auto f = runtime_finding("driver.rocm_smi_identity_mismatch", Severity::error,
-                                     fmt::format("ROCm SMI's device {} at {} disagrees with sysfs about which GPU it "
-                                                 "is: tools keyed by ROCm SMI name another GPU than ROCR and HIP",
-                                                 d.index, describe(ref)));
+            auto f = rule("driver.rocm_smi_identity_mismatch")
+                         .finding(fmt::format("ROCm SMI's device {} at {} disagrees with sysfs about which GPU it "
+                                              "is: tools keyed by ROCm SMI name another GPU than ROCR and HIP",
+                                              d.index, describe(ref)));
             f.subjects.push_back(ref);
             f.evidence = std::move(differ);
             f.next_step = "A library from another ROCm release than the driver, or a container with a stale view of "
@@ -453,9 +459,9 @@ void rocm_smi_devices(const CheckContext& ctx, std::vector<Finding>& out) {
                 blocks.push_back(fmt::format("{} {}", e.block, e.uncorrectable));
             }
         if (uncorrectable) {
-            auto f = runtime_finding("driver.ecc_uncorrected", Severity::error,
-                                     fmt::format("{}: {} uncorrectable ECC error(s) ({})", describe(ref), uncorrectable,
-                                                 join_list(blocks)));
+            auto f = driver_rule("driver.ecc_uncorrected")
+                         .finding(fmt::format("{}: {} uncorrectable ECC error(s) ({})", describe(ref), uncorrectable,
+                                              join_list(blocks)));
             f.subjects.push_back(ref);
             f.evidence.push_back({call("rsmi_dev_ecc_count_get"), join_list(blocks)});
             f.next_step = "Drain the node; jobs on this GPU may have computed on corrupted memory. Read the RAS "
@@ -464,7 +470,7 @@ void rocm_smi_devices(const CheckContext& ctx, std::vector<Finding>& out) {
             out.push_back(std::move(f));
         }
         for (auto& e : d.errors) {
-            auto f = runtime_finding("driver.query_failed", Severity::warning, fmt::format("{}: {}", describe(ref), e));
+            auto f = driver_rule("driver.query_failed").finding(fmt::format("{}: {}", describe(ref), e));
             f.subjects.push_back(ref);
             f.evidence.push_back({call("rocm_smi"), e});
             f.next_step = "Re-run; if it persists, compare with `rocm-smi --showallinfo -d <N>` and the kernel log.";
@@ -491,5 +497,9 @@ void check_amd(const CheckContext& ctx, std::vector<Finding>& out) {
     xgmi_hive(ctx, out);
     rocm_smi_runtime(ctx, out);
 }
+
+// A failure is filed under the module layer: every AMD rule starts from amdgpu's view of its GPUs (the KFD
+// topology, render minors), so without the family none of them was judged.
+constinit const RuleFamily kAmdFamily{"amd", Layer::module, kRules, check_amd};
 
 }  // namespace gpudx

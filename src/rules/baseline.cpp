@@ -15,8 +15,47 @@
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
 #include "model/json_support.hpp"
+#include "rules/families.hpp"
 
 namespace gpudx {
+
+namespace {
+
+// Each difference is filed under the layer whose fact changed.
+using C = Collector;
+constexpr Rule kRules[] = {
+    {"baseline.gpu_missing", Layer::pcie, Severity::error, {C::pcie, C::module, C::nvml, C::cuda},
+     "a GPU in the node record is not on the node any more"},
+    {"baseline.gpu_extra", Layer::pcie, Severity::warning, {C::pcie, C::module, C::nvml, C::cuda},
+     "a GPU on the node is not in the node record"},
+    {"baseline.gpu_moved", Layer::pcie, Severity::warning, {C::pcie, C::module, C::nvml, C::cuda},
+     "a GPU (by UUID) sits at another PCI address or slot than recorded"},
+    {"baseline.gpu_replaced", Layer::pcie, Severity::warning, {C::pcie, C::module, C::nvml, C::cuda},
+     "another card (another UUID) sits where the record has a GPU"},
+    {"baseline.link_lower", Layer::pcie, Severity::warning, {C::pcie},
+     "a GPU's PCIe link trains lower than recorded"},
+    {"baseline.vbios_changed", Layer::pcie, Severity::warning, {C::module, C::nvml},
+     "a GPU's VBIOS differs from the record"},
+    {"baseline.identity_unverified", Layer::module, Severity::info, {C::pcie, C::module, C::nvml, C::cuda},
+     "a GPU is present at a recorded address but no source knows its UUID now"},
+    {"baseline.driver_changed", Layer::module, Severity::warning, {C::module, C::nvml},
+     "the NVIDIA driver version differs from the record"},
+    {"baseline.kernel_changed", Layer::module, Severity::warning, {C::host, C::module},
+     "the kernel release differs from the record"},
+    {"baseline.module_file_changed", Layer::module, Severity::warning, {C::module},
+     "the nvidia module file the running kernel would load differs from the record"},
+    {"baseline.cuda_changed", Layer::driver, Severity::warning, {C::cuda},
+     "the CUDA driver API version differs from the record"},
+    {"baseline.fabric_manager_changed", Layer::driver, Severity::warning, {C::libraries},
+     "the Fabric Manager version differs from the record"},
+    {"baseline.library_changed", Layer::libraries, Severity::warning, {C::libraries},
+     "a driver library resolves to another path or version than recorded"},
+};
+consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
+
+}  // namespace
+
+constinit const RuleTable kBaselineRules{"baseline", kRules};
 
 GPUDX_JSON(RecordedLink, speed_gts, width)
 GPUDX_JSON(RecordedGpu, uuid, pci, slot, model, vbios, link_max, link_current, numa_node, minor)
@@ -288,29 +327,36 @@ std::vector<Finding> diff_records(const NodeRecord& base, const NodeRecord& now,
                 n = at_place;
             } else if (at_place && !base_uuids.contains(at_place->uuid)) {
                 accounted.insert(at_place);
-                out.push_back(Finding{
-                    "baseline.gpu_replaced", Layer::pcie, Severity::warning, {gpu_ref(*at_place)},
-                    fmt::format("A different card sits at {}: {} was recorded there, {} is there now", where(b),
-                                b.uuid, at_place->uuid),
-                    {{rec, fmt::format("{} at {} VBIOS {}", b.uuid, where(b), b.vbios)},
-                     {"/proc/driver/nvidia/gpus/" + at_place->pci + "/information",
-                      fmt::format("{} VBIOS {}", at_place->uuid, at_place->vbios)}},
-                    "If the card was swapped on purpose, run acceptance (gpudx accept) on it and save a new baseline "
-                    "(gpudx baseline save); otherwise find out who replaced it before scheduling jobs."});
+                out.push_back(
+                    rule("baseline.gpu_replaced")
+                        .finding(
+                            fmt::format("A different card sits at {}: {} was recorded there, {} is there now", where(b),
+                                        b.uuid, at_place->uuid),
+                            {{gpu_ref(*at_place)},
+                             {{rec, fmt::format("{} at {} VBIOS {}", b.uuid, where(b), b.vbios)},
+                              {"/proc/driver/nvidia/gpus/" + at_place->pci + "/information",
+                               fmt::format("{} VBIOS {}", at_place->uuid, at_place->vbios)}},
+                             "If the card was swapped on purpose, run acceptance (gpudx accept) on it and save a new "
+                             "baseline "
+                             "(gpudx baseline save); otherwise find out who replaced it before scheduling jobs."}));
                 continue;
             } else {
-                out.push_back(Finding{
-                    "baseline.gpu_missing", Layer::pcie, Severity::error, {gpu_ref(b)},
-                    fmt::format("{} recorded at {} is not on this node any more", b.uuid.empty() ? "GPU" : b.uuid,
-                                where(b)),
-                    {{rec, fmt::format("{} at {}", b.uuid, where(b))},
-                     {now_source, fmt::format("{} GPU(s) now: {}", now.gpus.size(), [&] {
-                          std::string list;
-                          for (auto& g : now.gpus) list += (list.empty() ? "" : ", ") + g.pci;
-                          return list.empty() ? std::string("none") : list;
-                      }())}},
-                    "Drain the node; check the card is seated and powered (a reboot may bring it back), then look for "
-                    "'fallen off the bus' in the kernel log (gpudx diagnose) before reseating or RMA."});
+                out.push_back(
+                    rule("baseline.gpu_missing")
+                        .finding(fmt::format("{} recorded at {} is not on this node any more",
+                                             b.uuid.empty() ? "GPU" : b.uuid, where(b)),
+                                 {{gpu_ref(b)},
+                                  {{rec, fmt::format("{} at {}", b.uuid, where(b))},
+                                   {now_source, fmt::format("{} GPU(s) now: {}", now.gpus.size(),
+                                                            [&] {
+                                                                std::string list;
+                                                                for (auto& g : now.gpus)
+                                                                    list += (list.empty() ? "" : ", ") + g.pci;
+                                                                return list.empty() ? std::string("none") : list;
+                                                            }())}},
+                                  "Drain the node; check the card is seated and powered (a reboot may bring it back), "
+                                  "then look for "
+                                  "'fallen off the bus' in the kernel log (gpudx diagnose) before reseating or RMA."}));
                 continue;
             }
         } else {
@@ -318,48 +364,56 @@ std::vector<Finding> diff_records(const NodeRecord& base, const NodeRecord& now,
         }
 
         if (n->pci != b.pci || (!b.slot.empty() && !n->slot.empty() && n->slot != b.slot)) {
-            out.push_back(Finding{
-                "baseline.gpu_moved", Layer::pcie, Severity::warning, {gpu_ref(*n)},
-                fmt::format("{} moved from {} to {}", b.uuid, where(b), where(*n)),
-                {{rec, where(b)}, {now_source, where(*n)}},
-                "Jobs and configuration naming the old address (CUDA_VISIBLE_DEVICES by index, NCCL topology files, "
-                "Slurm gres.conf) now point at another card; update them or put the card back, then save a new "
-                "baseline."});
+            out.push_back(rule("baseline.gpu_moved")
+                              .finding(fmt::format("{} moved from {} to {}", b.uuid, where(b), where(*n)),
+                                       {{gpu_ref(*n)},
+                                        {{rec, where(b)}, {now_source, where(*n)}},
+                                        "Jobs and configuration naming the old address (CUDA_VISIBLE_DEVICES by index, "
+                                        "NCCL topology files, "
+                                        "Slurm gres.conf) now point at another card; update them or put the card back, "
+                                        "then save a new "
+                                        "baseline."}));
         }
         bool cur_lower = link_lower(b.link_current, n->link_current);
         bool max_lower = link_lower(b.link_max, n->link_max);
         if (cur_lower || max_lower) {
-            out.push_back(Finding{
-                "baseline.link_lower", Layer::pcie, Severity::warning, {gpu_ref(*n)},
-                fmt::format("PCIe link of {} is lower than recorded: now {} (max {}), recorded {} (max {})",
-                            describe(gpu_ref(*n)), link_text(n->link_current), link_text(n->link_max),
-                            link_text(b.link_current), link_text(b.link_max)),
-                {{rec, fmt::format("current {} max {}", link_text(b.link_current), link_text(b.link_max))},
-                 {sysfs(n->pci, "current_link_speed") + ", current_link_width", link_text(n->link_current)},
-                 {sysfs(n->pci, "max_link_speed") + ", max_link_width", link_text(n->link_max)}},
-                "Reseat the card or its riser and check the slot; host-device bandwidth drops with the link "
-                "(run gpudx accept to measure it)."});
+            out.push_back(
+                rule("baseline.link_lower")
+                    .finding(
+                        fmt::format("PCIe link of {} is lower than recorded: now {} (max {}), recorded {} (max {})",
+                                    describe(gpu_ref(*n)), link_text(n->link_current), link_text(n->link_max),
+                                    link_text(b.link_current), link_text(b.link_max)),
+                        {{gpu_ref(*n)},
+                         {{rec, fmt::format("current {} max {}", link_text(b.link_current), link_text(b.link_max))},
+                          {sysfs(n->pci, "current_link_speed") + ", current_link_width", link_text(n->link_current)},
+                          {sysfs(n->pci, "max_link_speed") + ", max_link_width", link_text(n->link_max)}},
+                         "Reseat the card or its riser and check the slot; host-device bandwidth drops with the link "
+                         "(run gpudx accept to measure it)."}));
         }
         if (!b.vbios.empty() && !n->vbios.empty() && to_lower(b.vbios) != to_lower(n->vbios)) {
-            out.push_back(Finding{
-                "baseline.vbios_changed", Layer::pcie, Severity::warning, {gpu_ref(*n)},
-                fmt::format("VBIOS of {} changed from {} to {}", describe(gpu_ref(*n)), b.vbios, n->vbios),
-                {{rec, b.vbios}, {"/proc/driver/nvidia/gpus/" + n->pci + "/information", n->vbios}},
-                "Confirm the firmware update was planned and is in the node class's tested set (gpudx matrix check), "
-                "then save a new baseline."});
+            out.push_back(
+                rule("baseline.vbios_changed")
+                    .finding(fmt::format("VBIOS of {} changed from {} to {}", describe(gpu_ref(*n)), b.vbios, n->vbios),
+                             {{gpu_ref(*n)},
+                              {{rec, b.vbios}, {"/proc/driver/nvidia/gpus/" + n->pci + "/information", n->vbios}},
+                              "Confirm the firmware update was planned and is in the node class's tested set (gpudx "
+                              "matrix check), "
+                              "then save a new baseline."}));
         }
     }
 
     for (auto& g : now.gpus) {
         if (accounted.contains(&g)) continue;
-        out.push_back(Finding{
-            "baseline.gpu_extra", Layer::pcie, Severity::warning, {gpu_ref(g)},
-            fmt::format("{} at {} was not in the baseline", g.uuid.empty() ? "A GPU" : g.uuid, where(g)),
-            {{rec, fmt::format("{} GPU(s) recorded", base.gpus.size())}, {now_source, where(g)}},
-            "If the card was added on purpose, run acceptance on it (gpudx accept) and save a new baseline."});
+        out.push_back(
+            rule("baseline.gpu_extra")
+                .finding(fmt::format("{} at {} was not in the baseline", g.uuid.empty() ? "A GPU" : g.uuid, where(g)),
+                         {{gpu_ref(g)},
+                          {{rec, fmt::format("{} GPU(s) recorded", base.gpus.size())}, {now_source, where(g)}},
+                          "If the card was added on purpose, run acceptance on it (gpudx accept) and save a new "
+                          "baseline."}));
     }
     if (!unverified.empty()) {
-        Finding f{"baseline.identity_unverified", Layer::module, Severity::info, {}, {}, {}, {}};
+        Finding f = rule("baseline.identity_unverified").finding({});
         std::string list;
         for (auto* g : unverified) {
             f.subjects.push_back(gpu_ref(*g));
@@ -372,28 +426,28 @@ std::vector<Finding> diff_records(const NodeRecord& base, const NodeRecord& now,
         out.push_back(std::move(f));
     }
 
-    auto changed = [&](const char* id, Layer layer, std::string_view what, const std::string& was,
-                       const std::string& is, std::string_view source, std::string next) {
+    auto changed = [&](const Rule& r, std::string_view what, const std::string& was, const std::string& is,
+                       std::string_view source, std::string next) {
         if (was.empty() || is.empty() || was == is) return;
-        out.push_back(Finding{id, layer, Severity::warning, {}, fmt::format("{} changed from {} to {}", what, was, is),
-                              {{rec, was}, {std::string(source), is}}, std::move(next)});
+        out.push_back(r.finding(fmt::format("{} changed from {} to {}", what, was, is),
+                                {{}, {{rec, was}, {std::string(source), is}}, std::move(next)}));
     };
-    changed("baseline.driver_changed", Layer::module, "NVIDIA driver", base.driver_version, now.driver_version,
+    changed(rule("baseline.driver_changed"), "NVIDIA driver", base.driver_version, now.driver_version,
             "/proc/driver/nvidia/version",
             "Confirm the driver update was planned and is in the node class's tested set (gpudx matrix check); "
             "then save a new baseline.");
-    changed("baseline.kernel_changed", Layer::module, "Kernel", base.kernel_release, now.kernel_release,
+    changed(rule("baseline.kernel_changed"), "Kernel", base.kernel_release, now.kernel_release,
             "/proc/sys/kernel/osrelease",
             "Check a module was built for the new kernel (gpudx diagnose, module layer) and that the kernel is in "
             "the tested set; then save a new baseline.");
-    changed("baseline.module_file_changed", Layer::module, "nvidia module file", base.module_file, now.module_file,
+    changed(rule("baseline.module_file_changed"), "nvidia module file", base.module_file, now.module_file,
             "module directory of the running kernel",
             "Check which package installed the new module file (DKMS or a packaged build) and that its version matches "
             "the user-space driver.");
-    changed("baseline.cuda_changed", Layer::driver, "CUDA driver version", cuda_version_text(base.cuda_driver_version),
+    changed(rule("baseline.cuda_changed"), "CUDA driver version", cuda_version_text(base.cuda_driver_version),
             cuda_version_text(now.cuda_driver_version), "cuDriverGetVersion",
             "Check the CUDA runtime of the workloads is supported by this driver; then save a new baseline.");
-    changed("baseline.fabric_manager_changed", Layer::driver, "Fabric Manager", base.fabric_manager, now.fabric_manager,
+    changed(rule("baseline.fabric_manager_changed"), "Fabric Manager", base.fabric_manager, now.fabric_manager,
             "libraries layer",
             "Fabric Manager must match the driver version exactly; restart it after the driver update.");
     for (auto& bl : base.libraries) {
@@ -402,15 +456,17 @@ std::vector<Finding> diff_records(const NodeRecord& base, const NodeRecord& now,
                                [&](const RecordedLibrary& l) { return l.soname == bl.soname; });
         if (it == now.libraries.end() || it->path.empty()) continue;  // a missing library is the libraries check's job
         if (it->path == bl.path && it->version == bl.version) continue;
-        out.push_back(Finding{
-            "baseline.library_changed", Layer::libraries, Severity::warning, {},
-            fmt::format("{} now resolves to {} ({}), recorded {} ({})", bl.soname, it->path,
-                        it->version.empty() ? "version unknown" : it->version, bl.path,
-                        bl.version.empty() ? "version unknown" : bl.version),
-            {{rec, bl.path + " " + bl.version}, {"dynamic loader resolution (LD_LIBRARY_PATH, /etc/ld.so.cache)",
-                                                 it->path + " " + it->version}},
-            "Find what put the other copy first on the loader path (LD_LIBRARY_PATH, a container mount, ldconfig); "
-            "gpudx diagnose shows every copy."});
+        out.push_back(rule("baseline.library_changed")
+                          .finding(fmt::format("{} now resolves to {} ({}), recorded {} ({})", bl.soname, it->path,
+                                               it->version.empty() ? "version unknown" : it->version, bl.path,
+                                               bl.version.empty() ? "version unknown" : bl.version),
+                                   {{},
+                                    {{rec, bl.path + " " + bl.version},
+                                     {"dynamic loader resolution (LD_LIBRARY_PATH, /etc/ld.so.cache)",
+                                      it->path + " " + it->version}},
+                                    "Find what put the other copy first on the loader path (LD_LIBRARY_PATH, a "
+                                    "container mount, ldconfig); "
+                                    "gpudx diagnose shows every copy."}));
     }
 
     std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {

@@ -1,10 +1,12 @@
 #pragma once
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "model/finding.hpp"
 #include "model/snapshot.hpp"
+#include "rules/rule.hpp"
 
 namespace gpudx {
 
@@ -29,11 +31,16 @@ struct CheckContext {
 
 using CheckFamily = void (*)(const CheckContext&, std::vector<Finding>&);
 
-// Every rule family, one per file in checks/ (rules/registry.cpp lists them).
-struct CheckFamilyEntry {
-    const char* name;
+// A rule family: one file of rules/, its table of rules and the function that applies them. `layer` is where the
+// engine files gpudx.check_failed when the family throws: the layer the family judges, which the failure leaves
+// unjudged.
+struct RuleFamily {
+    std::string_view name;
+    Layer layer;
+    std::span<const Rule> rules;
     CheckFamily run;
 };
-const std::vector<CheckFamilyEntry>& check_families();
+// Every family diagnose runs, in order (rules/registry.cpp lists them).
+const std::vector<RuleFamily>& check_families();
 
 }  // namespace gpudx

@@ -4,11 +4,25 @@
 #include <algorithm>
 #include <set>
 
-#include "rules/check_context.hpp"
+#include "rules/families.hpp"
 #include "identity/visible_devices.hpp"
 
 namespace gpudx {
 namespace {
+
+using C = Collector;
+constexpr Rule kRules[] = {
+    {"container.detected", Layer::container, Severity::info, {C::environment},
+     "gpudx runs inside a container: device nodes and libraries are what the runtime injected"},
+    {"container.visible_all", Layer::container, Severity::warning, {C::environment},
+     "NVIDIA_VISIBLE_DEVICES=all inside a Slurm job or Kubernetes pod bypasses the allocation"},
+    {"container.device_not_injected", Layer::container, Severity::error, {C::environment, C::devices, C::module},
+     "a GPU given in NVIDIA_VISIBLE_DEVICES has no device node inside the container"},
+    {"container.devices_beyond_allocation", Layer::container, Severity::warning,
+     {C::environment, C::devices, C::module},
+     "the container has device nodes for GPUs it was not given in NVIDIA_VISIBLE_DEVICES"},
+};
+consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
 
 std::optional<std::string> var(const Snapshot& s, const std::string& name) {
     auto it = s.environment.variables.find(name);
@@ -23,10 +37,7 @@ bool node_present(const DevicesLayer& d, const std::string& path) {
 void detected(const CheckContext& ctx, std::vector<Finding>& out) {
     const auto& c = ctx.snapshot.environment.container;
     if (!c.in_container) return;
-    Finding f;
-    f.id = "container.detected";
-    f.layer = Layer::container;
-    f.severity = Severity::info;
+    Finding f = rule("container.detected").finding({});
     f.message = fmt::format("running inside a container ({}{}): device nodes and libraries are what the runtime "
                             "injected, not necessarily the host's",
                             c.runtime.empty() ? "runtime unknown" : c.runtime,
@@ -43,10 +54,7 @@ void visible_all_in_job(const CheckContext& ctx, std::vector<Finding>& out) {
     auto job = var(s, "SLURM_JOB_ID");
     bool k8s = var(s, "KUBERNETES_SERVICE_HOST").has_value() || s.environment.container.runtime == "kubernetes";
     if (!job && !k8s) return;
-    Finding f;
-    f.id = "container.visible_all";
-    f.layer = Layer::container;
-    f.severity = Severity::warning;
+    Finding f = rule("container.visible_all").finding({});
     f.message = fmt::format("NVIDIA_VISIBLE_DEVICES=all inside {}: the container toolkit injects every GPU of the node, "
                             "bypassing the scheduler's allocation",
                             job ? "Slurm job " + *job : std::string("a Kubernetes pod"));
@@ -80,10 +88,7 @@ void injected_devices(const CheckContext& ctx, std::vector<Finding>& out) {
         if (!given.count(i) && present) extra.push_back(ctx.gpu(gpus[i].pci));
     }
     if (!absent.empty()) {
-        Finding f;
-        f.id = "container.device_not_injected";
-        f.layer = Layer::container;
-        f.severity = Severity::error;
+        Finding f = rule("container.device_not_injected").finding({});
         f.subjects = absent;
         f.message = fmt::format("the container was given {} GPU(s) in NVIDIA_VISIBLE_DEVICES that have no device node "
                                 "inside it: the runtime hook did not inject them",
@@ -95,10 +100,7 @@ void injected_devices(const CheckContext& ctx, std::vector<Finding>& out) {
         out.push_back(std::move(f));
     }
     if (!extra.empty()) {
-        Finding f;
-        f.id = "container.devices_beyond_allocation";
-        f.layer = Layer::container;
-        f.severity = Severity::warning;
+        Finding f = rule("container.devices_beyond_allocation").finding({});
         f.subjects = extra;
         f.message = fmt::format("the container has device nodes for {} GPU(s) it was not given in "
                                 "NVIDIA_VISIBLE_DEVICES (privileged container or a --device mount)",
@@ -119,5 +121,7 @@ void check_container(const CheckContext& ctx, std::vector<Finding>& out) {
     visible_all_in_job(ctx, out);
     injected_devices(ctx, out);
 }
+
+constinit const RuleFamily kContainerFamily{"container", Layer::container, kRules, check_container};
 
 }  // namespace gpudx

@@ -3,12 +3,31 @@
 
 #include <algorithm>
 
-#include "rules/check_context.hpp"
+#include "rules/families.hpp"
 #include "core/text.hpp"
 #include "identity/allocation_scope.hpp"
 
 namespace gpudx {
 namespace {
+
+using C = Collector;
+constexpr Rule kRules[] = {
+    {"devices.gpu_node_missing", Layer::devices, Severity::error, {C::devices, C::module, C::environment},
+     "a GPU the driver lists (and the container was given) has no /dev/nvidiaN"},
+    {"devices.ctl_missing", Layer::devices, Severity::error, {C::devices, C::module},
+     "/dev/nvidiactl is missing while the nvidia module is loaded"},
+    {"devices.uvm_missing", Layer::devices, Severity::error, {C::devices, C::module},
+     "/dev/nvidia-uvm is missing: cuInit fails while nvidia-smi works"},
+    {"devices.not_accessible", Layer::devices, Severity::error, {C::devices, C::module, C::nvml},
+     "a GPU device node exists but the user running gpudx cannot open it"},
+    {"devices.stuck_holder", Layer::devices, Severity::error, {C::devices, C::module, C::nvml},
+     "a defunct process, or one whose cgroup is gone, still holds a GPU (a warning when no GPU is named)"},
+    {"devices.holder", Layer::devices, Severity::info, {C::devices, C::module, C::nvml},
+     "a process holds a GPU device node"},
+    {"devices.kfd_missing", Layer::devices, Severity::error, {C::devices, C::module, C::pcie, C::environment},
+     "AMD render nodes exist but /dev/kfd does not: ROCm sees no GPU"},
+};
+consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
 
 const DeviceNode* node(const DevicesLayer& d, std::string_view path) {
     for (auto& n : d.nodes)
@@ -39,18 +58,11 @@ std::optional<GpuRef> gpu_of_node(const CheckContext& ctx, std::string_view path
     return std::nullopt;
 }
 
-void missing_node(std::vector<Finding>& out, std::string id, std::string path, std::string message, std::string next,
+void missing_node(std::vector<Finding>& out, const Rule& rule, std::string path, std::string message, std::string next,
                   std::vector<GpuRef> subjects, std::string why_expected) {
-    Finding f;
-    f.id = std::move(id);
-    f.layer = Layer::devices;
-    f.severity = Severity::error;
-    f.subjects = std::move(subjects);
-    f.message = std::move(message);
-    f.evidence.push_back({path, "missing"});
-    f.evidence.push_back({"expected because", std::move(why_expected)});
-    f.next_step = std::move(next);
-    out.push_back(std::move(f));
+    out.push_back(rule.finding(
+        std::move(message),
+        {std::move(subjects), {{path, "missing"}, {"expected because", std::move(why_expected)}}, std::move(next)}));
 }
 
 void check_nvidia_nodes(const CheckContext& ctx, std::vector<Finding>& out) {
@@ -66,32 +78,35 @@ void check_nvidia_nodes(const CheckContext& ctx, std::vector<Finding>& out) {
         if (!g.minor) continue;
         std::string path = fmt::format("/dev/nvidia{}", *g.minor);
         if (node(d, path) || !scope.contains(g.address)) continue;
-        missing_node(out, "devices.gpu_node_missing", path,
-                     fmt::format("{} has no device node {}: no process can open this GPU", describe(ctx.gpu(g.address)), path),
-                     fmt::format("Create it: `nvidia-modprobe -c {}` (or `mknod -m 666 {} c 195 {}`); in a container, "
-                                 "pass the device in (--gpus / device plugin) rather than creating it.",
-                                 *g.minor, path, *g.minor),
-                     {ctx.gpu(g.address)},
-                     fmt::format("/proc/driver/nvidia/gpus/{}/information: Device Minor {}", g.address, *g.minor));
+        missing_node(
+            out, rule("devices.gpu_node_missing"), path,
+            fmt::format("{} has no device node {}: no process can open this GPU", describe(ctx.gpu(g.address)), path),
+            fmt::format("Create it: `nvidia-modprobe -c {}` (or `mknod -m 666 {} c 195 {}`); in a container, "
+                        "pass the device in (--gpus / device plugin) rather than creating it.",
+                        *g.minor, path, *g.minor),
+            {ctx.gpu(g.address)},
+            fmt::format("/proc/driver/nvidia/gpus/{}/information: Device Minor {}", g.address, *g.minor));
     }
     if (!node(d, "/dev/nvidiactl"))
-        missing_node(out, "devices.ctl_missing", "/dev/nvidiactl",
-                     "/dev/nvidiactl is missing: NVML and CUDA cannot talk to the driver", 
-                     "Run `nvidia-modprobe` (or `mknod -m 666 /dev/nvidiactl c 195 255`); in a container, check that the "
-                     "runtime injected the control device.",
-                     {}, "the nvidia module is loaded");
+        missing_node(
+            out, rule("devices.ctl_missing"), "/dev/nvidiactl",
+            "/dev/nvidiactl is missing: NVML and CUDA cannot talk to the driver",
+            "Run `nvidia-modprobe` (or `mknod -m 666 /dev/nvidiactl c 195 255`); in a container, check that the "
+            "runtime injected the control device.",
+            {}, "the nvidia module is loaded");
     if (!node(d, "/dev/nvidia-uvm")) {
         bool uvm_loaded = module_loaded(s.module, "nvidia_uvm");
-        missing_node(out, "devices.uvm_missing", "/dev/nvidia-uvm",
-                     uvm_loaded ? "/dev/nvidia-uvm is missing although nvidia_uvm is loaded: cuInit fails (CUDA error 999 "
-                                  "or 100) while nvidia-smi still works"
-                                : "/dev/nvidia-uvm is missing and the nvidia_uvm module is not loaded: cuInit fails while "
-                                  "nvidia-smi still works",
-                     uvm_loaded ? "Create the node with `nvidia-modprobe -u -c=0` (it reads the major from /proc/devices); "
-                                  "in a container, pass /dev/nvidia-uvm in."
-                                : "Load the module and create the node: `modprobe nvidia_uvm && nvidia-modprobe -u -c=0`; "
-                                  "make it load at boot (/etc/modules-load.d).",
-                     {}, uvm_loaded ? "the nvidia_uvm module is loaded" : "the nvidia module is loaded (CUDA needs UVM)");
+        missing_node(
+            out, rule("devices.uvm_missing"), "/dev/nvidia-uvm",
+            uvm_loaded ? "/dev/nvidia-uvm is missing although nvidia_uvm is loaded: cuInit fails (CUDA error 999 "
+                         "or 100) while nvidia-smi still works"
+                       : "/dev/nvidia-uvm is missing and the nvidia_uvm module is not loaded: cuInit fails while "
+                         "nvidia-smi still works",
+            uvm_loaded ? "Create the node with `nvidia-modprobe -u -c=0` (it reads the major from /proc/devices); "
+                         "in a container, pass /dev/nvidia-uvm in."
+                       : "Load the module and create the node: `modprobe nvidia_uvm && nvidia-modprobe -u -c=0`; "
+                         "make it load at boot (/etc/modules-load.d).",
+            {}, uvm_loaded ? "the nvidia_uvm module is loaded" : "the nvidia module is loaded (CUDA needs UVM)");
     }
 }
 
@@ -99,10 +114,7 @@ void check_access(const CheckContext& ctx, std::vector<Finding>& out) {
     for (auto& n : ctx.snapshot.devices.nodes) {
         if (!n.caller_can_open || *n.caller_can_open) continue;
         if (n.path.starts_with("/dev/nvidia-caps/")) continue;  // MIG capabilities are restricted on purpose
-        Finding f;
-        f.id = "devices.not_accessible";
-        f.layer = Layer::devices;
-        f.severity = Severity::error;
+        Finding f = rule("devices.not_accessible").finding({});
         if (auto g = gpu_of_node(ctx, n.path)) f.subjects.push_back(*g);
         f.message = fmt::format("{} exists but this user cannot open it for reading and writing", n.path);
         f.evidence.push_back({n.path, fmt::format("mode {:04o}{}{}", n.mode.value_or(0),
@@ -127,15 +139,14 @@ void check_holders(const CheckContext& ctx, std::vector<Finding>& out) {
                                       h.uid ? fmt::format(", uid {}", *h.uid) : "");
         bool zombie = h.state == "Z";
         bool cgroup_gone = h.cgroup_exists && !*h.cgroup_exists;
-        Finding f;
-        f.layer = Layer::devices;
+        bool stuck = zombie || cgroup_gone;
+        Finding f = stuck ? rule("devices.stuck_holder").finding(gpus.empty() ? Severity::warning : Severity::error, {})
+                          : rule("devices.holder").finding({});
         f.subjects = gpus;
         f.evidence.push_back({fmt::format("/proc/{}/fd", h.pid), devices});
         if (!h.state.empty()) f.evidence.push_back({fmt::format("/proc/{}/status", h.pid), "State: " + h.state});
         if (!h.cgroup.empty()) f.evidence.push_back({fmt::format("/proc/{}/cgroup", h.pid), h.cgroup});
-        if (zombie || cgroup_gone) {
-            f.id = "devices.stuck_holder";
-            f.severity = gpus.empty() ? Severity::warning : Severity::error;
+        if (stuck) {
             std::string why = zombie ? "is defunct (zombie) but its threads still hold the device"
                                      : fmt::format("belongs to cgroup {} which no longer exists{}", h.cgroup,
                                                    h.slurm_job_id.empty() ? ""
@@ -147,8 +158,6 @@ void check_holders(const CheckContext& ctx, std::vector<Finding>& out) {
                                       "the node and reset the GPU (`nvidia-smi -r`) or reboot.",
                                       h.pid);
         } else {
-            f.id = "devices.holder";
-            f.severity = Severity::info;
             f.message = fmt::format("{} holds {}{}", who, devices,
                                     h.container_id.empty() ? "" : fmt::format(" (container {})", h.container_id.substr(0, 12)));
             f.next_step = "None if this process belongs to a running job; otherwise stop it before the next job lands.";
@@ -178,7 +187,7 @@ void check_amd_nodes(const CheckContext& ctx, std::vector<Finding>& out) {
     for (auto& g : gpus) named += (named.empty() ? "" : ", ") + g.pci;
     for (auto& r : render) nodes += (nodes.empty() ? "" : ", ") + r;
     bool container = s.environment.container.in_container;
-    missing_node(out, "devices.kfd_missing", "/dev/kfd",
+    missing_node(out, rule("devices.kfd_missing"), "/dev/kfd",
                  container ? fmt::format("the container has render nodes for {} AMD GPU(s) ({}) but no /dev/kfd: "
                                          "ROCm/HIP sees no GPU",
                                          gpus.size(), named)
@@ -203,5 +212,7 @@ void check_devices(const CheckContext& ctx, std::vector<Finding>& out) {
     check_holders(ctx, out);
     check_amd_nodes(ctx, out);
 }
+
+constinit const RuleFamily kDevicesFamily{"devices", Layer::devices, kRules, check_devices};
 
 }  // namespace gpudx

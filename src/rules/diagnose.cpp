@@ -5,9 +5,19 @@
 
 #include <fmt/format.h>
 
+#include "rules/families.hpp"
+
 namespace gpudx {
 
 namespace {
+
+constexpr Rule kRules[] = {
+    {"gpudx.check_failed", std::nullopt, Severity::warning, {},
+     "a rule family threw: the layer it judges is left unjudged (a gpudx bug, reported with the family's name)",
+     {Layer::pcie, Layer::module, Layer::kernel_log, Layer::libraries, Layer::devices, Layer::driver,
+      Layer::container, Layer::allocation}},
+};
+consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
 
 // Collectors whose data each layer rests on.
 std::vector<std::string_view> collectors_of(Layer l) {
@@ -46,17 +56,27 @@ std::optional<std::string> not_evaluated_reason(const Snapshot& s, Layer l) {
 
 }  // namespace
 
+constinit const RuleTable kEngineRules{"engine", kRules};
+
 Diagnosis diagnose(const Snapshot& snapshot, const DiagnoseOptions& options) {
+    return diagnose(snapshot, options, check_families());
+}
+
+Diagnosis diagnose(const Snapshot& snapshot, const DiagnoseOptions& options, std::span<const RuleFamily> families) {
     Diagnosis d;
     CheckContext ctx{snapshot, options};
     // Fault-isolation boundary: each rule family. One that throws is reported, the others still run.
-    for (auto& fam : check_families()) {
+    for (auto& fam : families) {
         try {
             fam.run(ctx, d.findings);
         } catch (const std::exception& e) {
-            d.findings.push_back({fmt::format("gpudx.check_failed"), Layer::pcie, Severity::warning, {},
-                                  fmt::format("check family {} failed: {}", fam.name, e.what()), {}, 
-                                  "Report this as a gpudx bug with the snapshot attached (gpudx snapshot -o FILE)."});
+            d.findings.push_back(rule("gpudx.check_failed")
+                                     .finding_in(fam.layer, Severity::warning,
+                                                 fmt::format("check family {} failed: {}", fam.name, e.what()),
+                                                 {{},
+                                                  {},
+                                                  "Report this as a gpudx bug with the snapshot attached "
+                                                  "(gpudx snapshot -o FILE)."}));
         }
     }
     d.findings.insert(d.findings.end(), options.extra_findings.begin(), options.extra_findings.end());

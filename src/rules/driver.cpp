@@ -5,7 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "rules/check_context.hpp"
+#include "rules/driver_rules.hpp"
+#include "rules/families.hpp"
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
 #include "core/version.hpp"
@@ -113,9 +114,7 @@ std::string cuda_env(const CudaView& v) {
     return fmt::format("CUDA_VISIBLE_DEVICES={} CUDA_DEVICE_ORDER={}", v.cuda_visible_devices, v.cuda_device_order);
 }
 
-Finding make(std::string id, Severity sev, std::string message) {
-    return make_finding(std::move(id), Layer::driver, sev, std::move(message));
-}
+consteval const Rule& rule(std::string_view id) { return driver_rule(id); }
 
 // What a driver check knows about which card an NVML device index is, beyond what NVML answered.
 struct NvmlMap {
@@ -188,9 +187,10 @@ void check_unresponsive(const CheckContext& ctx, const NvmlMap& map, std::vector
                 }
             }
         }
-        auto f = make("driver.unresponsive", Severity::error,
-                      fmt::format("{} did not answer: {} never returned{}", p.library, call.empty() ? "a call" : call,
-                                  pci.empty() ? std::string() : " on " + describe(ctx.gpu(pci))));
+        auto f = rule("driver.unresponsive")
+                     .finding(fmt::format("{} did not answer: {} never returned{}", p.library,
+                                          call.empty() ? "a call" : call,
+                                          pci.empty() ? std::string() : " on " + describe(ctx.gpu(pci))));
         if (!pci.empty()) f.subjects.push_back(ctx.gpu(pci));
         f.evidence.push_back({call.empty() ? std::string(p.collector) : call,
                               c ? (c->message.empty() ? "timed out" : c->message) : "timed out"});
@@ -208,8 +208,8 @@ void check_nvml_init(const Snapshot& s, std::vector<Finding>& out) {
     const auto& n = s.nvml;
     bool gpus_on_pcie = !nvidia_pcie_gpus(s).empty();
     if (!n.load_error.empty() && gpus_on_pcie) {
-        auto f = make("driver.nvml_not_loaded", Severity::warning,
-                      "libnvidia-ml.so.1 could not be loaded, although NVIDIA GPUs are on the PCIe bus");
+        auto f = rule("driver.nvml_not_loaded")
+                     .finding("libnvidia-ml.so.1 could not be loaded, although NVIDIA GPUs are on the PCIe bus");
         f.evidence.push_back({"dlopen(libnvidia-ml.so.1)", n.load_error});
         f.next_step = "Install the driver's user-space package matching the kernel module (see the libraries layer), "
                       "or in a container run with the NVIDIA container runtime so the library is injected.";
@@ -218,7 +218,7 @@ void check_nvml_init(const Snapshot& s, std::vector<Finding>& out) {
     auto outcome = nvml_init(n);
     if (outcome == NvmlInit::not_attempted || outcome == NvmlInit::succeeded) return;
     int rc = *n.init_result;
-    auto f = make("driver.nvml_init_failed", Severity::error, fmt::format("nvmlInit_v2 failed: {}", n.init_error));
+    auto f = rule("driver.nvml_init_failed").finding(fmt::format("nvmlInit_v2 failed: {}", n.init_error));
     f.evidence.push_back({"nvmlInit_v2 in " + n.library_path, fmt::format("{} ({})", nvml_code_name(rc), rc)});
     if (outcome == NvmlInit::driver_not_loaded) {
         if (module_layer_read(s) && !nvidia_module_loaded(s)) {
@@ -231,7 +231,7 @@ void check_nvml_init(const Snapshot& s, std::vector<Finding>& out) {
         f.message += "; the user-space library and the kernel module are different driver versions";
         if (s.module.nvidia_driver_version)
             f.evidence.push_back({"/proc/driver/nvidia/version", *s.module.nvidia_driver_version});
-        f.layer = Layer::libraries;
+        rule("driver.nvml_init_failed").file_under(f, Layer::libraries);
         f.next_step = "Usually a driver upgrade without a reboot, or a container carrying its own libnvidia-ml: "
                       "reboot into the new module, or remove the stale library copy the libraries layer names.";
     } else if (outcome == NvmlInit::no_permission) {
@@ -306,9 +306,10 @@ std::string explain_cuinit(const Snapshot& s, CudaInit outcome, Layer& layer) {
 
 void check_cuda_init(const Snapshot& s, std::vector<Finding>& out) {
     if (!s.cuda.load_error.empty() && !nvidia_pcie_gpus(s).empty()) {
-        auto f = make("driver.cuda_not_loaded", Severity::warning,
-                      "libcuda.so.1 could not be loaded, although NVIDIA GPUs are on the PCIe bus: CUDA programs "
-                      "cannot start");
+        auto f = rule("driver.cuda_not_loaded")
+                     .finding(
+                         "libcuda.so.1 could not be loaded, although NVIDIA GPUs are on the PCIe bus: CUDA programs "
+                         "cannot start");
         f.evidence.push_back({"dlopen(libcuda.so.1)", s.cuda.load_error});
         f.next_step = "Install the driver's user-space package matching the kernel module (see the libraries layer), "
                       "or in a container run with the NVIDIA container runtime so the library is injected.";
@@ -325,10 +326,10 @@ void check_cuda_init(const Snapshot& s, std::vector<Finding>& out) {
         return;
     Layer layer = Layer::driver;
     std::string cause = explain_cuinit(s, outcome, layer);
-    auto f = make("driver.cuda_init_failed", Severity::error,
-                  fmt::format("cuInit failed with {} ({}): {}{}{}", v.init_name, rc, v.init_meaning,
-                              cause.empty() ? "" : "; ", cause));
-    f.layer = layer;
+    auto f = rule("driver.cuda_init_failed")
+                 .finding_in(layer, Severity::error,
+                             fmt::format("cuInit failed with {} ({}): {}{}{}", v.init_name, rc, v.init_meaning,
+                                         cause.empty() ? "" : "; ", cause));
     f.evidence.push_back({"cuInit(0) in " + s.cuda.library_path, fmt::format("{} ({})", v.init_name, rc)});
     f.evidence.push_back({"environment", cuda_env(v)});
     if (s.module.nvidia_driver_version)
@@ -353,10 +354,8 @@ void check_version(const Snapshot& s, std::vector<Finding>& out) {
     const auto& user = s.nvml.driver_version;
     const auto& kernel = s.module.nvidia_driver_version;
     if (user.empty() || !kernel || kernel->empty() || user == *kernel) return;
-    auto f = make("driver.version_mismatch", Severity::error,
-                  fmt::format("NVML reports driver {} but the kernel module is {}", user, *kernel));
-    // The fix is in user space: the boundary belongs to the libraries layer.
-    f.layer = Layer::libraries;
+    auto f = rule("driver.version_mismatch")
+                 .finding(fmt::format("NVML reports driver {} but the kernel module is {}", user, *kernel));
     f.evidence = {{"nvmlSystemGetDriverVersion in " + s.nvml.library_path, user},
                   {"/proc/driver/nvidia/version", *kernel}};
     f.next_step = "The loaded user-space driver is not the kernel module's: remove or stop loading the stale "
@@ -378,17 +377,17 @@ void check_missing_gpus(const CheckContext& ctx, const NvmlMap& map, std::vector
     // NVML may still be partway (a hung probe): only count when it listed every device it announced.
     if (!missing.empty() && s.nvml.devices.size() >= *s.nvml.device_count) {
         size_t on_pcie = expected.size() + map.expectation.skipped.size();
-        auto f = make("driver.nvml_missing_gpu", Severity::error,
-                      fmt::format("NVML sees {} GPU(s){}, PCIe has {}{}; missing: {}", answered,
-                                  answered != *s.nvml.device_count
-                                      ? fmt::format(" (it counts {}; {} gave no address)", *s.nvml.device_count,
-                                                    *s.nvml.device_count - answered)
-                                      : std::string(),
-                                  on_pcie,
-                                  map.expectation.skipped.empty()
-                                      ? std::string()
-                                      : fmt::format(" ({} expected here)", expected.size()),
-                                  fmt::join(missing, ", ")));
+        auto f = rule("driver.nvml_missing_gpu")
+                     .finding(fmt::format("NVML sees {} GPU(s){}, PCIe has {}{}; missing: {}", answered,
+                                          answered != *s.nvml.device_count
+                                              ? fmt::format(" (it counts {}; {} gave no address)", *s.nvml.device_count,
+                                                            *s.nvml.device_count - answered)
+                                              : std::string(),
+                                          on_pcie,
+                                          map.expectation.skipped.empty()
+                                              ? std::string()
+                                              : fmt::format(" ({} expected here)", expected.size()),
+                                          fmt::join(missing, ", ")));
         for (auto& pci : missing) {
             f.subjects.push_back(ctx.gpu(pci));
             bool in_procfs = std::any_of(s.module.nvidia_gpus.begin(), s.module.nvidia_gpus.end(),
@@ -417,7 +416,7 @@ void check_missing_gpus(const CheckContext& ctx, const NvmlMap& map, std::vector
                                                                                    : nullptr;
     if (unfiltered && unfiltered->device_count && *unfiltered->device_count < static_cast<int>(s.nvml.devices.size())) {
         std::vector<std::string> lost;
-        Finding f = make("driver.cuda_missing_gpu", Severity::error, "");
+        Finding f = rule("driver.cuda_missing_gpu").finding("");
         for (auto& d : s.nvml.devices) {
             auto pci = map.pci_of(d);
             bool seen = std::any_of(unfiltered->devices.begin(), unfiltered->devices.end(), [&](auto& c) {
@@ -453,8 +452,8 @@ void check_device_health(const CheckContext& ctx, const NvmlMap& map, std::vecto
         std::string who = pci.empty() && g.uuid.empty() ? nvml_device_name(map, d) : describe(g);
         auto attributed = map.attributed.find(d.index);
         auto call = [&](const char* name) { return fmt::format("{}({})", name, d.index); };
-        auto add = [&](std::string id, Severity sev, std::string msg, Evidence ev, std::string next) {
-            auto f = make(std::move(id), sev, std::move(msg));
+        auto add = [&](const Rule& r, std::string msg, Evidence ev, std::string next) {
+            auto f = r.finding(std::move(msg));
             if (!g.pci.empty() || !g.uuid.empty()) f.subjects.push_back(g);
             f.evidence.push_back(std::move(ev));
             f.next_step = std::move(next);
@@ -462,8 +461,8 @@ void check_device_health(const CheckContext& ctx, const NvmlMap& map, std::vecto
         };
         for (auto& e : d.errors) {
             bool lost = reports_gpu_lost(e);
-            add(lost ? "driver.gpu_lost" : "driver.query_failed", lost ? Severity::error : Severity::warning,
-                fmt::format("{}: {}", who, e), {call("nvml"), e},
+            add(lost ? rule("driver.gpu_lost") : rule("driver.query_failed"), fmt::format("{}: {}", who, e),
+                {call("nvml"), e},
                 lost ? "The GPU stopped answering (fallen off the bus): drain the node, read the kernel log for Xid "
                        "79, reset or reboot."
                      : "Re-run; if it persists, compare with `nvidia-smi -q -i <UUID>` and the kernel log.");
@@ -471,48 +470,48 @@ void check_device_health(const CheckContext& ctx, const NvmlMap& map, std::vecto
                 out.back().evidence.push_back({"which GPU", fmt::format("{}: {}", pci, attributed->second.why)});
         }
         if (d.persistence_mode && !*d.persistence_mode)
-            add("driver.persistence_off", Severity::warning, fmt::format("{}: persistence mode is off", describe(g)),
+            add(rule("driver.persistence_off"), fmt::format("{}: persistence mode is off", describe(g)),
                 {call("nvmlDeviceGetPersistenceMode"), "Disabled"},
                 "Enable nvidia-persistenced (systemctl enable --now nvidia-persistenced): without it every CUDA start "
                 "re-initialises the GPU and checkpoint/restore needs an explicit cuInit.");
         if (d.ecc_uncorrected_volatile.value_or(0) > 0)
-            add("driver.ecc_uncorrected", Severity::error,
+            add(rule("driver.ecc_uncorrected"),
                 fmt::format("{}: {} uncorrected ECC error(s) since the driver loaded", describe(g),
                             *d.ecc_uncorrected_volatile),
                 {call("nvmlDeviceGetTotalEccErrors") + " volatile", std::to_string(*d.ecc_uncorrected_volatile)},
                 "Drain the node; jobs on this GPU may have computed on corrupted memory. Reset the GPU so pending "
                 "row remaps apply, and replace it if errors recur.");
         else if (d.ecc_uncorrected_aggregate.value_or(0) > 0)
-            add("driver.ecc_uncorrected_history", Severity::warning,
+            add(rule("driver.ecc_uncorrected_history"),
                 fmt::format("{}: {} uncorrected ECC error(s) over its lifetime", describe(g),
                             *d.ecc_uncorrected_aggregate),
                 {call("nvmlDeviceGetTotalEccErrors") + " aggregate", std::to_string(*d.ecc_uncorrected_aggregate)},
                 "Track this GPU: a rising lifetime count is a reason for an RMA.");
         if (d.retired_pages_pending.value_or(0) > 0)
-            add("driver.retired_pages_pending", Severity::warning,
+            add(rule("driver.retired_pages_pending"),
                 fmt::format("{}: retired pages are pending (take effect after a GPU reset)", describe(g)),
                 {call("nvmlDeviceGetRetiredPagesPendingStatus"), "pending"},
                 "Reset the GPU (nvidia-smi -r) when it is idle so the retirement takes effect.");
         if (d.remapped_rows_failure.value_or(false))
-            add("driver.remapped_rows_failure", Severity::error,
+            add(rule("driver.remapped_rows_failure"),
                 fmt::format("{}: row remapping failed (no spare rows left)", describe(g)),
-                {call("nvmlDeviceGetRemappedRows"), fmt::format("failureOccurred=1, uncorrectable={}",
-                                                                 d.remapped_rows_uncorrectable.value_or(0))},
+                {call("nvmlDeviceGetRemappedRows"),
+                 fmt::format("failureOccurred=1, uncorrectable={}", d.remapped_rows_uncorrectable.value_or(0))},
                 "The GPU's memory can no longer be repaired in the field: drain the node and replace the GPU.");
         else if (d.remapped_rows_pending.value_or(false))
-            add("driver.remapped_rows_pending", Severity::warning,
+            add(rule("driver.remapped_rows_pending"),
                 fmt::format("{}: a row remap is pending and applies at the next GPU reset", describe(g)),
                 {call("nvmlDeviceGetRemappedRows"), "isPending=1"},
                 "Reset the GPU (nvidia-smi -r -i <UUID>) when it is idle, or reboot.");
         if (d.mig_mode.value_or(false))
-            add("driver.mig_enabled", Severity::info,
+            add(rule("driver.mig_enabled"),
                 fmt::format("{}: MIG is on with {} instance(s)", describe(g), d.mig_uuids.size()),
                 {call("nvmlDeviceGetMigMode"), "Enabled"},
                 "Jobs must address MIG instances by their MIG-UUIDs (gpudx ids lists them).");
         if (nvswitch_system) {
             auto fabric = fabric_state(d);
             if (!fabric) {
-                add("driver.fabric_unknown", Severity::warning,
+                add(rule("driver.fabric_unknown"),
                     fmt::format("{}: NVSwitches are present but the fabric state could not be read", describe(g)),
                     {call("nvmlDeviceGetGpuFabricInfoV"), "not available"},
                     "Check `nvidia-smi -q | grep -A3 Fabric` and that nvidia-fabricmanager is running.");
@@ -520,13 +519,13 @@ void check_device_health(const CheckContext& ctx, const NvmlMap& map, std::vecto
                 const char* state = *fabric == FabricState::not_started   ? "not started"
                                     : *fabric == FabricState::in_progress ? "in progress"
                                                                           : "not supported";
-                add("driver.fabric_not_ready", Severity::error,
+                add(rule("driver.fabric_not_ready"),
                     fmt::format("{}: NVSwitch fabric registration is {}", describe(g), state),
                     {call("nvmlDeviceGetGpuFabricInfoV"), fmt::format("state={} ({})", *d.fabric_state, state)},
                     "Start nvidia-fabricmanager (systemctl status nvidia-fabricmanager; its version must equal the "
                     "driver's); CUDA returns CUDA_ERROR_SYSTEM_NOT_READY until registration completes.");
             } else if (fabric_failed(d)) {
-                add("driver.fabric_failed", Severity::error,
+                add(rule("driver.fabric_failed"),
                     fmt::format("{}: NVSwitch fabric registration completed with an error", describe(g)),
                     {call("nvmlDeviceGetGpuFabricInfoV"),
                      fmt::format("status={}", nvml_code_name(static_cast<int>(*d.fabric_status)))},
@@ -550,5 +549,7 @@ void check_driver(const CheckContext& ctx, std::vector<Finding>& out) {
     check_missing_gpus(ctx, map, out);
     check_device_health(ctx, map, out);
 }
+
+constinit const RuleFamily kDriverFamily{"driver", Layer::driver, kDriverRules, check_driver};
 
 }  // namespace gpudx

@@ -1,7 +1,7 @@
 // identity.*: every disagreement between the sources that name a GPU (identity/join.hpp).
 #include <fmt/format.h>
 
-#include "rules/check_context.hpp"
+#include "rules/families.hpp"
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
 #include "identity/join.hpp"
@@ -9,6 +9,27 @@
 namespace gpudx {
 
 namespace {
+
+// Filed under the driver layer: the sources that disagree are the driver's answers (CUDA, NVML) against the
+// kernel driver's procfs and sysfs.
+using C = Collector;
+constexpr Rule kRules[] = {
+    {"identity.cuda_bus_unknown", Layer::driver, Severity::error, {C::cuda, C::pcie, C::module, C::nvml},
+     "a CUDA device reports a PCI bus id no other source has on this node"},
+    {"identity.cuda_stale_bus_id", Layer::driver, Severity::error, {C::cuda, C::module, C::nvml},
+     "a CUDA device reports the bus id of one GPU with the UUID of another (a restored process)"},
+    {"identity.cuda_pci_attribute_mismatch", Layer::driver, Severity::error, {C::cuda},
+     "a CUDA device's PCI domain, bus and device attributes disagree with its bus id"},
+    {"identity.nvml_bus_unknown", Layer::driver, Severity::error, {C::nvml, C::pcie, C::module},
+     "an NVML device reports a bus id that is not on this node's PCIe bus"},
+    {"identity.nvml_uuid_mismatch", Layer::driver, Severity::error, {C::nvml, C::module},
+     "NVML and the kernel driver name the GPU at one address by different UUIDs"},
+    {"identity.minor_mismatch", Layer::driver, Severity::warning, {C::nvml, C::module},
+     "NVML and procfs give a GPU different device minors"},
+    {"identity.duplicate_uuid", Layer::driver, Severity::error, {C::module, C::nvml},
+     "one UUID is reported at two PCI addresses"},
+};
+consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
 
 std::string procfs_path(const std::string& pci) { return "/proc/driver/nvidia/gpus/" + pci + "/information"; }
 
@@ -29,10 +50,7 @@ void check_cuda_rows(const Snapshot& s, const IdentityTable& t, std::vector<Find
         bool bus_known = here && (here->on_pcie || here->in_procfs || here->nvml_index);
         if (!bus_known && !(t.pcie_read || t.procfs_read || t.nvml_read)) continue;  // nothing to compare with
         if (!bus_known) {
-            Finding f;
-            f.id = "identity.cuda_bus_unknown";
-            f.layer = Layer::driver;
-            f.severity = Severity::error;
+            Finding f = rule("identity.cuda_bus_unknown").finding({});
             f.subjects.push_back({d.uuid, d.pci});
             f.message = fmt::format("CUDA ordinal {} reports bus {}, which no other source has on this node", d.ordinal,
                                     d.pci);
@@ -54,10 +72,7 @@ void check_cuda_rows(const Snapshot& s, const IdentityTable& t, std::vector<Find
                 if (same_uuid(m, d.uuid)) mig_of_here = true;
             if (!mig_of_here) {
                 auto* owner = t.by_uuid(d.uuid);
-                Finding f;
-                f.id = "identity.cuda_stale_bus_id";
-                f.layer = Layer::driver;
-                f.severity = Severity::error;
+                Finding f = rule("identity.cuda_stale_bus_id").finding({});
                 f.subjects.push_back(ref(*here));
                 if (owner && owner != here) f.subjects.push_back(ref(*owner));
                 bool nvml_agrees = !here->procfs_uuid.empty() && same_uuid(here->nvml_uuid, d.uuid);
@@ -94,10 +109,7 @@ void check_cuda_rows(const Snapshot& s, const IdentityTable& t, std::vector<Find
         auto addr = PciAddress::parse(d.pci);
         if (addr && ((d.attr_domain && static_cast<uint32_t>(*d.attr_domain) != addr->domain) ||
                      (d.attr_bus && *d.attr_bus != addr->bus) || (d.attr_device && *d.attr_device != addr->device))) {
-            Finding f;
-            f.id = "identity.cuda_pci_attribute_mismatch";
-            f.layer = Layer::driver;
-            f.severity = Severity::error;
+            Finding f = rule("identity.cuda_pci_attribute_mismatch").finding({});
             f.subjects.push_back(ref(*here));
             f.message = fmt::format("CUDA ordinal {}: the PCI attributes (domain {}, bus {}, device {}) disagree with "
                                     "its bus id {}",
@@ -120,10 +132,7 @@ void check_nvml_rows(const IdentityTable& t, std::vector<Finding>& out) {
         if (!r.nvml_index) continue;
         std::string call = fmt::format("nvmlDeviceGetUUID({})", *r.nvml_index);
         if (t.pcie_read && !r.on_pcie && !r.in_procfs) {
-            Finding f;
-            f.id = "identity.nvml_bus_unknown";
-            f.layer = Layer::driver;
-            f.severity = Severity::error;
+            Finding f = rule("identity.nvml_bus_unknown").finding({});
             f.subjects.push_back(ref(r));
             f.message = fmt::format("NVML device {} reports bus {}, which is not on this node's PCIe bus", *r.nvml_index,
                                     r.nvml_bus_id);
@@ -134,10 +143,7 @@ void check_nvml_rows(const IdentityTable& t, std::vector<Finding>& out) {
             out.push_back(std::move(f));
         }
         if (!r.procfs_uuid.empty() && !r.nvml_uuid.empty() && !same_uuid(r.procfs_uuid, r.nvml_uuid)) {
-            Finding f;
-            f.id = "identity.nvml_uuid_mismatch";
-            f.layer = Layer::driver;
-            f.severity = Severity::error;
+            Finding f = rule("identity.nvml_uuid_mismatch").finding({});
             f.subjects.push_back({r.procfs_uuid, r.pci});
             f.message = fmt::format("GPU at {}: the kernel driver says UUID {}, NVML says {}", r.pci, r.procfs_uuid,
                                     r.nvml_uuid);
@@ -147,10 +153,7 @@ void check_nvml_rows(const IdentityTable& t, std::vector<Finding>& out) {
             out.push_back(std::move(f));
         }
         if (r.minor && r.nvml_minor && *r.minor != *r.nvml_minor && r.in_procfs) {
-            Finding f;
-            f.id = "identity.minor_mismatch";
-            f.layer = Layer::driver;
-            f.severity = Severity::warning;
+            Finding f = rule("identity.minor_mismatch").finding({});
             f.subjects.push_back(ref(r));
             f.message = fmt::format("GPU at {}: device minor {} in procfs, {} in NVML", r.pci, *r.minor, *r.nvml_minor);
             f.evidence = {{procfs_path(r.pci), fmt::format("Device Minor: {}", *r.minor)},
@@ -179,10 +182,7 @@ void check_duplicate_uuids(const IdentityTable& t, std::vector<Finding>& out) {
             if (!driver_named(a) || !driver_named(b)) continue;
             std::string ua = a.uuid(), ub = b.uuid();
             if (!same_uuid(ua, ub)) continue;
-            Finding f;
-            f.id = "identity.duplicate_uuid";
-            f.layer = Layer::driver;
-            f.severity = Severity::error;
+            Finding f = rule("identity.duplicate_uuid").finding({});
             f.subjects = {ref(a), ref(b)};
             f.message = fmt::format("UUID {} is reported at two PCI addresses: {} and {}", ua, a.pci, b.pci);
             f.evidence = {{uuid_source(a), ua + " at " + a.pci}, {uuid_source(b), ub + " at " + b.pci}};
@@ -202,5 +202,7 @@ void check_identity(const CheckContext& ctx, std::vector<Finding>& out) {
     // CUDA_VISIBLE_DEVICES entries that name no GPU here are the allocation family's (allocation.uuid_not_on_node,
     // allocation.visible_devices_invalid).
 }
+
+constinit const RuleFamily kIdentityFamily{"identity", Layer::driver, kRules, check_identity};
 
 }  // namespace gpudx

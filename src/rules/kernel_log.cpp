@@ -5,12 +5,32 @@
 
 #include <fmt/format.h>
 
-#include "rules/check_context.hpp"
+#include "rules/families.hpp"
 #include "rules/xid_policy.hpp"
 #include "core/pci_address.hpp"
 
 namespace gpudx {
 namespace {
+
+using C = Collector;
+constexpr Rule kRules[] = {
+    {"kernel_log.xid", Layer::kernel_log, Severity::warning, {C::kernel_log},
+     "an NVIDIA Xid, with the meaning, severity and action the Xid policy gives its code (the policy's default, "
+     "a warning, for an unlisted code)"},
+    {"kernel_log.fallen_off_bus", Layer::kernel_log, Severity::error, {C::kernel_log, C::pcie},
+     "the kernel log says a GPU fell off the bus"},
+    {"kernel_log.aer_corrected", Layer::kernel_log, Severity::warning, {C::kernel_log, C::pcie},
+     "PCIe AER corrected errors logged for a GPU or a device above one"},
+    {"kernel_log.aer_uncorrected", Layer::kernel_log, Severity::error, {C::kernel_log, C::pcie},
+     "PCIe AER uncorrectable (fatal or non-fatal) errors logged for a GPU or a device above one"},
+    {"kernel_log.iommu_fault", Layer::kernel_log, Severity::error, {C::kernel_log, C::pcie},
+     "the IOMMU blocked DMA from a GPU (a warning for another device)"},
+    {"module.signature_refused", Layer::module, Severity::error, {C::kernel_log, C::module},
+     "Secure Boot or lockdown refused an unsigned module (a warning when nvidia itself is loaded)"},
+    {"module.unsigned_loaded", Layer::module, Severity::info, {C::kernel_log},
+     "a module loaded without a valid signature and tainted the kernel"},
+};
+consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
 
 std::string when(const std::optional<double>& mono, const std::string& wall) {
     if (!wall.empty()) return wall;
@@ -71,14 +91,11 @@ void check_xids(const CheckContext& ctx, const XidPolicy& policy, std::vector<Fi
     const auto& log = ctx.snapshot.kernel_log;
     for (auto& t : log.tallies) {
         if (t.kind != "xid") continue;
-        const XidRule& rule = policy.rule(t.code);
+        const XidRule& xid = policy.rule(t.code);
         bool known = policy.knows(t.code);
-        Finding f;
-        f.id = "kernel_log.xid";
-        f.layer = Layer::kernel_log;
-        f.severity = rule.severity;
+        Finding f = rule("kernel_log.xid").finding(xid.severity, {});
         if (!t.device.empty()) f.subjects.push_back(ctx.gpu(t.device));
-        std::string meaning = known ? rule.meaning : "not in the Xid policy";
+        std::string meaning = known ? xid.meaning : "not in the Xid policy";
         f.message = fmt::format("Xid {} ({}) on {}: {}", t.code, meaning,
                                 t.device.empty() ? std::string("a GPU the line does not name") : describe(ctx.gpu(t.device)),
                                 first_last(t));
@@ -88,10 +105,10 @@ void check_xids(const CheckContext& ctx, const XidPolicy& policy, std::vector<Fi
             f.message += "; processes: " + procs;
         }
         add_occurrences(f, log.source, t);
-        f.evidence.push_back({"xid policy " + policy.version,
-                              fmt::format("{} {} ({})", t.code, to_string(rule.severity),
-                                          known ? rule.origin : "default for unlisted codes")});
-        f.next_step = rule.action;
+        f.evidence.push_back(
+            {"xid policy " + policy.version, fmt::format("{} {} ({})", t.code, to_string(xid.severity),
+                                                         known ? xid.origin : "default for unlisted codes")});
+        f.next_step = xid.action;
         if (!t.device.empty()) {
             std::string uuid = ctx.gpu(t.device).uuid;
             std::string id = uuid.empty() ? t.device : uuid;
@@ -106,10 +123,7 @@ void check_fallen_off(const CheckContext& ctx, std::vector<Finding>& out) {
     const auto& log = ctx.snapshot.kernel_log;
     for (auto& t : log.tallies) {
         if (t.kind != "fallen_off_bus") continue;
-        Finding f;
-        f.id = "kernel_log.fallen_off_bus";
-        f.layer = Layer::kernel_log;
-        f.severity = Severity::error;
+        Finding f = rule("kernel_log.fallen_off_bus").finding({});
         if (!t.device.empty()) f.subjects.push_back(ctx.gpu(t.device));
         f.message = fmt::format("{} fell off the bus: it stopped answering on PCIe ({})", name_device(ctx, t.device),
                                 first_last(t));
@@ -128,10 +142,7 @@ void check_aer(const CheckContext& ctx, std::vector<Finding>& out) {
     for (auto& t : log.tallies) {
         bool corrected = t.kind == "aer_corrected";
         if (!corrected && t.kind != "aer_nonfatal" && t.kind != "aer_fatal") continue;
-        Finding f;
-        f.id = corrected ? "kernel_log.aer_corrected" : "kernel_log.aer_uncorrected";
-        f.layer = Layer::kernel_log;
-        f.severity = corrected ? Severity::warning : Severity::error;
+        Finding f = (corrected ? rule("kernel_log.aer_corrected") : rule("kernel_log.aer_uncorrected")).finding({});
         f.subjects = gpus_at_or_below(ctx, t.device);
         std::string kind = corrected ? "corrected" : t.kind == "aer_fatal" ? "uncorrectable (fatal)"
                                                                            : "uncorrectable (non-fatal)";
@@ -154,12 +165,9 @@ void check_iommu(const CheckContext& ctx, std::vector<Finding>& out) {
     for (auto& t : log.tallies) {
         if (t.kind != "iommu_fault") continue;
         bool gpu = !t.device.empty() && is_gpu(ctx.snapshot, t.device);
-        Finding f;
-        f.id = "kernel_log.iommu_fault";
-        f.layer = Layer::kernel_log;
         // A GPU whose DMA the IOMMU blocked has lost data (its job fails or hangs); another device's fault
         // matters to that device.
-        f.severity = gpu ? Severity::error : Severity::warning;
+        Finding f = rule("kernel_log.iommu_fault").finding(gpu ? Severity::error : Severity::warning, {});
         if (gpu) f.subjects.push_back(ctx.gpu(t.device));
         f.message = fmt::format("IOMMU blocked DMA from {}: {}", name_device(ctx, t.device), first_last(t));
         add_occurrences(f, log.source, t);
@@ -188,10 +196,10 @@ void check_module_signatures(const CheckContext& ctx, std::vector<Finding>& out)
         if (t.kind == "module_refused") {
             bool names_nvidia = t.module == "nvidia";
             bool nvidia_missing = module_known && !nvidia_loaded(s);
-            Finding f;
-            f.id = "module.signature_refused";
-            f.layer = Layer::module;
-            f.severity = (names_nvidia || nvidia_missing || !module_known) ? Severity::error : Severity::warning;
+            Finding f =
+                rule("module.signature_refused")
+                    .finding((names_nvidia || nvidia_missing || !module_known) ? Severity::error : Severity::warning,
+                             {});
             f.message = fmt::format("the kernel refused to load an unsigned or untrusted module ({})", first_last(t));
             if (names_nvidia) f.message += "; the line names the nvidia module";
             else if (nvidia_missing) f.message += "; the nvidia module is not loaded, so it is the likely one";
@@ -204,10 +212,7 @@ void check_module_signatures(const CheckContext& ctx, std::vector<Finding>& out)
                           "or install the distribution's pre-signed NVIDIA modules; then `modprobe nvidia`.";
             out.push_back(std::move(f));
         } else if (t.kind == "module_unsigned") {
-            Finding f;
-            f.id = "module.unsigned_loaded";
-            f.layer = Layer::module;
-            f.severity = Severity::info;
+            Finding f = rule("module.unsigned_loaded").finding({});
             f.message = fmt::format("module {} loaded without a valid signature and tainted the kernel ({})",
                                     t.module.empty() ? std::string("(unnamed)") : t.module, first_last(t));
             add_occurrences(f, log.source, t);
@@ -230,5 +235,7 @@ void check_kernel_log(const CheckContext& ctx, std::vector<Finding>& out) {
     check_iommu(ctx, out);
     check_module_signatures(ctx, out);
 }
+
+constinit const RuleFamily kKernelLogFamily{"kernel_log", Layer::kernel_log, kRules, check_kernel_log};
 
 }  // namespace gpudx

@@ -4,12 +4,26 @@
 #include <algorithm>
 #include <set>
 
-#include "rules/check_context.hpp"
+#include "rules/families.hpp"
 #include "core/text.hpp"
 #include "core/version.hpp"
 
 namespace gpudx {
 namespace {
+
+using C = Collector;
+constexpr Rule kRules[] = {
+    {"libs.version_mismatch", Layer::libraries, Severity::error, {C::libraries, C::module},
+     "the libcuda or libnvidia-ml the loader picks is another version than the kernel module (a warning for "
+     "the CUDA forward-compatibility package)"},
+    {"libs.multiple_copies", Layer::libraries, Severity::warning, {C::libraries},
+     "copies of one library with different versions on the loader's path (info when versions are unknown)"},
+    {"libs.stray_libcuda", Layer::libraries, Severity::warning, {C::libraries},
+     "a libcuda.so.1 outside the driver's directories"},
+    {"libs.runtime_too_new", Layer::libraries, Severity::error, {C::libraries, C::module},
+     "the CUDA runtime is newer than the driver branch supports (a warning within one major version)"},
+};
+consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
 
 // Highest CUDA version each driver branch supports (NVIDIA's CUDA toolkit release notes, table 3).
 struct BranchSupport {
@@ -73,10 +87,7 @@ void version_mismatch(const CheckContext& ctx, const ResolvedLibrary& lib, std::
     bool compat = lib.chosen->found_by == "compat dir" || lib.chosen->real_path.find("/compat/") != std::string::npos;
     auto ub = branch_of(user), kb = branch_of(kernel);
     bool forward_compat = compat && lib.soname == "libcuda.so.1" && ub && kb && *ub > *kb;
-    Finding f;
-    f.id = "libs.version_mismatch";
-    f.layer = Layer::libraries;
-    f.severity = forward_compat ? Severity::warning : Severity::error;
+    Finding f = rule("libs.version_mismatch").finding(forward_compat ? Severity::warning : Severity::error, {});
     f.message = forward_compat
                     ? fmt::format("{} {} comes from the CUDA forward-compatibility package on kernel module {}: supported "
                                   "only on data-center GPUs and only for the branches that package lists",
@@ -114,10 +125,7 @@ void multiple_copies(const ResolvedLibrary& lib, std::vector<Finding>& out) {
         for (auto b = std::next(a); b != versions.end(); ++b)
             if (!versions_compatible(*a, *b)) differ = true;
     if (!differ && !unknown) return;
-    Finding f;
-    f.id = "libs.multiple_copies";
-    f.layer = Layer::libraries;
-    f.severity = differ ? Severity::warning : Severity::info;
+    Finding f = rule("libs.multiple_copies").finding(differ ? Severity::warning : Severity::info, {});
     std::string winner = lib.chosen ? fmt::format("{} ({})", lib.chosen->path,
                                                   lib.chosen->version.empty() ? "version unknown" : lib.chosen->version)
                                     : std::string("none of them");
@@ -140,10 +148,7 @@ void stray_libcuda(const ResolvedLibrary& lib, std::vector<Finding>& out) {
     for (auto& c : lib.copies) {
         auto dir = dir_of(c.path);
         if (is_standard_driver_dir(dir)) continue;
-        Finding f;
-        f.id = "libs.stray_libcuda";
-        f.layer = Layer::libraries;
-        f.severity = Severity::warning;
+        Finding f = rule("libs.stray_libcuda").finding({});
         f.message = fmt::format("a copy of libcuda.so.1 sits in {} ({}), outside the driver's directories: it outlives "
                                 "driver upgrades and shadows the real driver for any job that finds it first",
                                 dir, c.version.empty() ? "version unknown" : c.version);
@@ -169,12 +174,9 @@ void runtime_too_new(const CheckContext& ctx, const ResolvedLibrary& lib, std::s
     bool minor_too_new = !major_too_new && *major == support->cuda_major && minor && *minor > support->cuda_minor;
     if (!major_too_new && !minor_too_new) return;
     (void)ctx;
-    Finding f;
-    f.id = "libs.runtime_too_new";
-    f.layer = Layer::libraries;
     // Within one major version the runtime still starts (minor version compatibility) but loses PTX JIT and
     // newer features; across a major version cudaGetDeviceCount fails with "driver version is insufficient".
-    f.severity = major_too_new ? Severity::error : Severity::warning;
+    Finding f = rule("libs.runtime_too_new").finding(major_too_new ? Severity::error : Severity::warning, {});
     f.message = major_too_new
                     ? fmt::format("CUDA runtime {} needs a newer driver: branch {} supports CUDA up to {}.{}; CUDA calls "
                                   "fail with \"CUDA driver version is insufficient for CUDA runtime version\"",
@@ -216,5 +218,7 @@ void check_libraries(const CheckContext& ctx, std::vector<Finding>& out) {
         if (!driver_version.empty()) runtime_too_new(ctx, lib, driver_version, driver_source, out);
     }
 }
+
+constinit const RuleFamily kLibrariesFamily{"libraries", Layer::libraries, kRules, check_libraries};
 
 }  // namespace gpudx

@@ -17,8 +17,40 @@
 
 #include "core/text.hpp"
 #include "core/toml_text.hpp"
+#include "rules/families.hpp"
 
 namespace gpudx {
+
+namespace {
+
+// A divergence is filed under the layer whose value is outside the tested set.
+using C = Collector;
+constexpr Rule kRules[] = {
+    {"matrix.no_class", Layer::pcie, Severity::warning, {C::host, C::module, C::nvml},
+     "no class of the matrix fits the node"},
+    {"matrix.review_overdue", Layer::pcie, Severity::warning, {}, "the node's class is past its review_by date"},
+    {"matrix.gpu_model", Layer::pcie, Severity::error, {C::module, C::nvml},
+     "GPUs of another model than the class's gpu_model"},
+    {"matrix.gpu_count", Layer::pcie, Severity::error, {C::pcie, C::module, C::nvml},
+     "fewer GPUs than the class's gpu_count (a warning for more)"},
+    {"matrix.driver_untested", Layer::module, Severity::warning, {C::module, C::nvml},
+     "the driver branch or version is outside the class's tested set"},
+    {"matrix.kernel_untested", Layer::module, Severity::warning, {C::host, C::module},
+     "the kernel is outside the class's tested set"},
+    {"matrix.vbios_untested", Layer::pcie, Severity::warning, {C::module, C::nvml},
+     "a GPU's VBIOS is outside the class's tested set"},
+    {"matrix.fabric_manager_untested", Layer::driver, Severity::warning, {C::libraries},
+     "the Fabric Manager version is outside the class's tested set"},
+    {"matrix.cuda_untested", Layer::driver, Severity::warning, {C::cuda},
+     "the CUDA driver API version is outside the class's tested set"},
+    {"matrix.value_unknown", Layer::module, Severity::info, {C::module, C::nvml, C::cuda, C::libraries},
+     "the class constrains a value this snapshot does not show"},
+};
+consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
+
+}  // namespace
+
+constinit const RuleTable kMatrixRules{"matrix", kRules};
 
 std::string CalendarDate::str() const { return fmt::format("{:04}-{:02}-{:02}", year, month, day); }
 
@@ -313,11 +345,6 @@ const NodeClass* pick(const std::vector<const NodeClass*>& candidates, size_t gp
     return best ? best : candidates.front();
 }
 
-Finding divergence(const char* id, Layer layer, std::string message, std::vector<Evidence> evidence,
-                   std::string next, Severity severity = Severity::warning) {
-    return Finding{id, layer, severity, {}, std::move(message), std::move(evidence), std::move(next)};
-}
-
 std::string listed(const std::vector<std::string>& v) { return v.empty() ? "(any)" : join(v); }
 
 }  // namespace
@@ -352,13 +379,16 @@ MatrixCheck check_node_against_matrix(const Matrix& m, const NodeRecord& node, c
     if (!cls.node_class) {
         std::vector<std::string> names;
         for (auto& c : m.classes) names.push_back(c.name);
-        r.findings.push_back(divergence(
-            "matrix.no_class", Layer::pcie,
-            fmt::format("No class of the matrix fits this node (host '{}', {} x {})", node.hostname, node.gpus.size(),
-                        dominant_gpu_model(node).empty() ? "unknown GPU" : dominant_gpu_model(node)),
-            {{mfile, "classes: " + join(names)}},
-            "Add a class for this kind of node to the matrix (owner, review_by, tested set), or fix the class's "
-            "hostname/gpu_model patterns so that it fits."));
+        r.findings.push_back(
+            rule("matrix.no_class")
+                .finding(fmt::format("No class of the matrix fits this node (host '{}', {} x {})", node.hostname,
+                                     node.gpus.size(),
+                                     dominant_gpu_model(node).empty() ? "unknown GPU" : dominant_gpu_model(node)),
+                         {{},
+                          {{mfile, "classes: " + join(names)}},
+                          "Add a class for this kind of node to the matrix (owner, review_by, tested set), or fix the "
+                          "class's "
+                          "hostname/gpu_model patterns so that it fits."}));
         r.exit_code = exit_code_for(r.findings);
         return r;
     }
@@ -366,14 +396,17 @@ MatrixCheck check_node_against_matrix(const Matrix& m, const NodeRecord& node, c
     const std::string csrc = fmt::format("{}:{} class {}", mfile, c.line, c.name);
 
     if (c.review_by < today)
-        r.findings.push_back(divergence(
-            "matrix.review_overdue", Layer::pcie,
-            fmt::format("Class '{}' was due for review on {} (owner {})", c.name, c.review_by.str(), c.owner),
-            {{csrc, "review_by = " + c.review_by.str()}},
-            fmt::format("Ask {} to re-validate the tested set of '{}' and move review_by forward.", c.owner, c.name)));
+        r.findings.push_back(
+            rule("matrix.review_overdue")
+                .finding(
+                    fmt::format("Class '{}' was due for review on {} (owner {})", c.name, c.review_by.str(), c.owner),
+                    {{},
+                     {{csrc, "review_by = " + c.review_by.str()}},
+                     fmt::format("Ask {} to re-validate the tested set of '{}' and move review_by forward.", c.owner,
+                                 c.name)}));
 
     if (cls.model_mismatch || !c.match.gpu_model.empty()) {
-        Finding f = divergence("matrix.gpu_model", Layer::pcie, "", {}, "", Severity::error);
+        Finding f = rule("matrix.gpu_model").finding("");
         for (auto& g : node.gpus) {
             if (g.model.empty() || matches_any({c.match.gpu_model}, g.model)) continue;
             f.subjects.push_back({g.uuid, g.pci});
@@ -391,54 +424,58 @@ MatrixCheck check_node_against_matrix(const Matrix& m, const NodeRecord& node, c
         bool fewer = node.gpus.size() < *c.match.gpu_count;
         std::string list;
         for (auto& g : node.gpus) list += (list.empty() ? "" : ", ") + g.pci;
-        r.findings.push_back(divergence(
-            "matrix.gpu_count", Layer::pcie,
-            fmt::format("{} GPU(s) found, class '{}' has {}", node.gpus.size(), c.name, *c.match.gpu_count),
-            {{csrc, fmt::format("gpu_count = {}", *c.match.gpu_count)},
-             {"/sys/bus/pci/devices", list.empty() ? "no GPU" : list}},
-            fewer ? "Drain the node and find the missing card (gpudx diagnose; gpudx baseline diff names which UUID is "
-                    "gone)."
-                  : "An extra card is present: check the inventory and the class's gpu_count.",
-            fewer ? Severity::error : Severity::warning));
+        r.findings.push_back(
+            rule("matrix.gpu_count")
+                .finding(
+                    fewer ? Severity::error : Severity::warning,
+                    fmt::format("{} GPU(s) found, class '{}' has {}", node.gpus.size(), c.name, *c.match.gpu_count),
+                    {{},
+                     {{csrc, fmt::format("gpu_count = {}", *c.match.gpu_count)},
+                      {"/sys/bus/pci/devices", list.empty() ? "no GPU" : list}},
+                     fewer ? "Drain the node and find the missing card (gpudx diagnose; gpudx baseline diff names "
+                             "which UUID is "
+                             "gone)."
+                           : "An extra card is present: check the inventory and the class's gpu_count."}));
     }
 
     auto unknown = [&](std::string_view what, const std::vector<std::string>& allowed) {
-        r.findings.push_back(divergence(
-            "matrix.value_unknown", Layer::module,
-            fmt::format("The class constrains the {} but this snapshot does not show it", what),
-            {{csrc, std::string(what) + " in " + listed(allowed)}},
-            "Collect the snapshot with the driver loaded (gpudx snapshot without --no-driver) to check it.",
-            Severity::info));
+        r.findings.push_back(
+            rule("matrix.value_unknown")
+                .finding(
+                    fmt::format("The class constrains the {} but this snapshot does not show it", what),
+                    {{},
+                     {{csrc, std::string(what) + " in " + listed(allowed)}},
+                     "Collect the snapshot with the driver loaded (gpudx snapshot without --no-driver) to check it."}));
     };
-    auto value_check = [&](const char* id, Layer layer, std::string_view what, const std::string& value,
+    auto value_check = [&](const Rule& untested, std::string_view what, const std::string& value,
                            const std::vector<std::string>& allowed, const std::string& source, std::string next) {
         if (allowed.empty()) return;
         if (value.empty()) return unknown(what, allowed);
         if (matches_any(allowed, value)) return;
-        r.findings.push_back(divergence(
-            id, layer, fmt::format("{} {} is not in the tested set of class '{}' ({})", what, value, c.name, listed(allowed)),
-            {{source, value}, {csrc, listed(allowed)}}, std::move(next)));
+        r.findings.push_back(untested.finding(
+            fmt::format("{} {} is not in the tested set of class '{}' ({})", what, value, c.name, listed(allowed)),
+            {{}, {{source, value}, {csrc, listed(allowed)}}, std::move(next)}));
     };
     const std::string driver_next = fmt::format(
         "Install a tested driver version, or have {} test this one and add it to class '{}'.", c.owner, c.name);
     // An untested branch says it all; the version within it is then not reported again.
     bool branch_untested = !c.tested.driver_branches.empty() && !node.driver_branch.empty() &&
                            !matches_any(c.tested.driver_branches, node.driver_branch);
-    value_check("matrix.driver_untested", Layer::module, "Driver branch", node.driver_branch,
-                c.tested.driver_branches, "/proc/driver/nvidia/version", driver_next);
+    value_check(rule("matrix.driver_untested"), "Driver branch", node.driver_branch, c.tested.driver_branches,
+                "/proc/driver/nvidia/version", driver_next);
     if (!branch_untested)
-        value_check("matrix.driver_untested", Layer::module, "Driver version", node.driver_version,
-                    c.tested.driver_versions, "/proc/driver/nvidia/version", driver_next);
-    value_check("matrix.kernel_untested", Layer::module, "Kernel", node.kernel_release, c.tested.kernels,
-                "/proc/sys/kernel/osrelease",
-                fmt::format("Boot a tested kernel, or have {} test this one and add it to class '{}'.", c.owner, c.name));
-    value_check("matrix.fabric_manager_untested", Layer::driver, "Fabric Manager", node.fabric_manager,
-                c.tested.fabric_manager, "libraries layer",
+        value_check(rule("matrix.driver_untested"), "Driver version", node.driver_version, c.tested.driver_versions,
+                    "/proc/driver/nvidia/version", driver_next);
+    value_check(
+        rule("matrix.kernel_untested"), "Kernel", node.kernel_release, c.tested.kernels, "/proc/sys/kernel/osrelease",
+        fmt::format("Boot a tested kernel, or have {} test this one and add it to class '{}'.", c.owner, c.name));
+    value_check(rule("matrix.fabric_manager_untested"), "Fabric Manager", node.fabric_manager, c.tested.fabric_manager,
+                "libraries layer",
                 "Install the Fabric Manager build that matches the driver and is in the tested set.");
-    value_check("matrix.cuda_untested", Layer::driver, "CUDA driver version", cuda_version_text(node.cuda_driver_version),
+    value_check(rule("matrix.cuda_untested"), "CUDA driver version", cuda_version_text(node.cuda_driver_version),
                 c.tested.cuda, "cuDriverGetVersion", driver_next);
     if (!c.tested.vbios.empty()) {
-        Finding f = divergence("matrix.vbios_untested", Layer::pcie, "", {}, "");
+        Finding f = rule("matrix.vbios_untested").finding("");
         std::set<std::string> seen;
         bool any_unknown = false;
         for (auto& g : node.gpus) {

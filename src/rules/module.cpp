@@ -4,11 +4,30 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "rules/check_context.hpp"
+#include "rules/families.hpp"
 #include "core/version.hpp"
 
 namespace gpudx {
 namespace {
+
+using C = Collector;
+constexpr Rule kRules[] = {
+    {"module.not_loaded", Layer::module, Severity::error, {C::module, C::pcie},
+     "GPUs of a vendor are on PCIe but its kernel module (nvidia, amdgpu) is not loaded"},
+    {"module.missing_for_kernel", Layer::module, Severity::error, {C::module, C::pcie},
+     "no nvidia module file for the running kernel (a warning while a module from a removed file is loaded)"},
+    {"module.vermagic_mismatch", Layer::module, Severity::error, {C::module},
+     "the nvidia module file was built for another kernel than the running one"},
+    {"module.updated_not_rebooted", Layer::module, Severity::warning, {C::module, C::libraries},
+     "the loaded nvidia module differs from the file on disk (an error once user space moved to the file's version)"},
+    {"module.dkms_build_failed", Layer::module, Severity::error, {C::module},
+     "a DKMS build of a GPU module failed and nothing newer replaced it (a warning for a kernel not running)"},
+    {"module.gpu_excluded", Layer::module, Severity::warning, {C::module},
+     "the NVIDIA driver excludes a GPU (an error when that leaves fewer than --expect-gpus)"},
+    {"module.gpu_not_in_driver", Layer::module, Severity::error, {C::module, C::pcie},
+     "a GPU bound to nvidia on PCIe is missing from the driver's list: its initialisation failed"},
+};
+consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
 
 constexpr uint32_t kNvidia = 0x10de, kAmd = 0x1002;
 
@@ -74,10 +93,7 @@ void check_not_loaded(const CheckContext& ctx, std::vector<Finding>& out) {
     for (auto& w : wants) {
         auto gpus = gpus_of_vendor(s.pcie, w.vendor);
         if (gpus.empty() || loaded(s.module, w.module)) continue;
-        Finding f;
-        f.id = "module.not_loaded";
-        f.layer = Layer::module;
-        f.severity = Severity::error;
+        Finding f = rule("module.not_loaded").finding({});
         std::vector<std::string> bound;
         for (auto* d : gpus) {
             f.subjects.push_back(ctx.gpu(d->address));
@@ -105,33 +121,41 @@ void check_module_file(const CheckContext& ctx, std::vector<Finding>& out) {
     if (!file) {
         if (nv_gpus.empty() && !nv_loaded) return;
         // Loaded but no file: this boot works, the next one will not load the driver.
-        out.push_back({"module.missing_for_kernel", Layer::module, nv_loaded ? Severity::warning : Severity::error,
-                       subjects,
-                       fmt::format("no nvidia module file for the running kernel {}{}", m.kernel_release,
-                                   nv_loaded ? " (the loaded module came from a file since removed; the next boot "
-                                               "will have no driver)"
-                                             : ""),
-                       {{m.module_dir, "no nvidia.ko[.xz|.zst|.gz] in modules.dep.bin, modules.dep, updates/, extra/ "
-                                       "or kernel/nvidia*/"}},
-                       fmt::format("Build the module for this kernel (`dkms autoinstall -k {0}`, or install the "
-                                   "driver's prebuilt package for {0}), run `depmod {0}`, then `modprobe nvidia`. If "
-                                   "the kernel was upgraded without its headers, install linux-headers-{0} first.",
-                                   m.kernel_release)});
+        out.push_back(
+            rule("module.missing_for_kernel")
+                .finding(
+                    nv_loaded ? Severity::warning : Severity::error,
+                    fmt::format("no nvidia module file for the running kernel {}{}", m.kernel_release,
+                                nv_loaded
+                                    ? " (the loaded module came from a file since removed; the next boot will have no "
+                                      "driver)"
+                                    : ""),
+                    {subjects,
+                     {{m.module_dir,
+                       "no nvidia.ko[.xz|.zst|.gz] in modules.dep.bin, modules.dep, updates/, extra/ "
+                       "or kernel/nvidia*/"}},
+                     fmt::format("Build the module for this kernel (`dkms autoinstall -k {0}`, or install the "
+                                 "driver's prebuilt package for {0}), run `depmod {0}`, then `modprobe nvidia`. If "
+                                 "the kernel was upgraded without its headers, install linux-headers-{0} first.",
+                                 m.kernel_release)}));
         return;
     }
     if (!file->error.empty()) return;  // reported by the collector as a read problem
 
     if (!file->vermagic.empty() && vermagic_release_of(file->vermagic) != m.kernel_release) {
-        out.push_back({"module.vermagic_mismatch", Layer::module, Severity::error, subjects,
-                       fmt::format("{} was built for kernel {}, but the running kernel is {}: the kernel refuses to "
-                                   "load it ('Invalid module format')",
-                                   file->path, vermagic_release_of(file->vermagic), m.kernel_release),
-                       {{file->path + " (modinfo vermagic)", file->vermagic},
-                        {"/proc/sys/kernel/osrelease", m.kernel_release}},
-                       fmt::format("Rebuild the module for the running kernel (`dkms install nvidia/<version> -k {0}` "
-                                   "or reinstall the driver package built for {0}), run `depmod {0}` and reboot or "
-                                   "`modprobe nvidia`.",
-                                   m.kernel_release)});
+        out.push_back(
+            rule("module.vermagic_mismatch")
+                .finding(
+                    fmt::format("{} was built for kernel {}, but the running kernel is {}: the kernel refuses to "
+                                "load it ('Invalid module format')",
+                                file->path, vermagic_release_of(file->vermagic), m.kernel_release),
+                    {subjects,
+                     {{file->path + " (modinfo vermagic)", file->vermagic},
+                      {"/proc/sys/kernel/osrelease", m.kernel_release}},
+                     fmt::format("Rebuild the module for the running kernel (`dkms install nvidia/<version> -k {0}` "
+                                 "or reinstall the driver package built for {0}), run `depmod {0}` and reboot or "
+                                 "`modprobe nvidia`.",
+                                 m.kernel_release)}));
     }
 
     auto [running, running_src] = loaded_nvidia_version(m);
@@ -141,15 +165,18 @@ void check_module_file(const CheckContext& ctx, std::vector<Finding>& out) {
         // CUDA fail with "Driver/library version mismatch" and only a reboot (or module reload) fixes it.
         std::string user = userspace_version(s);
         bool userspace_moved = !user.empty() && user == file->version;
-        Finding f{"module.updated_not_rebooted", Layer::module, userspace_moved ? Severity::error : Severity::warning,
-                  subjects,
-                  fmt::format("the loaded nvidia module is {} but the file on disk for this kernel is {}: the driver "
-                              "was updated and the node not rebooted{}",
-                              running, file->version,
-                              userspace_moved ? fmt::format("; user-space libraries are already {}", user) : ""),
-                  {{running_src, running}, {file->path + " (modinfo version)", file->version}},
-                  "Drain the node and reboot it (or stop every GPU process and `rmmod nvidia_uvm nvidia_drm "
-                  "nvidia_modeset nvidia && modprobe nvidia`) so the kernel module matches the installed driver."};
+        Finding f =
+            rule("module.updated_not_rebooted")
+                .finding(
+                    userspace_moved ? Severity::error : Severity::warning,
+                    fmt::format("the loaded nvidia module is {} but the file on disk for this kernel is {}: the driver "
+                                "was updated and the node not rebooted{}",
+                                running, file->version,
+                                userspace_moved ? fmt::format("; user-space libraries are already {}", user) : ""),
+                    {subjects,
+                     {{running_src, running}, {file->path + " (modinfo version)", file->version}},
+                     "Drain the node and reboot it (or stop every GPU process and `rmmod nvidia_uvm nvidia_drm "
+                     "nvidia_modeset nvidia && modprobe nvidia`) so the kernel module matches the installed driver."});
         if (!user.empty()) f.evidence.push_back({"user-space driver library", user});
         out.push_back(std::move(f));
     }
@@ -171,15 +198,19 @@ void check_dkms(const CheckContext& ctx, std::vector<Finding>& out) {
         });
         if (replaced) continue;
         bool running = e.kernel.empty() || e.kernel == m.kernel_release;
-        out.push_back({"module.dkms_build_failed", Layer::module, running ? Severity::error : Severity::warning, {},
-                       fmt::format("DKMS build of {}/{} failed for kernel {}{}", e.module, e.version,
-                                   e.kernel.empty() ? "(unknown)" : e.kernel,
-                                   running ? " (the running kernel)" : ": booting that kernel will leave no driver"),
-                       {{e.log.empty() ? "/var/lib/dkms/" + e.module + "/" + e.version : e.log, "build failed"}},
-                       fmt::format("Read the end of {} (missing kernel headers and a compiler mismatch are the usual "
-                                   "causes), fix it, then `dkms install {}/{} -k {}`.",
-                                   e.log.empty() ? "the DKMS make.log" : e.log, e.module, e.version,
-                                   e.kernel.empty() ? "$(uname -r)" : e.kernel)});
+        out.push_back(
+            rule("module.dkms_build_failed")
+                .finding(
+                    running ? Severity::error : Severity::warning,
+                    fmt::format("DKMS build of {}/{} failed for kernel {}{}", e.module, e.version,
+                                e.kernel.empty() ? "(unknown)" : e.kernel,
+                                running ? " (the running kernel)" : ": booting that kernel will leave no driver"),
+                    {{},
+                     {{e.log.empty() ? "/var/lib/dkms/" + e.module + "/" + e.version : e.log, "build failed"}},
+                     fmt::format("Read the end of {} (missing kernel headers and a compiler mismatch are the usual "
+                                 "causes), fix it, then `dkms install {}/{} -k {}`.",
+                                 e.log.empty() ? "the DKMS make.log" : e.log, e.module, e.version,
+                                 e.kernel.empty() ? "$(uname -r)" : e.kernel)}));
     }
 }
 
@@ -194,14 +225,18 @@ void check_proc_gpus(const CheckContext& ctx, std::vector<Finding>& out) {
     for (auto& g : m.nvidia_gpus) {
         if (g.excluded != true) continue;
         GpuRef ref = g.uuid.empty() ? ctx.gpu(g.address) : GpuRef{g.uuid, g.address};
-        out.push_back({"module.gpu_excluded", Layer::module, short_of ? Severity::error : Severity::warning, {ref},
-                       fmt::format("{} is excluded by the NVIDIA driver: NVML and CUDA will not show it{}", describe(ref),
-                                   short_of ? fmt::format(" ({} usable, {} expected)", usable, *ctx.options.expect_gpus)
-                                            : ""),
-                       {{"/proc/driver/nvidia/gpus/" + g.address + "/information", "GPU Excluded: Yes"}},
-                       "If not intended, remove the card's UUID from the NVreg_ExcludedGpus module option "
-                       "(/etc/modprobe.d/, or the kernel command line) and reload the driver; if it was excluded "
-                       "because it is faulty, open a hardware ticket."});
+        out.push_back(
+            rule("module.gpu_excluded")
+                .finding(
+                    short_of ? Severity::error : Severity::warning,
+                    fmt::format(
+                        "{} is excluded by the NVIDIA driver: NVML and CUDA will not show it{}", describe(ref),
+                        short_of ? fmt::format(" ({} usable, {} expected)", usable, *ctx.options.expect_gpus) : ""),
+                    {{ref},
+                     {{"/proc/driver/nvidia/gpus/" + g.address + "/information", "GPU Excluded: Yes"}},
+                     "If not intended, remove the card's UUID from the NVreg_ExcludedGpus module option "
+                     "(/etc/modprobe.d/, or the kernel command line) and reload the driver; if it was excluded "
+                     "because it is faulty, open a hardware ticket."}));
     }
 
     if (!m.nvidia_gpus_listed || !loaded(m, "nvidia")) return;
@@ -210,15 +245,17 @@ void check_proc_gpus(const CheckContext& ctx, std::vector<Finding>& out) {
     for (auto& d : s.pcie.devices) {
         if (!d.is_gpu || d.driver != "nvidia" || in_driver.count(d.address)) continue;
         GpuRef ref = ctx.gpu(d.address);
-        out.push_back({"module.gpu_not_in_driver", Layer::module, Severity::error, {ref},
-                       fmt::format("{} is bound to nvidia on PCIe but the driver lists no such GPU: its "
-                                   "initialisation failed",
-                                   describe(ref)),
-                       {{"/sys/bus/pci/devices/" + d.address + "/driver", "nvidia"},
-                        {"/proc/driver/nvidia/gpus", fmt::format("{}", fmt::join(in_driver, ", "))}},
-                       "Read the kernel log for this address (`dmesg | grep -e NVRM -e " + d.address +
-                           "`): RmInitAdapter failures point at the card (reset it with `nvidia-smi -r` or "
-                           "power-cycle), Xid 79 at the bus."});
+        out.push_back(
+            rule("module.gpu_not_in_driver")
+                .finding(fmt::format("{} is bound to nvidia on PCIe but the driver lists no such GPU: its "
+                                     "initialisation failed",
+                                     describe(ref)),
+                         {{ref},
+                          {{"/sys/bus/pci/devices/" + d.address + "/driver", "nvidia"},
+                           {"/proc/driver/nvidia/gpus", fmt::format("{}", fmt::join(in_driver, ", "))}},
+                          "Read the kernel log for this address (`dmesg | grep -e NVRM -e " + d.address +
+                              "`): RmInitAdapter failures point at the card (reset it with `nvidia-smi -r` or "
+                              "power-cycle), Xid 79 at the bus."}));
     }
 }
 
@@ -232,5 +269,7 @@ void check_module(const CheckContext& ctx, std::vector<Finding>& out) {
     check_dkms(ctx, out);
     check_proc_gpus(ctx, out);
 }
+
+constinit const RuleFamily kModuleFamily{"module", Layer::module, kRules, check_module};
 
 }  // namespace gpudx

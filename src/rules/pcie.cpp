@@ -4,10 +4,34 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "rules/check_context.hpp"
+#include "rules/families.hpp"
 
 namespace gpudx {
 namespace {
+
+using C = Collector;
+constexpr Rule kRules[] = {
+    {"pcie.no_gpu", Layer::pcie, Severity::error, {C::pcie},
+     "no GPU of display class from NVIDIA or AMD on the PCIe bus"},
+    {"pcie.gpu_count_unexpected", Layer::pcie, Severity::warning, {C::pcie},
+     "more GPUs on PCIe than --expect-gpus says"},
+    {"pcie.gpu_missing", Layer::pcie, Severity::error, {C::pcie, C::module, C::nvml},
+     "fewer GPUs on PCIe than --expect-gpus says, naming the ones the driver still remembers"},
+    {"pcie.fell_off_bus", Layer::pcie, Severity::error, {C::pcie},
+     "a GPU, NVSwitch or bridge above a GPU no longer answers config reads (vendor 0xffff)"},
+    {"pcie.link_degraded", Layer::pcie, Severity::warning, {C::pcie},
+     "a link on a GPU's path trained narrower or slower than its maximum"},
+    {"pcie.aer_fatal", Layer::pcie, Severity::error, {C::pcie},
+     "a device on a GPU's path counted fatal uncorrectable AER errors since boot"},
+    {"pcie.aer_nonfatal", Layer::pcie, Severity::warning, {C::pcie},
+     "a device on a GPU's path counted non-fatal uncorrectable AER errors since boot"},
+    {"pcie.nouveau_bound", Layer::pcie, Severity::error, {C::pcie}, "an NVIDIA GPU is bound to nouveau"},
+    {"pcie.gpu_passthrough", Layer::pcie, Severity::info, {C::pcie},
+     "a GPU is bound to vfio-pci or pci-stub: reserved for a VM"},
+    {"pcie.gpu_no_driver", Layer::pcie, Severity::error, {C::pcie, C::module},
+     "a GPU is bound to no driver although its vendor's module is loaded (or the module list is unknown)"},
+};
+consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
 
 constexpr uint32_t kNvidia = 0x10de, kAmd = 0x1002;
 
@@ -85,19 +109,20 @@ void check_gpu_count(const CheckContext& ctx, std::vector<Finding>& out) {
     if (!ctx.options.expect_gpus) return;
     unsigned want = *ctx.options.expect_gpus, have = static_cast<unsigned>(s.pcie.gpus.size());
     if (have == want) return;
-    Finding f;
-    f.layer = Layer::pcie;
-    f.evidence.push_back({"/sys/bus/pci/devices", fmt::format("{} GPU(s): {}", have, fmt::join(s.pcie.gpus, ", "))});
-    f.evidence.push_back({"--expect-gpus", std::to_string(want)});
+    std::vector<Evidence> counted = {
+        {"/sys/bus/pci/devices", fmt::format("{} GPU(s): {}", have, fmt::join(s.pcie.gpus, ", "))},
+        {"--expect-gpus", std::to_string(want)}};
     if (have > want) {
-        f.id = "pcie.gpu_count_unexpected";
-        f.severity = Severity::warning;
-        f.message = fmt::format("{} GPUs on PCIe, {} expected", have, want);
-        f.next_step = "Correct --expect-gpus for this node class, or find out why extra cards are visible "
-                      "(a VM given more devices, a card added without updating the inventory).";
-        out.push_back(std::move(f));
+        out.push_back(
+            rule("pcie.gpu_count_unexpected")
+                .finding(fmt::format("{} GPUs on PCIe, {} expected", have, want),
+                         {{},
+                          std::move(counted),
+                          "Correct --expect-gpus for this node class, or find out why extra cards are "
+                          "visible (a VM given more devices, a card added without updating the inventory)."}));
         return;
     }
+    Finding f = rule("pcie.gpu_missing").finding({}, {{}, std::move(counted), {}});
     // No baseline of addresses is given, but the driver's own records may still name the cards that went
     // missing from the bus (they were there when it loaded).
     std::set<std::string> on_bus(s.pcie.gpus.begin(), s.pcie.gpus.end()), missing;
@@ -110,8 +135,6 @@ void check_gpu_count(const CheckContext& ctx, std::vector<Finding>& out) {
         if (!d.pci.empty() && !on_bus.count(d.pci) && missing.insert(d.pci).second)
             f.evidence.push_back({"nvmlDeviceGetPciInfo", d.pci + " reported by NVML, absent from sysfs"});
     for (auto& addr : missing) f.subjects.push_back(ctx.gpu(addr));
-    f.id = "pcie.gpu_missing";
-    f.severity = Severity::error;
     if (missing.empty())
         f.message = fmt::format("{} of {} expected GPUs on PCIe: {} missing (no record names which)", have, want, want - have);
     else
@@ -130,12 +153,15 @@ void check_device_health(const CheckContext& ctx, std::vector<Finding>& out) {
         std::string who = d.is_gpu && !subjects.empty() ? describe(subjects[0]) : fmt::format("{} {}", what(d), d.address);
 
         if (d.config_unreadable) {
-            Finding f{"pcie.fell_off_bus", Layer::pcie, Severity::error, subjects,
-                      fmt::format("{} does not answer config reads (vendor reads 0xffff): it fell off the bus", who),
-                      {{sysfs(d, "config"), "vendor id 0xffff"}},
-                      "Save the kernel log (Xid 79 'fallen off the bus', AER), drain the node, then power-cycle it "
-                      "(a warm reboot rarely recovers a card); if it recurs, check the slot, riser and power cabling."};
-            out.push_back(std::move(f));
+            out.push_back(rule("pcie.fell_off_bus")
+                              .finding(fmt::format("{} does not answer config reads (vendor reads 0xffff): it fell "
+                                                   "off the bus",
+                                                   who),
+                                       {subjects,
+                                        {{sysfs(d, "config"), "vendor id 0xffff"}},
+                                        "Save the kernel log (Xid 79 'fallen off the bus', AER), drain the node, then "
+                                        "power-cycle it (a warm reboot rarely recovers a card); if it recurs, check "
+                                        "the slot, riser and power cabling."}));
             continue;  // its other attributes are stale once the device stopped answering
         }
 
@@ -144,13 +170,11 @@ void check_device_health(const CheckContext& ctx, std::vector<Finding>& out) {
         bool narrow = cur.width && max.width && *cur.width < *max.width;
         bool slow = cur.speed_gts && max.speed_gts && *cur.speed_gts + 1e-6 < *max.speed_gts;
         if (narrow || slow) {
-            Finding f;
-            f.id = "pcie.link_degraded";
-            f.layer = Layer::pcie;
-            f.severity = Severity::warning;
-            f.subjects = subjects;
-            f.message = fmt::format("{} link trained at {} x{}, below its maximum {} x{}", who, cur.speed_text,
-                                    cur.width.value_or(0), max.speed_text, max.width.value_or(0));
+            Finding f =
+                rule("pcie.link_degraded")
+                    .finding(fmt::format("{} link trained at {} x{}, below its maximum {} x{}", who, cur.speed_text,
+                                         cur.width.value_or(0), max.speed_text, max.width.value_or(0)),
+                             {subjects, {}, {}});
             f.evidence.push_back({sysfs(d, "current_link_speed"), cur.speed_text});
             f.evidence.push_back({sysfs(d, "max_link_speed"), max.speed_text});
             f.evidence.push_back({sysfs(d, "current_link_width"), cur.width ? std::to_string(*cur.width) : "?"});
@@ -165,21 +189,27 @@ void check_device_health(const CheckContext& ctx, std::vector<Finding>& out) {
 
         uint64_t fatal = aer_total(d.aer_fatal), nonfatal = aer_total(d.aer_nonfatal);
         if (fatal) {
-            out.push_back({"pcie.aer_fatal", Layer::pcie, Severity::error, subjects,
-                           fmt::format("{} reported {} fatal uncorrectable PCIe error(s) since boot ({})", who, fatal,
-                                       nonzero_counters(d.aer_fatal)),
-                           {{sysfs(d, "aer_dev_fatal"), fmt::format("TOTAL_ERR_FATAL {}", fatal)}},
-                           "Drain the node and save the kernel log (AER lines name the error source); a fatal error "
-                           "on a GPU or its bridge usually needs a power cycle and, if it recurs, a hardware ticket "
-                           "for the card, riser or slot."});
+            out.push_back(
+                rule("pcie.aer_fatal")
+                    .finding(fmt::format("{} reported {} fatal uncorrectable PCIe error(s) since boot ({})", who, fatal,
+                                         nonzero_counters(d.aer_fatal)),
+                             {subjects,
+                              {{sysfs(d, "aer_dev_fatal"), fmt::format("TOTAL_ERR_FATAL {}", fatal)}},
+                              "Drain the node and save the kernel log (AER lines name the error source); a fatal error "
+                              "on a GPU or its bridge usually needs a power cycle and, if it recurs, a hardware ticket "
+                              "for the card, riser or slot."}));
         }
         if (nonfatal) {
-            out.push_back({"pcie.aer_nonfatal", Layer::pcie, Severity::warning, subjects,
-                           fmt::format("{} reported {} non-fatal uncorrectable PCIe error(s) since boot ({})", who,
-                                       nonfatal, nonzero_counters(d.aer_nonfatal)),
-                           {{sysfs(d, "aer_dev_nonfatal"), fmt::format("TOTAL_ERR_NONFATAL {}", nonfatal)}},
-                           "Watch whether the count grows (`cat` the file again after a job); a growing count points "
-                           "at the card, riser or slot, so schedule a reseat and check the kernel log for AER lines."});
+            out.push_back(
+                rule("pcie.aer_nonfatal")
+                    .finding(
+                        fmt::format("{} reported {} non-fatal uncorrectable PCIe error(s) since boot ({})", who,
+                                    nonfatal, nonzero_counters(d.aer_nonfatal)),
+                        {subjects,
+                         {{sysfs(d, "aer_dev_nonfatal"), fmt::format("TOTAL_ERR_NONFATAL {}", nonfatal)}},
+                         "Watch whether the count grows (`cat` the file again after a job); a growing count points "
+                         "at the card, riser or slot, so schedule a reseat and check the kernel log for AER "
+                         "lines."}));
         }
     }
 }
@@ -194,31 +224,37 @@ void check_gpu_binding(const CheckContext& ctx, std::vector<Finding>& out) {
         uint32_t vendor = d->vendor_id.value_or(0);
         GpuRef g = ctx.gpu(addr);
         if (d->driver == "nouveau" && vendor == kNvidia) {
-            out.push_back({"pcie.nouveau_bound", Layer::pcie, Severity::error, {g},
-                           fmt::format("{} is bound to nouveau, so the NVIDIA driver cannot use it", describe(g)),
-                           {{sysfs(*d, "driver"), "nouveau"}},
-                           "Blacklist nouveau (`blacklist nouveau` and `options nouveau modeset=0` in "
-                           "/etc/modprobe.d/, then `update-initramfs -u` or `dracut -f`) and reboot; the NVIDIA "
-                           "driver package normally installs this file."});
+            out.push_back(
+                rule("pcie.nouveau_bound")
+                    .finding(fmt::format("{} is bound to nouveau, so the NVIDIA driver cannot use it", describe(g)),
+                             {{g},
+                              {{sysfs(*d, "driver"), "nouveau"}},
+                              "Blacklist nouveau (`blacklist nouveau` and `options nouveau modeset=0` in "
+                              "/etc/modprobe.d/, then `update-initramfs -u` or `dracut -f`) and reboot; the "
+                              "NVIDIA driver package normally installs this file."}));
         } else if (d->driver == "vfio-pci" || d->driver == "pci-stub") {
-            out.push_back({"pcie.gpu_passthrough", Layer::pcie, Severity::info, {g},
-                           fmt::format("{} is bound to {}: reserved for a VM, not usable on this host", describe(g),
-                                       d->driver),
-                           {{sysfs(*d, "driver"), d->driver}},
-                           "Expected on a hypervisor; otherwise remove the vfio-pci ids from the kernel command line "
-                           "or /etc/modprobe.d and rebind the card."});
+            out.push_back(rule("pcie.gpu_passthrough")
+                              .finding(fmt::format("{} is bound to {}: reserved for a VM, not usable on this host",
+                                                   describe(g), d->driver),
+                                       {{g},
+                                        {{sysfs(*d, "driver"), d->driver}},
+                                        "Expected on a hypervisor; otherwise remove the vfio-pci ids from the kernel "
+                                        "command line or /etc/modprobe.d and rebind the card."}));
         } else if (d->driver.empty()) {
             // With the vendor's module not loaded, the unbound card is module.not_loaded's business.
             const char* module = vendor == kNvidia ? "nvidia" : vendor == kAmd ? "amdgpu" : "";
             if (module_data && *module && !module_loaded(s, module)) continue;
-            out.push_back({"pcie.gpu_no_driver", Layer::pcie, Severity::error, {g},
-                           fmt::format("{} is on the bus but bound to no driver{}", describe(g),
-                                       module_data && *module ? fmt::format(" although {} is loaded", module) : ""),
-                           {{sysfs(*d, "driver"), "absent"}},
-                           fmt::format("The driver refused the card at probe: read the kernel log for it (`dmesg | grep "
-                                       "-e {} -e NVRM -e amdgpu`); RmInitAdapter or firmware errors mean a card fault, "
-                                       "'unsupported' means the driver branch does not know this model.",
-                                       addr)});
+            out.push_back(
+                rule("pcie.gpu_no_driver")
+                    .finding(
+                        fmt::format("{} is on the bus but bound to no driver{}", describe(g),
+                                    module_data && *module ? fmt::format(" although {} is loaded", module) : ""),
+                        {{g},
+                         {{sysfs(*d, "driver"), "absent"}},
+                         fmt::format("The driver refused the card at probe: read the kernel log for it (`dmesg | grep "
+                                     "-e {} -e NVRM -e amdgpu`); RmInitAdapter or firmware errors mean a card fault, "
+                                     "'unsupported' means the driver branch does not know this model.",
+                                     addr)}));
         }
     }
 }
@@ -234,12 +270,10 @@ void check_pcie(const CheckContext& ctx, std::vector<Finding>& out) {
     bool unidentified = std::any_of(s.pcie.devices.begin(), s.pcie.devices.end(),
                                     [](const PciDevice& d) { return !d.vendor_id || !d.class_code; });
     if (s.pcie.gpus.empty() && !unidentified) {
-        Finding f;
-        f.id = "pcie.no_gpu";
-        f.layer = Layer::pcie;
-        f.severity = Severity::error;
-        f.message = fmt::format("no GPU on the PCIe bus: {} PCI devices, none of display class from NVIDIA or AMD",
-                                s.pcie.devices.size());
+        Finding f =
+            rule("pcie.no_gpu")
+                .finding(fmt::format("no GPU on the PCIe bus: {} PCI devices, none of display class from NVIDIA or AMD",
+                                     s.pcie.devices.size()));
         f.evidence.push_back({"/sys/bus/pci/devices", fmt::format("{} devices, 0 GPUs", s.pcie.devices.size())});
         f.next_step = "If this node should have GPUs: check that the cards are seated and powered, the BIOS "
                       "enables the slots (above-4G decoding), and that a VM passes them through.";
@@ -249,5 +283,7 @@ void check_pcie(const CheckContext& ctx, std::vector<Finding>& out) {
     check_device_health(ctx, out);
     check_gpu_binding(ctx, out);
 }
+
+constinit const RuleFamily kPcieFamily{"pcie", Layer::pcie, kRules, check_pcie};
 
 }  // namespace gpudx

@@ -2,8 +2,9 @@
 """Builds one scenario from a capture (h200x2, or the fixture its `base` file names), runs gpudx on it and checks
 the results.
 
-Checks, in order: diagnose's finding ids and failure boundary against the scenario's `expect` file,
-then the snapshot and diagnose JSON against tests/golden/<scenario>.{snapshot,diagnose}.json.
+Checks, in order: every finding diagnose reports is a rule `gpudx rules` declares, filed under a layer its
+declaration names; diagnose's finding ids and failure boundary against the scenario's `expect` file, then the
+snapshot and diagnose JSON against tests/golden/<scenario>.{snapshot,diagnose}.json.
 With GPUDX_UPDATE_GOLDEN=1 the golden files are rewritten instead of compared."""
 import argparse, json, os, shlex, shutil, stat, subprocess, sys
 
@@ -39,6 +40,24 @@ def standin_scenarios(scenario):
 def run(cmd):
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=45)
     return p.returncode, p.stdout, p.stderr
+
+
+def check_declared(gpudx, findings, problems):
+    """Each finding's id is declared in a rule table and its layer is one the declaration files it under."""
+    rc, out, err = run([gpudx, "rules", "--format", "json"])
+    if rc != 0:
+        problems.append(f"gpudx rules exited {rc}: {err}")
+        return
+    declared = {}
+    for r in json.loads(out)["rules"]:
+        # gpudx.check_failed has no layer of its own (null): the failing family's, one of those it lists.
+        layers = set(r["also_filed_under"]) | ({r["layer"]} if r["layer"] else set())
+        declared[r["id"]] = layers
+    for f in findings:
+        if f["id"] not in declared:
+            problems.append(f"finding {f['id']} is not declared in any rule table (gpudx rules)")
+        elif f["layer"] not in declared[f["id"]]:
+            problems.append(f"finding {f['id']} is filed under {f['layer']}, declared {sorted(declared[f['id']])}")
 
 
 def compare_golden(path, actual, label, problems):
@@ -133,6 +152,7 @@ def main():
     if report.get("exit_code") != rc:
         problems.append(f"diagnose exit code {rc} differs from the report's exit_code {report.get('exit_code')}")
 
+    check_declared(o.gpudx, report["findings"], problems)
     ids = {f["id"] for f in report["findings"]}
     boundary = report.get("boundary") or "none"
     expect_file = os.path.join(o.scenario, "expect")
