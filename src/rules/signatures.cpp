@@ -583,9 +583,17 @@ void check_api_mismatch(const CheckContext& ctx, const Occurrence& o, Finding& f
                                      *module_now, lib_now, libcuda->chosen->path);
         }
     } else if (module_now) {
-        std::string said = first_value(o, "module_version");
-        f.message += *module_now == said ? fmt::format("; this node's module is still {}", *module_now)
-                                         : fmt::format("; this node's module is now {}", *module_now);
+        // The loader's libcuda version is unknown (a capture without the file): the module alone still says
+        // whether it is the version the text's client had.
+        if (*module_now == first_value(o, "client_version")) {
+            f.severity = Severity::info;
+            f.message += fmt::format("; this node's module is now {}, the client's version: the mismatch is over",
+                                     *module_now);
+        } else if (*module_now == first_value(o, "module_version")) {
+            f.message += fmt::format("; this node's module is still {}", *module_now);
+        } else {
+            f.message += fmt::format("; this node's module is now {}", *module_now);
+        }
     }
 }
 
@@ -769,15 +777,19 @@ void check_signatures(const CheckContext& ctx, const SignatureCatalogue& catalog
     }
     // A finding another one explains better on the same GPU ("rm_init_adapter failed" beside the
     // "RmInitAdapter failed! (0x62:...)" that carries the code) is left out.
+    // The parser's own findings (already in `out`) count too: "could not insert 'nvidia': Key was rejected"
+    // beside module.signature_refused.
+    std::vector<bool> redundant(found.size(), false);
     for (size_t i = 0; i < found.size(); ++i) {
-        const Signature& sig = *occ[i].sig;
-        bool redundant = std::any_of(found.begin(), found.end(), [&](const Finding& other) {
-            return &other != &found[i] &&
-                   std::find(sig.suppressed_by.begin(), sig.suppressed_by.end(), other.id) != sig.suppressed_by.end() &&
+        const auto& by = occ[i].sig->suppressed_by;
+        auto explains = [&](const Finding& other) {
+            return &other != &found[i] && std::find(by.begin(), by.end(), other.id) != by.end() &&
                    other.subjects == found[i].subjects;
-        });
-        if (!redundant) out.push_back(std::move(found[i]));
+        };
+        redundant[i] = std::any_of(found.begin(), found.end(), explains) || std::any_of(out.begin(), out.end(), explains);
     }
+    for (size_t i = 0; i < found.size(); ++i)
+        if (!redundant[i]) out.push_back(std::move(found[i]));
     if (!unrecognised) return;
     for (size_t i = 0; i < log.lines.size(); ++i) {
         const auto& l = log.lines[i];
