@@ -53,6 +53,8 @@ grep -hE 'NVRM|Xid|AER|DMAR|IOMMU|Lockdown|fallen' "$fixture/_commands/dmesg.txt
 seed snapshot_json "$src"/tests/golden/*.snapshot.json
 seed fleet_snapshot "$src"/tests/golden/*.snapshot.json
 seed xid_policy "$src/data/xid-policy.toml"
+seed signatures "$src/data/signatures.toml"
+seed kernel_log "$src"/tests/corpus/real/*.txt
 seed matrix "$src/examples/matrix.toml"
 
 # ld.so.cache in each layout glibc writes, built from the capture's `ldconfig -p` entries, and this

@@ -24,6 +24,7 @@ struct DiagnoseCmdOptions {
     bool verbose = false;
     std::optional<unsigned> expect_gpus;
     std::string xid_policy;
+    std::string signatures;
     std::string baseline;
     bool drain = false;
     std::string slurm_node;
@@ -66,14 +67,23 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
         xid_policy = std::move(*p);
         dopts.xid_policy = &xid_policy;
     }
+    SignatureCatalogue signatures;
+    NodeOptions node = o.node;
+    if (!o.signatures.empty()) {
+        auto c = load_signature_catalogue_file(o.signatures);
+        if (!c) throw UsageError{c.error().message};
+        signatures = std::move(*c);
+        node.signatures = &signatures;
+    }
     Snapshot s;
     if (!o.from.empty()) {
         auto loaded = load_snapshot_file(o.from);
         if (!loaded) throw UsageError{o.from + ": " + loaded.error().message};
         s = std::move(*loaded);
     } else {
-        s = collect_node(o.node);
+        s = collect_node(node);
     }
+    if (node.signatures) dopts.signatures = node.signatures;
     dopts.expect_gpus = o.expect_gpus;
     dopts.since = o.node.since;
     if (baseline) dopts.extra_findings = diff_against_baseline(*baseline, s);
@@ -126,6 +136,10 @@ CommandRegistrar reg{
              ->type_name("FILE");
          cmd.add_option("--xid-policy", o->xid_policy,
                         "Xid severities from this TOML file (format of data/xid-policy.toml; see `gpudx xid --list`)")
+             ->type_name("FILE");
+         cmd.add_option("--signatures", o->signatures,
+                        "Site signature catalogue (TOML, format of data/signatures.toml; see `gpudx explain --list`): "
+                        "its signatures replace built-in ones of the same id")
              ->type_name("FILE");
          cmd.add_flag("-v,--verbose", o->verbose, "Also show info findings and collector timings");
          auto* drain = cmd.add_flag("--drain", o->drain,

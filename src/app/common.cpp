@@ -71,6 +71,7 @@ CollectOptions make_collect_options(const NodeOptions& o, const Root& root) {
     CollectOptions c;
     if (!o.kernel_log.empty()) c.kernel_log_file = o.kernel_log;
     c.since = o.since;
+    c.kernel_log_words = catalogue_gate_words(o.signatures ? *o.signatures : builtin_signature_catalogue());
     c.environment = load_environment(root);
     c.driver_deadline = std::chrono::milliseconds(static_cast<long>(o.deadline_s * 1000));
     c.probe_driver = !o.no_driver;

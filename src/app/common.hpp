@@ -9,6 +9,7 @@
 #include "collect/context.hpp"
 #include "core/root.hpp"
 #include "model/snapshot.hpp"
+#include "rules/signatures.hpp"
 
 namespace gpudx::app {
 
@@ -21,6 +22,8 @@ struct NodeOptions {
     bool all_devices = false;
     bool no_cuda = false;
     std::string driver_lib_dir;
+    // Kernel-log lines are kept for this catalogue's words (a site catalogue, `--signatures`); null: built-in.
+    const SignatureCatalogue* signatures = nullptr;
 };
 
 // --root, --kernel-log, --since, --deadline, --no-driver, --all-devices, --driver-lib-dir

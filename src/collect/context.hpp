@@ -3,6 +3,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/root.hpp"
 
@@ -25,6 +26,8 @@ struct CollectOptions {
     bool probe_cuda = true;     // false: NVML only (cuInit alone costs ~430 ms on an H200 node)
     // Directory holding the stand-in or real driver libraries to load instead of the loader's choice.
     std::optional<std::string> driver_library_dir;
+    // Words whose kernel-log lines are kept beside the parser's own topics: the signature catalogue's gates.
+    std::vector<std::string> kernel_log_words;
 };
 
 struct CollectContext {

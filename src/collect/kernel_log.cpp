@@ -27,6 +27,7 @@ constexpr size_t kKmsgRecord = 16 * 1024;
 KernelLogScanOptions scan_options(const CollectContext& ctx) {
     KernelLogScanOptions o;
     o.since = ctx.options.since;
+    o.extra_words = ctx.options.kernel_log_words;
     return o;
 }
 

@@ -33,12 +33,6 @@ const char* to_string(KernelLogFormat f) {
     return "unknown";
 }
 
-std::string accepted_log_formats() {
-    return "raw kmsg records (\"6,1234,5678901,-;msg\"), dmesg (\"[  123.456789] msg\"), dmesg -T "
-           "(\"[Mon Nov 30 06:28:08 2026] msg\"), journalctl -k (\"Nov 30 06:28:08 host kernel: msg\"), "
-           "journalctl -k -o short-iso (\"2026-11-30T06:28:08+0000 host kernel: msg\") or syslog kern.log";
-}
-
 namespace {
 
 // ---------------------------------------------------------------------------------------------
@@ -453,28 +447,38 @@ std::optional<std::string> find_pci_address(std::string_view m) {
 
 std::optional<XidEvent> parse_xid(std::string_view m) {
     size_t at = std::string_view::npos;
+    size_t bare = std::string_view::npos;  // "NVRM: Xid 13, ...": drivers before the PCI tag name no device
     for (size_t pos = find_ci(m, "xid"); pos != std::string_view::npos; pos = find_ci(m, "xid", pos + 1)) {
         size_t k = pos + 3;
         while (k < m.size() && m[k] == ' ') ++k;
-        if (k < m.size() && m[k] == '(' && (pos == 0 || !is_alnum(m[pos - 1]))) {
+        if (pos > 0 && is_alnum(m[pos - 1])) continue;
+        if (k < m.size() && m[k] == '(') {
             at = k;
             break;
         }
-    }
-    if (at == std::string_view::npos) return std::nullopt;
-    size_t close = m.find(')', at);
-    if (close == std::string_view::npos) return std::nullopt;
-    std::string_view inside = trim(m.substr(at + 1, close - at - 1));
-    XidEvent ev;
-    if (starts_with_ci(inside, "pci:")) inside.remove_prefix(4);
-    auto parts = split_ws(inside);
-    if (!parts.empty()) ev.pci = normalised(parts[0]);
-    for (size_t i = 1; i < parts.size(); ++i) {
-        if (starts_with_ci(parts[i], "gpu-i:")) {
-            if (auto v = parse_uint(parts[i].substr(6))) ev.gpu_instance = static_cast<int>(*v);
+        if (k > pos + 3 && k < m.size() && is_digit(m[k]) && bare == std::string_view::npos) {
+            size_t d = k;
+            while (d < m.size() && is_digit(m[d])) ++d;
+            if (d < m.size() && m[d] == ',') bare = k;
         }
     }
-    size_t k = close + 1;
+    if (at == std::string_view::npos && bare == std::string_view::npos) return std::nullopt;
+    XidEvent ev;
+    size_t k = bare;
+    if (at != std::string_view::npos) {
+        size_t close = m.find(')', at);
+        if (close == std::string_view::npos) return std::nullopt;
+        std::string_view inside = trim(m.substr(at + 1, close - at - 1));
+        if (starts_with_ci(inside, "pci:")) inside.remove_prefix(4);
+        auto parts = split_ws(inside);
+        if (!parts.empty()) ev.pci = normalised(parts[0]);
+        for (size_t i = 1; i < parts.size(); ++i) {
+            if (starts_with_ci(parts[i], "gpu-i:")) {
+                if (auto v = parse_uint(parts[i].substr(6))) ev.gpu_instance = static_cast<int>(*v);
+            }
+        }
+        k = close + 1;
+    }
     if (k < m.size() && m[k] == ':') ++k;
     while (k < m.size() && m[k] == ' ') ++k;
     uint64_t code = 0;
@@ -646,14 +650,14 @@ Result<SinceSpec> parse_since(std::string_view text) {
 namespace {
 
 struct PrefilterPattern {
-    std::string_view text;  // lower case
+    std::string text;  // lower case
     uint8_t fingerprint_offset;
     uint8_t bucket;
     bool whole_word;
 };
 
 // Buckets group patterns whose fingerprints share a byte, so the nibble tables admit few other pairs.
-constexpr PrefilterPattern kPrefilterPatterns[] = {
+const PrefilterPattern kBuiltinPatterns[] = {
     {"amdgpu", 2, 0, false},       // dg
     {"dmar", 0, 0, false},         // dm
     {"iommu", 2, 0, false},        // mm
@@ -672,32 +676,103 @@ constexpr PrefilterPattern kPrefilterPatterns[] = {
     {"fallen off the bus", 0, 6, false},  // fa
     {"key was rejected", 9, 7, false},    // ej
 };
-constexpr size_t kPatternCount = sizeof(kPrefilterPatterns) / sizeof(kPrefilterPatterns[0]);
 
-struct NibbleTables {
+// How often a byte (folded with |0x20, as the lookup sees it) appears in kernel logs, roughly: letters by
+// English frequency, blanks, digits and hex very often, rare punctuation seldom. Only the ranking matters.
+double byte_weight(uint8_t c) {
+    static constexpr double kLetters[26] = {8.2, 1.5, 2.8, 4.3, 12.7, 2.2, 2.0, 6.1, 7.0, 0.2, 0.8, 4.0, 2.4,
+                                            6.7, 7.5, 1.9, 0.1, 6.0, 6.3, 9.1, 2.8, 1.0, 2.4, 0.2, 2.0, 0.1};
+    if (c >= 'a' && c <= 'z') return kLetters[c - 'a'];
+    if (c == ' ') return 16;
+    if (c >= '0' && c <= '9') return 4;
+    switch (c) {
+        case ':': case '.': case ',': return 2;
+        case '-': case '=': case '/': case '(': case ')': return 1;
+        case '{': case '}': return 0.8;  // '[' and ']' folded
+        default: return c >= 0x80 ? 0.05 : 0.2;
+    }
+}
+
+// A Teddy-style set: per bucket, the patterns whose fingerprint pair sits in that bucket, and the nibble
+// tables that admit those pairs.
+class Prefilter {
+public:
+    explicit Prefilter(const std::vector<std::string>& extra_words) {
+        for (auto& p : kBuiltinPatterns) add(p);
+        // Words a built-in pattern already finds cost nothing more; the others get the fingerprint and bucket
+        // that admit the fewest extra pairs, longest first (they have the most pairs to choose from).
+        std::vector<std::string> extras;
+        for (auto& w : extra_words) {
+            std::string lw;
+            for (char c : w) lw += lower(c);
+            if (lw.size() < 2 || covered(lw) || std::find(extras.begin(), extras.end(), lw) != extras.end()) continue;
+            extras.push_back(std::move(lw));
+        }
+        std::stable_sort(extras.begin(), extras.end(), [](auto& a, auto& b) { return a.size() > b.size(); });
+        for (auto& w : extras) add(place(w));
+    }
+
     alignas(16) uint8_t lo0[16] = {}, hi0[16] = {}, lo1[16] = {}, hi1[16] = {};
     uint8_t pair_buckets[256][2] = {};  // scalar path: bucket bits for byte0 and byte1 separately
-    NibbleTables() {
-        for (auto& p : kPrefilterPatterns) {
-            uint8_t c0 = static_cast<uint8_t>(p.text[p.fingerprint_offset]) | 0x20;
-            uint8_t c1 = static_cast<uint8_t>(p.text[p.fingerprint_offset + 1]) | 0x20;
-            uint8_t bit = static_cast<uint8_t>(1u << p.bucket);
-            lo0[c0 & 15] |= bit;
-            hi0[c0 >> 4] |= bit;
-            lo1[c1 & 15] |= bit;
-            hi1[c1 >> 4] |= bit;
+    std::vector<PrefilterPattern> buckets[8];
+
+private:
+    bool covered(std::string_view w) const {
+        for (auto& p : kBuiltinPatterns)
+            if (!p.whole_word && w.find(p.text) != std::string_view::npos) return true;
+        return false;
+    }
+
+    static uint8_t fold(char c) { return static_cast<uint8_t>(static_cast<uint8_t>(c) | 0x20); }
+
+    // The weight of the pairs a bucket admits: every first byte its tables let through times every second.
+    double admitted(const uint8_t* l0, const uint8_t* h0, const uint8_t* l1, const uint8_t* h1, uint8_t bit) const {
+        double w0 = 0, w1 = 0;
+        for (int c = 0; c < 256; c += 1) {
+            if (c & 0x20) {
+                if (l0[c & 15] & h0[c >> 4] & bit) w0 += byte_weight(static_cast<uint8_t>(c));
+                if (l1[c & 15] & h1[c >> 4] & bit) w1 += byte_weight(static_cast<uint8_t>(c));
+            }
         }
+        return w0 * w1;
+    }
+
+    PrefilterPattern place(const std::string& w) const {
+        PrefilterPattern best{w, 0, 0, false};
+        double best_cost = -1;
+        for (size_t off = 0; off + 1 < w.size() && off < 255; ++off) {
+            uint8_t c0 = fold(w[off]), c1 = fold(w[off + 1]);
+            for (uint8_t b = 0; b < 8; ++b) {
+                uint8_t bit = static_cast<uint8_t>(1u << b);
+                uint8_t l0[16], h0[16], l1[16], h1[16];
+                std::memcpy(l0, lo0, 16), std::memcpy(h0, hi0, 16), std::memcpy(l1, lo1, 16), std::memcpy(h1, hi1, 16);
+                double before = admitted(l0, h0, l1, h1, bit);
+                l0[c0 & 15] |= bit, h0[c0 >> 4] |= bit, l1[c1 & 15] |= bit, h1[c1 >> 4] |= bit;
+                double cost = admitted(l0, h0, l1, h1, bit) - before + 1e-3 * static_cast<double>(buckets[b].size());
+                if (best_cost < 0 || cost < best_cost) {
+                    best_cost = cost;
+                    best.fingerprint_offset = static_cast<uint8_t>(off);
+                    best.bucket = b;
+                }
+            }
+        }
+        return best;
+    }
+
+    void add(const PrefilterPattern& p) {
+        uint8_t c0 = fold(p.text[p.fingerprint_offset]), c1 = fold(p.text[p.fingerprint_offset + 1u]);
+        uint8_t bit = static_cast<uint8_t>(1u << p.bucket);
+        lo0[c0 & 15] |= bit;
+        hi0[c0 >> 4] |= bit;
+        lo1[c1 & 15] |= bit;
+        hi1[c1 >> 4] |= bit;
         for (int c = 0; c < 256; ++c) {
             pair_buckets[c][0] = lo0[c & 15] & hi0[c >> 4];
             pair_buckets[c][1] = lo1[c & 15] & hi1[c >> 4];
         }
+        buckets[p.bucket].push_back(p);
     }
 };
-
-const NibbleTables& nibble_tables() {
-    static const NibbleTables t;
-    return t;
-}
 
 struct ScanTotals {
     uint64_t newlines = 0;
@@ -722,11 +797,14 @@ inline bool pattern_at(const char* p, size_t n, size_t start, const PrefilterPat
 }
 
 // A candidate pair at `pos` whose buckets are `buckets`: does a whole pattern sit there?
-inline bool verify_candidate(const char* p, size_t n, size_t pos, unsigned buckets) {
-    for (size_t i = 0; i < kPatternCount; ++i) {
-        const auto& pat = kPrefilterPatterns[i];
-        if (!(buckets & (1u << pat.bucket)) || pos < pat.fingerprint_offset) continue;
-        if (pattern_at(p, n, pos - pat.fingerprint_offset, pat)) return true;
+inline bool verify_candidate(const Prefilter& pf, const char* p, size_t n, size_t pos, unsigned buckets) {
+    while (buckets) {
+        unsigned b = static_cast<unsigned>(__builtin_ctz(buckets));
+        buckets &= buckets - 1;
+        for (auto& pat : pf.buckets[b]) {
+            if (pos < pat.fingerprint_offset) continue;
+            if (pattern_at(p, n, pos - pat.fingerprint_offset, pat)) return true;
+        }
     }
     return false;
 }
@@ -751,9 +829,8 @@ inline void count_newlines(uint64_t mask, size_t i, int64_t base, size_t max_lin
 }
 
 // Positions [from, n): the part no vector loop covers (and the whole block on other CPUs).
-void scan_scalar(const char* p, size_t n, size_t from, int64_t base, size_t max_line, ScanTotals& t,
-                 std::vector<LineRange>& lines, size_t resume) {
-    const auto& nt = nibble_tables();
+void scan_scalar(const Prefilter& nt, const char* p, size_t n, size_t from, int64_t base, size_t max_line,
+                 ScanTotals& t, std::vector<LineRange>& lines, size_t resume) {
     for (size_t i = from; i < n; ++i) {
         auto c = static_cast<uint8_t>(p[i]);
         if (c == '\n') {
@@ -765,14 +842,13 @@ void scan_scalar(const char* p, size_t n, size_t from, int64_t base, size_t max_
         }
         if (i < resume || i + 1 >= n) continue;
         unsigned b = nt.pair_buckets[c | 0x20][0] & nt.pair_buckets[static_cast<uint8_t>(p[i + 1]) | 0x20][1];
-        if (b && verify_candidate(p, n, i, b)) resume = take_line(p, n, i, lines);
+        if (b && verify_candidate(nt, p, n, i, b)) resume = take_line(p, n, i, lines);
     }
 }
 
 #ifdef GPUDX_X86
-__attribute__((target("avx2"))) void scan_avx2(const char* p, size_t n, int64_t base, size_t max_line,
-                                               ScanTotals& t, std::vector<LineRange>& lines) {
-    const auto& nt = nibble_tables();
+__attribute__((target("avx2"))) void scan_avx2(const Prefilter& nt, const char* p, size_t n, int64_t base,
+                                               size_t max_line, ScanTotals& t, std::vector<LineRange>& lines) {
     const __m256i lo0 = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(nt.lo0)));
     const __m256i hi0 = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(nt.hi0)));
     const __m256i lo1 = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(nt.lo1)));
@@ -800,16 +876,15 @@ __attribute__((target("avx2"))) void scan_avx2(const char* p, size_t n, int64_t 
                 cand &= cand - 1;
                 size_t pos = i + j;
                 if (pos < resume) continue;
-                if (verify_candidate(p, n, pos, buckets[j])) resume = take_line(p, n, pos, lines);
+                if (verify_candidate(nt, p, n, pos, buckets[j])) resume = take_line(p, n, pos, lines);
             }
         }
     }
-    scan_scalar(p, n, i, base, max_line, t, lines, resume);
+    scan_scalar(nt, p, n, i, base, max_line, t, lines, resume);
 }
 
-__attribute__((target("ssse3"))) void scan_ssse3(const char* p, size_t n, int64_t base, size_t max_line,
-                                                 ScanTotals& t, std::vector<LineRange>& lines) {
-    const auto& nt = nibble_tables();
+__attribute__((target("ssse3"))) void scan_ssse3(const Prefilter& nt, const char* p, size_t n, int64_t base,
+                                                 size_t max_line, ScanTotals& t, std::vector<LineRange>& lines) {
     const __m128i lo0 = _mm_load_si128(reinterpret_cast<const __m128i*>(nt.lo0));
     const __m128i hi0 = _mm_load_si128(reinterpret_cast<const __m128i*>(nt.hi0));
     const __m128i lo1 = _mm_load_si128(reinterpret_cast<const __m128i*>(nt.lo1));
@@ -837,19 +912,20 @@ __attribute__((target("ssse3"))) void scan_ssse3(const char* p, size_t n, int64_
                 cand &= cand - 1;
                 size_t pos = i + j;
                 if (pos < resume) continue;
-                if (verify_candidate(p, n, pos, buckets[j])) resume = take_line(p, n, pos, lines);
+                if (verify_candidate(nt, p, n, pos, buckets[j])) resume = take_line(p, n, pos, lines);
             }
         }
     }
-    scan_scalar(p, n, i, base, max_line, t, lines, resume);
+    scan_scalar(nt, p, n, i, base, max_line, t, lines, resume);
 }
 #endif
 
-using BlockScanner = void (*)(const char*, size_t, int64_t, size_t, ScanTotals&, std::vector<LineRange>&);
+using BlockScanner = void (*)(const Prefilter&, const char*, size_t, int64_t, size_t, ScanTotals&,
+                             std::vector<LineRange>&);
 
-void scan_portable(const char* p, size_t n, int64_t base, size_t max_line, ScanTotals& t,
+void scan_portable(const Prefilter& nt, const char* p, size_t n, int64_t base, size_t max_line, ScanTotals& t,
                    std::vector<LineRange>& lines) {
-    scan_scalar(p, n, 0, base, max_line, t, lines, 0);
+    scan_scalar(nt, p, n, 0, base, max_line, t, lines, 0);
 }
 
 BlockScanner pick_block_scanner() {
@@ -872,10 +948,11 @@ constexpr size_t kMaxProcesses = 8;
 struct KernelLogScanner::State {
     KernelLogScanOptions options;
     BlockScanner block_scanner = pick_block_scanner();
+    std::unique_ptr<Prefilter> prefilter;
+    std::vector<std::string> extra_words;  // lower case
     std::optional<SinceSpec> since;
     KernelLogFormat format = KernelLogFormat::unknown;
     bool detecting = true;
-    bool unusable = false;  // format not recognised: everything after is ignored
     std::string head;       // bytes kept until the format is known
     std::string carry;      // a line not yet ended by a newline
     bool carry_oversized = false;
@@ -893,7 +970,7 @@ struct KernelLogScanner::State {
 
     void scan_block(const char* p, size_t n, int64_t base) {
         hits.clear();
-        block_scanner(p, n, base, options.max_line_bytes, totals, hits);
+        block_scanner(*prefilter, p, n, base, options.max_line_bytes, totals, hits);
         for (auto& h : hits) {
             if (h.end - h.begin > options.max_line_bytes) continue;  // counted by the block scanner
             process_line(std::string_view(p + h.begin, h.end - h.begin));
@@ -901,7 +978,7 @@ struct KernelLogScanner::State {
     }
 
     void process(std::string_view data) {
-        if (unusable || data.empty()) return;
+        if (data.empty()) return;
         size_t pos = 0;
         if (!carry.empty() || carry_oversized) {
             const void* nl = std::memchr(data.data(), '\n', data.size());
@@ -954,17 +1031,17 @@ struct KernelLogScanner::State {
         if (!at_end && head.size() < kDetectBytes) return;
         detecting = false;
         format = detect_log_format(std::string_view(head).substr(0, kDetectBytes));
-        if (format == KernelLogFormat::unknown) {
-            unusable = !trim(head).empty();
-            if (!unusable) format = KernelLogFormat::unknown;
-        }
+        // Text pasted from a terminal, `journalctl -o cat`, lines whose time was cut off: a line gpudx
+        // cannot date is still a line, so each one is tried against every format and else read whole.
+        if (format == KernelLogFormat::unknown && !trim(head).empty())
+            notes.push_back("no known time prefix on most lines: every line is read, its time left unknown");
         std::string buffered;
         buffered.swap(head);
         process(buffered);
     }
 
     void new_boot() {
-        if (!boot_has_lines) return;
+        if (!boot_has_lines || options.every_boot) return;
         ++log.boots_seen;
         boot_has_lines = false;
         last_monotonic.reset();
@@ -1037,7 +1114,13 @@ struct KernelLogScanner::State {
             if (auto f = detect_line_format(line); f != KernelLogFormat::unknown) pl = parse_log_line(line, f);
             if (!pl.recognised) pl.message = line;  // an unprefixed line in a saved log still counts
         }
-        if (pl.continuation || !pl.from_kernel) return;
+        if (pl.continuation) return;
+        if (!pl.from_kernel) {
+            // Another program's line in a journal is kept only for a catalogue word ("modprobe: ERROR: could
+            // not insert 'nvidia'" from a display manager, nv-fabricmanager failing).
+            if (holds_extra_word(pl.message)) keep_catalogue_line(pl);
+            return;
+        }
         if (pl.message.starts_with("Linux version ")) {
             new_boot();
             if (pl.monotonic_s) last_monotonic = pl.monotonic_s;
@@ -1049,7 +1132,10 @@ struct KernelLogScanner::State {
             last_monotonic = pl.monotonic_s;
         }
         std::string_view topic = classify_topic(pl.message);
-        if (topic.empty()) return;
+        if (topic.empty()) {
+            if (holds_extra_word(pl.message)) keep_catalogue_line(pl);
+            return;
+        }
         boot_has_lines = true;
         if (outside_window(pl)) {
             ++log.lines_dropped;
@@ -1070,6 +1156,25 @@ struct KernelLogScanner::State {
             }
         }
         for (auto& e : classify_events(pl.message)) tally(e.kind, e.device, e.module, 0, pl, kept.text, {});
+        push_capped(log.lines, std::move(kept), options.max_kept_lines, &log.lines_over_cap);
+    }
+
+    bool holds_extra_word(std::string_view message) const {
+        return std::any_of(extra_words.begin(), extra_words.end(), [&](auto& w) { return contains_ci(message, w); });
+    }
+
+    void keep_catalogue_line(const ParsedLogLine& pl) {
+        boot_has_lines = true;
+        if (outside_window(pl)) {
+            ++log.lines_dropped;
+            return;
+        }
+        ++lines_this_boot;
+        KernelLogLine kept;
+        kept.monotonic_s = pl.monotonic_s;
+        kept.wall_time = std::string(pl.wall_time);
+        kept.text = sanitize_utf8(pl.message);
+        kept.topic = "catalogue";
         push_capped(log.lines, std::move(kept), options.max_kept_lines, &log.lines_over_cap);
     }
 
@@ -1096,6 +1201,12 @@ KernelLogScanner::KernelLogScanner(KernelLogScanOptions options) : state_(std::m
     auto& s = *state_;
     s.options = std::move(options);
     s.options.max_line_bytes = std::max(s.options.max_line_bytes, kMinMaxLineBytes);
+    s.prefilter = std::make_unique<Prefilter>(s.options.extra_words);
+    for (auto& w : s.options.extra_words) {
+        std::string lw;
+        for (char c : w) lw += lower(c);
+        if (!lw.empty()) s.extra_words.push_back(std::move(lw));
+    }
     if (!trim(s.options.since).empty()) {
         auto spec = parse_since(s.options.since);
         if (spec) {
@@ -1105,7 +1216,7 @@ KernelLogScanner::KernelLogScanner(KernelLogScanOptions options) : state_(std::m
             s.notes.push_back(spec.error().message + "; the current boot is kept");
         }
     }
-    if (s.log.window.empty()) s.log.window = "current boot";
+    if (s.log.window.empty()) s.log.window = s.options.every_boot ? "every boot" : "current boot";
 }
 
 KernelLogScanner::~KernelLogScanner() = default;
@@ -1130,9 +1241,6 @@ const std::vector<std::string>& KernelLogScanner::notes() const { return state_-
 Result<KernelLog> KernelLogScanner::finish(std::string source) {
     auto& s = *state_;
     s.start_detection_if_ready(true);
-    if (s.unusable)
-        return fail(fmt::format("{}: not a kernel log format gpudx reads; accepted: {}", source, accepted_log_formats()),
-                    source);
     if (s.carry_oversized) {
         ++s.totals.oversized;
         ++s.totals.newlines;

@@ -31,10 +31,9 @@ ParsedLogLine parse_log_line(std::string_view line, KernelLogFormat format);
 KernelLogFormat detect_line_format(std::string_view line);
 // The format most of the first lines of a log have, or unknown (the caller says which are accepted).
 KernelLogFormat detect_log_format(std::string_view head);
-// For error messages: "raw kmsg records (6,1234,5678901,-;msg), dmesg ([  12.345678] msg), ...".
-std::string accepted_log_formats();
 
-// The topic gpudx keeps a message for (xid, nvrm, amdgpu, kfd, aer, iommu, signature, lockdown, pcie),
+// The topic gpudx keeps a message for (xid, nvrm, amdgpu, kfd, aer, iommu, signature, lockdown, pcie; a line
+// kept only for a catalogue word has topic "catalogue"),
 // or empty when the message is about none of them.
 std::string_view classify_topic(std::string_view message);
 
@@ -74,6 +73,10 @@ struct KernelLogScanOptions {
     size_t max_line_bytes = 64 * 1024;  // at least kMinMaxLineBytes (smaller values are raised to it)
     size_t max_kept_lines = 10000;  // the most recent are kept; tallies count everything
     size_t max_kept_xids = 10000;
+    // Literal words (any case) whose lines are kept too, with topic "catalogue", from any program of a journal:
+    // the signature catalogue's anchors (rules/signatures.hpp), passed in by the caller.
+    std::vector<std::string> extra_words;
+    bool every_boot = false;  // pasted text (`gpudx explain`): no boot is history
 };
 
 // Streams a log through a prefilter that finds candidate lines in the whole buffer (SIMD where the CPU has
@@ -88,7 +91,8 @@ public:
     // Fixes the format (kmsg for /dev/kmsg) instead of detecting it from the first lines.
     void set_format(KernelLogFormat format);
     void feed(std::string_view bytes);
-    // Error when the format is not one gpudx reads (names the accepted ones). `source` names the input.
+    // A log in no known format is still read line by line (times unknown; a note says so). `source` names
+    // the input.
     Result<KernelLog> finish(std::string source);
     // Notes for the collector status (an unusable --since, oversized lines).
     const std::vector<std::string>& notes() const;

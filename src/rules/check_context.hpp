@@ -10,12 +10,14 @@
 
 namespace gpudx {
 
-struct XidPolicy;  // rules/xid_policy.hpp
+struct XidPolicy;           // rules/xid_policy.hpp
+struct SignatureCatalogue;  // rules/signatures.hpp
 
 struct DiagnoseOptions {
     std::optional<unsigned> expect_gpus;  // --expect-gpus N
     std::string since;                    // kernel-log window; empty: current boot
     const XidPolicy* xid_policy = nullptr;  // null: the built-in default
+    const SignatureCatalogue* signatures = nullptr;  // null: the built-in catalogue
     // Findings from comparisons made outside the rule families (the node record of `--baseline`): they
     // count toward the layers, the boundary and the verdict like any other.
     std::vector<Finding> extra_findings;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "rules/families.hpp"
+#include "rules/signatures.hpp"
 #include "rules/xid_policy.hpp"
 #include "core/pci_address.hpp"
 
@@ -225,7 +226,7 @@ void check_module_signatures(const CheckContext& ctx, std::vector<Finding>& out)
 
 }  // namespace
 
-void check_kernel_log(const CheckContext& ctx, std::vector<Finding>& out) {
+void check_kernel_log_text(const CheckContext& ctx, std::vector<Finding>& out, std::vector<std::string>* unrecognised) {
     auto* st = ctx.snapshot.collector("kernel_log");
     if (!st || st->state != CollectorState::ok) return;
     const XidPolicy& policy = ctx.options.xid_policy ? *ctx.options.xid_policy : builtin_xid_policy();
@@ -234,7 +235,11 @@ void check_kernel_log(const CheckContext& ctx, std::vector<Finding>& out) {
     check_aer(ctx, out);
     check_iommu(ctx, out);
     check_module_signatures(ctx, out);
+    const SignatureCatalogue& catalogue = ctx.options.signatures ? *ctx.options.signatures : builtin_signature_catalogue();
+    check_signatures(ctx, catalogue, out, unrecognised);
 }
+
+void check_kernel_log(const CheckContext& ctx, std::vector<Finding>& out) { check_kernel_log_text(ctx, out, nullptr); }
 
 constinit const RuleFamily kKernelLogFamily{"kernel_log", Layer::kernel_log, kRules, check_kernel_log};
 

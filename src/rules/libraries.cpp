@@ -109,7 +109,28 @@ void version_mismatch(const CheckContext& ctx, const ResolvedLibrary& lib, std::
     out.push_back(std::move(f));
 }
 
-void multiple_copies(const ResolvedLibrary& lib, std::vector<Finding>& out) {
+bool is_compat_copy(const LibraryCopy& c) {
+    return c.found_by == "compat dir" || c.real_path.find("/compat/") != std::string::npos;
+}
+
+// The CUDA forward-compatibility folder (/usr/local/cuda/compat in NVIDIA's CUDA images) is found by looking
+// there, but the loader opens it only when LD_LIBRARY_PATH or ld.so.conf names it: until then it is no copy
+// the loader could pick, and no conflict.
+bool loader_may_pick(const LibrariesLayer& layer, const ResolvedLibrary& lib, const LibraryCopy& c) {
+    if (!is_compat_copy(c) || (lib.chosen && lib.chosen->path == c.path)) return true;
+    std::string dir = dir_of(c.path);
+    auto named = [&](const std::vector<std::string>& dirs) {
+        return std::any_of(dirs.begin(), dirs.end(), [&](std::string d) {
+            while (d.size() > 1 && d.back() == '/') d.pop_back();
+            return d == dir;
+        });
+    };
+    return named(layer.ld_library_path) || named(layer.ld_so_conf_dirs);
+}
+
+void multiple_copies(const LibrariesLayer& layer, const ResolvedLibrary& all, std::vector<Finding>& out) {
+    ResolvedLibrary lib = all;
+    std::erase_if(lib.copies, [&](const LibraryCopy& c) { return !loader_may_pick(layer, all, c); });
     if (lib.copies.size() < 2) return;
     std::set<std::string> versions;
     bool unknown = false;
@@ -133,6 +154,9 @@ void multiple_copies(const ResolvedLibrary& lib, std::vector<Finding>& out) {
                                      lib.soname, winner, lib.reason)
                        : fmt::format("{} copies of {}, versions not all known; the loader picks {}: {}",
                                      lib.copies.size(), lib.soname, winner, lib.reason);
+    if (lib.chosen && is_compat_copy(*lib.chosen) && lib.soname == "libcuda.so.1")
+        f.message += "; that is the CUDA forward-compatibility libcuda (cuda-compat), which works only on data-center "
+                     "GPUs and only over the driver branches its package supports";
     f.evidence.push_back({"loader search (LD_LIBRARY_PATH, ld.so.cache, default dirs)", copies_text(lib)});
     f.next_step = differ ? fmt::format("Remove the stale copies (keep the one matching the kernel module), run "
                                        "`ldconfig`, and confirm with `ldconfig -p | grep {}`; a job that sets "
@@ -213,7 +237,7 @@ void check_libraries(const CheckContext& ctx, std::vector<Finding>& out) {
 
     for (auto& lib : s.libraries.libraries) {
         if (lib.soname == "libcuda.so.1" || lib.soname == "libnvidia-ml.so.1") version_mismatch(ctx, lib, out);
-        multiple_copies(lib, out);
+        multiple_copies(s.libraries, lib, out);
         stray_libcuda(lib, out);
         if (!driver_version.empty()) runtime_too_new(ctx, lib, driver_version, driver_source, out);
     }

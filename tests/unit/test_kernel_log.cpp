@@ -140,15 +140,50 @@ TEST(KernelLogFormat, SyslogKernLogWithMonotonicStamp) {
     EXPECT_EQ(log.xids.size(), 1u);
 }
 
-TEST(KernelLogFormat, UnknownFormatIsAnErrorListingTheAcceptedOnes) {
-    auto r = scan_kernel_log("hello world\nthis is not a kernel log\nNVRM appears here\n", {}, "/tmp/notes.txt");
-    ASSERT_FALSE(r);
-    EXPECT_NE(r.error().message.find("/tmp/notes.txt"), std::string::npos);
-    EXPECT_NE(r.error().message.find("dmesg -T"), std::string::npos);
-    EXPECT_NE(r.error().message.find("journalctl"), std::string::npos);
+// A line gpudx cannot date is still a line: `journalctl -o cat`, "kernel:" with the time cut off, pasted text.
+TEST(KernelLogFormat, UnknownFormatIsStillReadLineByLine) {
+    KernelLogScanner s;
+    s.feed("hello world\nthis is not a kernel log\nNVRM appears here\nkernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1, "
+           "name=python3, Ch 00000001\n");
+    auto r = s.finish("/tmp/notes.txt");
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->format, KernelLogFormat::unknown);
+    EXPECT_EQ(r->lines_read, 4u);
+    ASSERT_EQ(r->lines.size(), 2u);
+    EXPECT_EQ(r->lines[0].text, "NVRM appears here");
+    EXPECT_FALSE(r->lines[0].monotonic_s);
+    ASSERT_EQ(r->xids.size(), 1u);
+    EXPECT_EQ(r->xids[0].pci, "0000:dc:00.0");
+    ASSERT_EQ(s.notes().size(), 1u);
+    EXPECT_NE(s.notes()[0].find("time left unknown"), std::string::npos);
     std::string binary(4096, '\0');
     for (size_t i = 0; i < binary.size(); ++i) binary[i] = static_cast<char>((i * 131) & 0xff);
-    EXPECT_FALSE(scan_kernel_log(binary));
+    auto b = scan_kernel_log(binary);
+    ASSERT_TRUE(b);
+    for (auto& l : b->lines) EXPECT_EQ(sanitize_utf8(l.text), l.text);
+}
+
+TEST(KernelLogXid, FormWithoutPciTag) {
+    auto ev = parse_xid("NVRM: Xid 13, pid=3057, name=cosmic-comp, Graphics Exception: channel 0x00000003");
+    ASSERT_TRUE(ev);
+    EXPECT_EQ(ev->code, 13);
+    EXPECT_EQ(ev->pci, "");
+    EXPECT_EQ(ev->pid, 3057);
+    EXPECT_EQ(ev->process, "cosmic-comp");
+    EXPECT_FALSE(parse_xid("nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal"));
+    EXPECT_FALSE(parse_xid("NVRM: Xid 13 without a comma"));
+}
+
+TEST(KernelLogScan, CatalogueWordsKeepLinesFromAnyProgram) {
+    KernelLogScanOptions o;
+    o.extra_words = {"could not insert", "Unknown symbol"};
+    auto log = scan_ok("Mar 06 15:10:43 host gdm3[7055]: modprobe: ERROR: could not insert 'nvidia': Key was rejected by "
+                       "service\nMar 06 15:10:44 host kernel: nv_peer_mem: Unknown symbol ib_register_peer_memory_client "
+                       "(err 0)\nMar 06 15:10:45 host gdm3[7056]: unrelated\n",
+                       o);
+    ASSERT_EQ(log.lines.size(), 2u);
+    EXPECT_EQ(log.lines[0].topic, "catalogue");
+    EXPECT_EQ(log.lines[1].text, "nv_peer_mem: Unknown symbol ib_register_peer_memory_client (err 0)");
 }
 
 TEST(KernelLogFormat, RealCaptureIsDmesgOfOneBoot) {
@@ -495,8 +530,11 @@ TEST(KernelLogCollector, ReadsAFileNamedByTheUserFromTheRealPath) {
     write_file(dir / "notes.txt", "shopping list\nmilk\n");
     opts.kernel_log_file = (dir / "notes.txt").string();
     st = collect_kernel_log({root, opts}, log);
-    EXPECT_EQ(st.state, CollectorState::error);
-    EXPECT_NE(st.message.find("accepted"), std::string::npos);
+    // A file in no known format is still read line by line, and the status says the times are unknown.
+    EXPECT_EQ(st.state, CollectorState::ok);
+    EXPECT_EQ(log.lines_read, 2u);
+    ASSERT_EQ(st.problems.size(), 1u);
+    EXPECT_NE(st.problems[0].message.find("time left unknown"), std::string::npos);
 
     opts.kernel_log_file = (dir / "missing.log").string();
     st = collect_kernel_log({root, opts}, log);

@@ -1,0 +1,249 @@
+// `gpudx explain [FILE|-]`: any pasted text (a kernel log, a journal, a container runtime's or a program's
+// error, nvidia-smi or lspci output) through the kernel-log parser and the signature catalogue, as findings.
+// Nothing of this machine is read unless --here asks for its layers to check the text against.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "app/command.hpp"
+#include "app/common.hpp"
+#include "collect/collectors.hpp"
+#include "collect/kernel_log_parse.hpp"
+#include "core/error.hpp"
+#include "rules/check_context.hpp"
+#include "rules/signatures.hpp"
+#include "rules/xid_policy.hpp"
+
+namespace gpudx::app {
+namespace {
+
+struct ExplainCmdOptions {
+    NodeOptions node;
+    std::string file;
+    std::optional<std::string> text;
+    std::string format = "text";
+    bool here = false;
+    bool list = false;
+    std::string signatures_file;
+    std::string xid_policy_file;
+};
+
+// Pasted text is read whole, every boot of it; the cap only bounds memory on a giant journal.
+constexpr size_t kMaxKeptLines = 1'000'000;
+constexpr size_t kReadChunk = 1 << 20;
+constexpr size_t kUnrecognisedShown = 20;
+
+KernelLogScanOptions scan_options(const SignatureCatalogue& catalogue) {
+    KernelLogScanOptions o;
+    o.extra_words = catalogue_gate_words(catalogue);
+    o.every_boot = true;
+    o.max_kept_lines = kMaxKeptLines;
+    o.max_kept_xids = kMaxKeptLines;
+    return o;
+}
+
+// The bytes of FILE, "-" (stdin) or --text, through the scanner.
+KernelLogScanner& read_input(const ExplainCmdOptions& o, KernelLogScanner& scanner, std::string& source) {
+    if (o.text) {
+        source = "--text";
+        scanner.feed(*o.text);
+        scanner.feed("\n");
+        return scanner;
+    }
+    int fd = STDIN_FILENO;
+    source = "<stdin>";
+    if (!o.file.empty() && o.file != "-") {
+        source = o.file;
+        fd = ::open(o.file.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) throw UsageError{fmt::format("{}: {}", o.file, std::strerror(errno))};
+    }
+    std::vector<char> buf(kReadChunk);
+    for (;;) {
+        ssize_t n = ::read(fd, buf.data(), buf.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            int err = errno;
+            if (fd != STDIN_FILENO) ::close(fd);
+            throw UsageError{fmt::format("{}: {}", source, std::strerror(err))};
+        }
+        if (n == 0) break;
+        scanner.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
+    }
+    if (fd != STDIN_FILENO) ::close(fd);
+    return scanner;
+}
+
+int exit_code_of(const std::vector<Finding>& findings) {
+    bool warn = false;
+    for (auto& f : findings) {
+        if (f.severity == Severity::error) return 1;
+        warn |= f.severity == Severity::warning;
+    }
+    return warn ? 2 : 0;
+}
+
+std::string list_text(const SignatureCatalogue& c) {
+    std::string out = fmt::format("Signature catalogue {}\n", c.version);
+    for (auto& s : c.signatures) {
+        out += fmt::format("\n{}  [{}, {}{}]\n  {}\n  meaning: {}\n", s.id, s.severity ? to_string(*s.severity) : "ignore",
+                           to_string(s.layer), s.origin == "built-in" ? "" : ", " + s.origin, s.summary, s.meaning);
+        if (s.severity) out += fmt::format("  next step: {}\n", s.next_step);
+        for (auto& t : s.templates) out += fmt::format("  matches: {}\n", t.source);
+    }
+    return out;
+}
+
+nlohmann::json list_json(const SignatureCatalogue& c) {
+    nlohmann::json sigs = nlohmann::json::array();
+    for (auto& s : c.signatures) {
+        nlohmann::json j{{"id", s.id},         {"layer", to_string(s.layer)},
+                         {"severity", s.severity ? to_string(*s.severity) : "ignore"},
+                         {"vendor", s.vendor}, {"summary", s.summary}, {"meaning", s.meaning},
+                         {"next_step", s.next_step}, {"origin", s.origin}, {"examples", s.examples}};
+        j["match"] = nlohmann::json::array();
+        j["gates"] = nlohmann::json::array();
+        for (auto& t : s.templates) {
+            j["match"].push_back(t.source);
+            j["gates"].push_back(t.gate);
+        }
+        sigs.push_back(std::move(j));
+    }
+    return {{"catalogue_version", c.version}, {"signatures", std::move(sigs)}};
+}
+
+std::string report_text(const std::string& source, const KernelLog& log, const std::vector<Finding>& findings,
+                        const std::vector<std::string>& unrecognised, const std::vector<std::string>& notes) {
+    std::string out = fmt::format("{}: {} line(s) read ({}); {} finding(s)\n", source, log.lines_read,
+                                  log.format == KernelLogFormat::unknown ? "no time prefix" : to_string(log.format),
+                                  findings.size());
+    for (auto& n : notes) out += fmt::format("  note: {}\n", n);
+    for (auto& f : findings) {
+        out += fmt::format("\n{:<7} {} [{}]\n  {}\n", to_string(f.severity), f.id, to_string(f.layer), f.message);
+        for (auto& g : f.subjects) out += fmt::format("  GPU: {}\n", describe(g));
+        for (auto& e : f.evidence) out += fmt::format("  evidence: {}: {}\n", e.source, e.value);
+        if (!f.next_step.empty()) out += fmt::format("  next step: {}\n", f.next_step);
+    }
+    if (findings.empty()) out += "\nNothing in it that gpudx recognises as a problem.\n";
+    if (!unrecognised.empty()) {
+        out += fmt::format("\n{} NVRM/amdgpu/kfd line(s) gpudx does not recognise (please report them):\n",
+                           unrecognised.size());
+        for (size_t i = 0; i < unrecognised.size() && i < kUnrecognisedShown; ++i)
+            out += fmt::format("  {}\n", unrecognised[i]);
+        if (unrecognised.size() > kUnrecognisedShown)
+            out += fmt::format("  ... and {} more (--format json lists all)\n", unrecognised.size() - kUnrecognisedShown);
+    }
+    return out;
+}
+
+int run_explain(const ExplainCmdOptions& o) {
+    SignatureCatalogue site;
+    const SignatureCatalogue* catalogue = &builtin_signature_catalogue();
+    if (!o.signatures_file.empty()) {
+        auto c = load_signature_catalogue_file(o.signatures_file);
+        if (!c) throw UsageError{c.error().message};
+        site = std::move(*c);
+        catalogue = &site;
+    }
+    if (o.list) {
+        write_output("", o.format == "json" ? list_json(*catalogue).dump(2) + "\n" : list_text(*catalogue));
+        return 0;
+    }
+    if (o.text && !o.file.empty()) throw UsageError{"explain: give a FILE or --text, not both"};
+    XidPolicy xid_policy;
+    DiagnoseOptions dopts;
+    dopts.signatures = catalogue;
+    if (!o.xid_policy_file.empty()) {
+        auto p = load_xid_policy_file(o.xid_policy_file);
+        if (!p) throw UsageError{p.error().message};
+        xid_policy = std::move(*p);
+        dopts.xid_policy = &xid_policy;
+    }
+
+    KernelLogScanner scanner(scan_options(*catalogue));
+    std::string source;
+    read_input(o, scanner, source);
+    auto log = scanner.finish(source);
+    if (!log) throw UsageError{log.error().message};
+    if (log->lines_read == 0) throw UsageError{source + ": empty, nothing to explain"};
+
+    Snapshot s;
+    if (o.here) {
+        NodeOptions node = o.node;
+        node.signatures = catalogue;
+        s = collect_node(node);
+        std::erase_if(s.collectors, [](auto& c) { return c.name == "kernel_log"; });
+    } else {
+        // Without the node, the text itself is the only place that names a GPU's UUID.
+        for (auto& [pci, uuid] : gpu_uuids_in_text(*log, *catalogue)) {
+            NvidiaProcGpu g;
+            g.address = pci;
+            g.uuid = uuid;
+            s.module.nvidia_gpus.push_back(std::move(g));
+        }
+    }
+    s.kernel_log = std::move(*log);
+    s.collectors.push_back(status_ok("kernel_log"));
+
+    std::vector<Finding> findings;
+    std::vector<std::string> unrecognised;
+    CheckContext ctx{s, dopts};
+    check_kernel_log_text(ctx, findings, &unrecognised);
+    std::stable_sort(findings.begin(), findings.end(), [](auto& a, auto& b) { return a.severity > b.severity; });
+    int code = exit_code_of(findings);
+
+    std::vector<std::string> notes = scanner.notes();
+    if (s.kernel_log.lines_over_cap > 0)
+        notes.push_back(fmt::format("{} older kept lines left out (more than {})", s.kernel_log.lines_over_cap, kMaxKeptLines));
+    if (o.format == "json") {
+        nlohmann::json j{{"source", source},
+                         {"format", to_string(s.kernel_log.format)},
+                         {"lines_read", s.kernel_log.lines_read},
+                         {"lines_skipped", s.kernel_log.lines_skipped},
+                         {"catalogue_version", catalogue->version},
+                         {"checked_against_node", o.here},
+                         {"notes", notes},
+                         {"exit_code", code}};
+        j["findings"] = nlohmann::json::array();
+        for (auto& f : findings) j["findings"].push_back(finding_to_json(f));
+        j["unrecognised"] = {{"count", unrecognised.size()}, {"lines", unrecognised}};
+        write_output("", j.dump(2) + "\n");
+    } else {
+        write_output("", report_text(source, s.kernel_log, findings, unrecognised, notes));
+    }
+    return code;
+}
+
+CommandRegistrar reg{
+    {"explain", "Explain pasted text (kernel log, journal, container or program errors): what failed, where, what next", 65,
+     [](CLI::App& cmd) -> std::function<int()> {
+         auto o = std::make_shared<ExplainCmdOptions>();
+         cmd.add_option("file", o->file, "Text to explain; - or nothing: standard input")->type_name("FILE|-");
+         cmd.add_option("--text", o->text, "Explain this text instead of a file")->type_name("STRING");
+         cmd.add_option("--format", o->format, "text (default), json")->check(CLI::IsMember({"text", "json"}));
+         cmd.add_flag("--here", o->here,
+                      "Also read this node's layers (or --root's) and check the text against them: the module and "
+                      "libcuda versions for an API mismatch, the driver's CUDA for \"insufficient driver\", the GPUs' UUIDs");
+         cmd.add_flag("--list", o->list, "List the signature catalogue: every signature, its meaning and next step");
+         cmd.add_option("--signatures", o->signatures_file,
+                        "Site signature catalogue (TOML, format of data/signatures.toml); replaces built-in ids")
+             ->type_name("FILE");
+         cmd.add_option("--xid-policy", o->xid_policy_file, "Xid severities from this TOML file (data/xid-policy.toml)")
+             ->type_name("FILE");
+         add_node_options(cmd, o->node);
+         cmd.footer(
+             "Exit codes: 0 nothing recognised is a problem, 1 an error finding, 2 warnings only, 64 usage error\n"
+             "(bad option, unreadable or empty input, a site catalogue that does not parse).\n\n"
+             "Examples:\n  journalctl -k -b | gpudx explain\n  gpudx explain saved-dmesg.txt --format json\n"
+             "  gpudx explain --text 'Failed to initialize NVML: Driver/library version mismatch' --here\n"
+             "  gpudx explain --list");
+         return [o] { return run_explain(*o); };
+     }}};
+
+}  // namespace
+}  // namespace gpudx::app

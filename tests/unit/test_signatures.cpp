@@ -1,0 +1,373 @@
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "collect/collectors.hpp"
+#include "collect/kernel_log_parse.hpp"
+#include "core/root.hpp"
+#include "rules/check_context.hpp"
+#include "rules/signatures.hpp"
+
+using namespace gpudx;
+
+namespace {
+const std::string kH200 = std::string(GPUDX_TEST_FIXTURES) + "/h200x2";
+const std::string kGpu0 = "0000:00:06.0";
+const std::string kGpu0Uuid = "GPU-992cb470-9027-88f4-48a9-a9a329d6978d";
+
+std::string read_all(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+std::filesystem::path scratch(const std::string& name) {
+    auto p = std::filesystem::temp_directory_path() / ("gpudx-sig-" + name + "-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(p);
+    std::filesystem::create_directories(p);
+    return p;
+}
+
+std::string write_file(const std::filesystem::path& p, std::string_view text) {
+    std::ofstream out(p, std::ios::binary);
+    out << text;
+    return p.string();
+}
+
+std::pair<int, std::string> run_gpudx(const std::string& args) {
+    std::string cmd = std::string(GPUDX_BINARY) + " " + args + " 2>&1";
+    FILE* f = ::popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+    int status = ::pclose(f);
+    return {WEXITSTATUS(status), out};
+}
+
+const Signature& sig(const std::string& id) {
+    for (auto& s : builtin_signature_catalogue().signatures)
+        if (s.id == id) return s;
+    ADD_FAILURE() << "no signature " << id;
+    static Signature none;
+    return none;
+}
+
+// Findings of the kernel-log family for a text scanned as `diagnose` scans it, on the h200x2 node or on none.
+std::vector<Finding> findings_for(std::string_view text, bool on_h200 = false) {
+    static Snapshot h200 = [] {
+        Root root(kH200);
+        CollectOptions o;
+        o.probe_driver = false;
+        return take_snapshot(root, o);
+    }();
+    Snapshot s = on_h200 ? h200 : Snapshot{};
+    KernelLogScanOptions o;
+    o.extra_words = catalogue_gate_words(builtin_signature_catalogue());
+    auto log = scan_kernel_log(text, o, "test.log");
+    EXPECT_TRUE(log);
+    s.kernel_log = *log;
+    std::erase_if(s.collectors, [](auto& c) { return c.name == "kernel_log"; });
+    s.collectors.push_back(status_ok("kernel_log"));
+    DiagnoseOptions d;
+    CheckContext ctx{s, d};
+    std::vector<Finding> out;
+    check_kernel_log_text(ctx, out, nullptr);
+    return out;
+}
+
+const Finding* find(const std::vector<Finding>& fs, const std::string& id) {
+    for (auto& f : fs)
+        if (f.id == id) return &f;
+    return nullptr;
+}
+}  // namespace
+
+TEST(Signatures, BuiltinTextIsTheDataFile) {
+    std::string data = read_all(std::string(GPUDX_TEST_SOURCE_DIR) + "/../data/signatures.toml");
+    ASSERT_FALSE(data.empty());
+    EXPECT_EQ(std::string(builtin_signature_catalogue_text()), data)
+        << "src/rules/signatures_builtin.inc must hold a copy of data/signatures.toml";
+    auto c = parse_signature_catalogue(data, "data/signatures.toml");
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_EQ(c->signatures.size(), builtin_signature_catalogue().signatures.size());
+    EXPECT_GT(c->signatures.size(), 40u);
+}
+
+// Every example is run against its own templates when the catalogue is parsed; this runs them again here, and
+// checks each one matches no signature listed before its own (which would take the line first).
+TEST(Signatures, EveryExampleMatchesItsOwnSignatureFirst) {
+    const auto& sigs = builtin_signature_catalogue().signatures;
+    for (size_t i = 0; i < sigs.size(); ++i) {
+        ASSERT_FALSE(sigs[i].examples.empty()) << sigs[i].id;
+        for (auto& ex : sigs[i].examples) {
+            EXPECT_TRUE(match_signature(sigs[i], ex)) << sigs[i].id << ": " << ex;
+            for (size_t k = 0; k < i; ++k)
+                EXPECT_FALSE(match_signature(sigs[k], ex) && sigs[k].id != sigs[i].id)
+                    << sigs[k].id << " takes " << sigs[i].id << "'s example: " << ex;
+        }
+    }
+}
+
+TEST(Signatures, ExampleThatDoesNotMatchItsTemplatesIsRefused) {
+    auto c = parse_signature_catalogue(R"(version = "t"
+[[signature]]
+id = "kernel_log.test"
+layer = "kernel_log"
+severity = "error"
+summary = "s"
+meaning = "m"
+message = "GPU {pci}"
+next_step = "n"
+match = "NVRM: GPU {pci:pci}: RmInitAdapter failed!"
+examples = ["NVRM: GPU 0000:01:00.0: rm_init_adapter failed, device minor number 0"]
+)",
+                                       "site.toml");
+    ASSERT_FALSE(c);
+    EXPECT_NE(c.error().message.find("site.toml:2"), std::string::npos) << c.error().message;
+    EXPECT_NE(c.error().message.find("does not match"), std::string::npos) << c.error().message;
+}
+
+TEST(Signatures, SyntaxErrorNamesFileAndLine) {
+    auto dir = scratch("syntax");
+    auto path = write_file(dir / "site.toml", "version = \"1\"\n\n[[signature]]\nid = \"x\nlayer = \"module\"\n");
+    auto c = load_signature_catalogue_file(path);
+    ASSERT_FALSE(c);
+    EXPECT_NE(c.error().message.find(path + ":4"), std::string::npos) << c.error().message;
+    auto [rc, out] = run_gpudx("explain --text 'x' --signatures " + path);
+    EXPECT_EQ(rc, 64);
+    EXPECT_NE(out.find(path + ":4"), std::string::npos) << out;
+    std::filesystem::remove_all(dir);
+}
+
+TEST(Signatures, TemplatesRefuseWhatTheScanCannotFind) {
+    auto parse = [](const std::string& match) {
+        return parse_signature_catalogue("version = \"t\"\n[[signature]]\nid = \"a.b\"\nlayer = \"module\"\nseverity = "
+                                         "\"error\"\nsummary = \"s\"\nmeaning = \"m\"\nmessage = \"m\"\nnext_step = "
+                                         "\"n\"\nmatch = \"" + match + "\"\nexamples = [\"abc\"]\n",
+                                         "t.toml");
+    };
+    EXPECT_NE(parse("ab{x:int}").error().message.find("shorter than 4"), std::string::npos);
+    EXPECT_NE(parse("{x:int} failed").error().message.find("must start with a literal"), std::string::npos);
+    EXPECT_NE(parse("failed {x:float}").error().message.find("field type `float`"), std::string::npos);
+    EXPECT_NE(parse("failed {x:int}{y:int}").error().message.find("two fields in a row"), std::string::npos);
+    EXPECT_NE(parse("failed {x:int").error().message.find("without"), std::string::npos);
+}
+
+TEST(Signatures, FieldsAndBlanks) {
+    auto m = match_signature(sig("libs.api_mismatch"),
+                             "NVRM: API mismatch: the client has the version 570.153.02, but\n"
+                             "NVRM: this kernel module has the version 570.144.  Please\n"
+                             "NVRM: make sure that this kernel module and all NVIDIA driver\n"
+                             "NVRM: components have the same version.");
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->fields["client_version"], "570.153.02");
+    EXPECT_EQ(m->fields["module_version"], "570.144");
+    auto r = match_signature(sig("kernel_log.rm_init_adapter"),
+                             "NVRM: GPU 0000:07:00.0: RmInitAdapter failed! (0x61:0x56:1770)");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->fields["pci"], "0000:07:00.0");
+    EXPECT_EQ(r->fields["code"], "0x61:0x56:1770");
+    auto s = match_signature(sig("module.unknown_symbol"), "[  +0.000031] nvidia_fs: Unknown symbol nvidia_p2p_get_pages (err -2)");
+    ASSERT_TRUE(s);
+    EXPECT_EQ(s->fields["module"], "nvidia_fs");
+    EXPECT_EQ(s->fields["symbol"], "nvidia_p2p_get_pages");
+    EXPECT_EQ(s->fields["err"], "-2");
+    auto p = match_signature(sig("pcie.device_inaccessible"),
+                             "nvidia 0000:01:00.0: Unable to change power state from D3cold to D0, device inaccessible");
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->fields["pci"], "0000:01:00.0");
+    EXPECT_EQ(p->fields["from"], "D3cold");
+    // The healthy "module uses symbols from proprietary module nvidia, inheriting taint" is not the GPL-only refusal.
+    EXPECT_FALSE(match_signature(sig("module.gpl_only_symbols"),
+                                 "nvidia_uvm: module uses symbols from proprietary module nvidia, inheriting taint."));
+}
+
+TEST(Signatures, GatesAreWhatTheScannerKeeps) {
+    auto gates = catalogue_gate_words(builtin_signature_catalogue());
+    EXPECT_NE(std::find(gates.begin(), gates.end(), ": SXid (PCI:"), gates.end());
+    for (auto& g : gates) EXPECT_GE(g.size(), 4u) << g;
+    KernelLogScanOptions o;
+    o.extra_words = gates;
+    auto log = scan_kernel_log("[   38.1] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 44\n"
+                               "[   38.2] unrelated line\n",
+                               o);
+    ASSERT_TRUE(log);
+    ASSERT_EQ(log->lines.size(), 1u);
+    EXPECT_EQ(log->lines[0].topic, "catalogue");
+}
+
+TEST(Signatures, FindingNamesTheFactsAndTheGpu) {
+    auto fs = findings_for("[   87.473074] NVRM: GPU 0000:00:06.0: RmInitAdapter failed! (0x22:0x56:667)\n"
+                           "[   87.473112] NVRM: GPU 0000:00:06.0: rm_init_adapter failed, device minor number 0\n",
+                           true);
+    const Finding* f = find(fs, "kernel_log.rm_init_adapter");
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->severity, Severity::error);
+    EXPECT_NE(f->message.find("0x22:0x56:667"), std::string::npos) << f->message;
+    ASSERT_EQ(f->subjects.size(), 1u);
+    EXPECT_EQ(f->subjects[0].pci, kGpu0);
+    EXPECT_EQ(f->subjects[0].uuid, kGpu0Uuid);
+    EXPECT_NE(f->message.find(kGpu0Uuid), std::string::npos);
+    // The minor-number line says less about the same GPU: left out beside it.
+    EXPECT_FALSE(find(fs, "kernel_log.gpu_init_failed"));
+}
+
+TEST(Signatures, UuidFromTheTextWhenTheNodeDoesNotKnowIt) {
+    auto fs = findings_for("[1.0] NVRM: GPU at PCI:0000:02:00: GPU-660d987e-5b28-3bf6-2a2d-1d5ecae7f6df\n"
+                           "[1.1] NVRM: GPU 0000:02:00.0: RmInitAdapter failed! (0x62:0x40:2168)\n");
+    const Finding* f = find(fs, "kernel_log.rm_init_adapter");
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->subjects[0].uuid, "GPU-660d987e-5b28-3bf6-2a2d-1d5ecae7f6df");
+}
+
+TEST(Signatures, RepeatsAreCountedAndDistinctValuesListed) {
+    auto fs = findings_for("[1.0] nv_peer_mem: Unknown symbol nvidia_p2p_get_pages (err -22)\n"
+                           "[1.1] nv_peer_mem: Unknown symbol nvidia_p2p_put_pages (err -22)\n"
+                           "[1.2] nv_peer_mem: Unknown symbol nvidia_p2p_get_pages (err -22)\n");
+    const Finding* f = find(fs, "module.unknown_symbol");
+    ASSERT_TRUE(f);
+    EXPECT_NE(f->message.find("nvidia_p2p_get_pages, nvidia_p2p_put_pages"), std::string::npos) << f->message;
+    EXPECT_NE(f->message.find("3 times"), std::string::npos) << f->message;
+    EXPECT_EQ(std::count_if(fs.begin(), fs.end(), [](auto& x) { return x.id == "module.unknown_symbol"; }), 1);
+}
+
+TEST(Signatures, ApiMismatchIsCheckedAgainstTheNode) {
+    // h200x2 runs module 580.159.04 (its capture lacks the libcuda file): the client's version, so a mismatch
+    // in an old log is over on this node.
+    const std::string text = "[ 8957.1] NVRM: API mismatch: the client has the version 580.159.04, but\n"
+                             "[ 8957.1] NVRM: this kernel module has the version 570.148.06.  Please\n";
+    auto alone = findings_for(text);
+    const Finding* a = find(alone, "libs.api_mismatch");
+    ASSERT_TRUE(a);
+    EXPECT_EQ(a->severity, Severity::error);
+    EXPECT_NE(a->message.find("580.159.04"), std::string::npos);
+    EXPECT_NE(a->message.find("570.148.06"), std::string::npos);
+    auto here = findings_for(text, true);
+    const Finding* h = find(here, "libs.api_mismatch");
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->severity, Severity::info) << h->message;
+    EXPECT_NE(h->message.find("the mismatch is over"), std::string::npos) << h->message;
+}
+
+TEST(Signatures, XidChainTakesTheCauseFromThePolicy) {
+    auto fs = findings_for("kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by "
+                           "previous Xid 149\n");
+    const Finding* f = find(fs, "kernel_log.xid_caused_by");
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->severity, Severity::error);
+    EXPECT_NE(f->message.find("caused by Xid 149"), std::string::npos) << f->message;
+    EXPECT_TRUE(find(fs, "kernel_log.xid"));
+}
+
+TEST(Signatures, UnrecognisedVendorLinesAreListed) {
+    Snapshot s;
+    KernelLogScanOptions o;
+    o.extra_words = catalogue_gate_words(builtin_signature_catalogue());
+    s.kernel_log = *scan_kernel_log("[1.0] NVRM: GPU0 _kgspRpcGspEventPmuHalted: Received signal from GSP that PMU has "
+                                    "halted.\n[1.1] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.148.06\n"
+                                    "[1.2] amdgpu 0000:01:00.0: amdgpu: something new\n",
+                                    o);
+    s.collectors.push_back(status_ok("kernel_log"));
+    DiagnoseOptions d;
+    CheckContext ctx{s, d};
+    std::vector<Finding> out;
+    std::vector<std::string> unrecognised;
+    check_kernel_log_text(ctx, out, &unrecognised);
+    ASSERT_EQ(unrecognised.size(), 2u);
+    EXPECT_NE(unrecognised[0].find("PMU has halted"), std::string::npos);
+    EXPECT_NE(unrecognised[1].find("something new"), std::string::npos);
+}
+
+TEST(Signatures, SiteCatalogueReplacesAndAdds) {
+    auto dir = scratch("site");
+    auto path = write_file(dir / "site.toml", R"(version = "site 1"
+[[signature]]
+id = "kernel_log.site_specific"
+layer = "kernel_log"
+severity = "warning"
+summary = "our BMC's message"
+meaning = "m"
+message = "BMC says {what}"
+next_step = "call the vendor"
+match = "bmc-agent: thermal event {what:name}"
+examples = ["bmc-agent: thermal event GPU3"]
+)");
+    auto c = load_signature_catalogue_file(path);
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_NE(c->version.find("site 1"), std::string::npos);
+    EXPECT_EQ(c->signatures.size(), builtin_signature_catalogue().signatures.size() + 1);
+    auto [rc, out] = run_gpudx("explain --text 'bmc-agent: thermal event GPU3' --signatures " + path);
+    EXPECT_EQ(rc, 2) << out;
+    EXPECT_NE(out.find("BMC says GPU3"), std::string::npos) << out;
+    std::filesystem::remove_all(dir);
+}
+
+TEST(Signatures, DeclarationsCoverEveryEmittedId) {
+    auto decl = signature_declarations(builtin_signature_catalogue());
+    std::set<std::string> ids;
+    for (auto& d : decl) EXPECT_TRUE(ids.insert(d.id).second) << "declared twice: " << d.id;
+    for (auto& s : builtin_signature_catalogue().signatures)
+        if (s.severity) EXPECT_TRUE(ids.count(s.id)) << s.id;
+    // The docs list every signature.
+    std::string docs = read_all(std::string(GPUDX_TEST_SOURCE_DIR) + "/../docs/signatures.md");
+    for (auto& id : ids) EXPECT_NE(docs.find("`" + id + "`"), std::string::npos) << id << " is not in docs/signatures.md";
+}
+
+// ---- gpudx explain on bad input ---------------------------------------------------------------------
+
+TEST(Explain, EmptyInputIsAUsageError) {
+    auto dir = scratch("empty");
+    auto path = write_file(dir / "empty.txt", "");
+    auto [rc, out] = run_gpudx("explain " + path);
+    EXPECT_EQ(rc, 64) << out;
+    EXPECT_NE(out.find("empty"), std::string::npos) << out;
+    auto [rc2, out2] = run_gpudx("explain - < /dev/null");
+    EXPECT_EQ(rc2, 64) << out2;
+    std::filesystem::remove_all(dir);
+}
+
+TEST(Explain, BinaryGarbageAndInvalidUtf8AreReadSafely) {
+    auto dir = scratch("garbage");
+    std::string bytes;
+    for (int i = 0; i < 200000; ++i) bytes += static_cast<char>((i * 7919) & 0xff);
+    bytes += "\nNVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x22:\xff\xfe:667)\n";
+    auto path = write_file(dir / "garbage.bin", bytes);
+    auto [rc, out] = run_gpudx("explain --format json " + path);
+    EXPECT_EQ(rc, 1) << out;
+    auto j = nlohmann::json::parse(out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << out.substr(0, 400);
+    bool found = false;
+    for (auto& f : j["findings"]) found |= f["id"] == "kernel_log.rm_init_adapter";
+    EXPECT_TRUE(found);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(Explain, TenMegabyteLineIsSkippedAndTheRestRead) {
+    auto dir = scratch("longline");
+    std::string text(10 * 1024 * 1024, 'x');
+    text += "\nFailed to initialize NVML: Driver/library version mismatch\n";
+    auto path = write_file(dir / "long.txt", text);
+    auto [rc, out] = run_gpudx("explain " + path);
+    EXPECT_EQ(rc, 1) << out.substr(0, 400);
+    EXPECT_NE(out.find("libs.nvml_version_mismatch"), std::string::npos);
+    EXPECT_NE(out.find("longer than"), std::string::npos) << out.substr(0, 400);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(Explain, ExitCodesAndList) {
+    EXPECT_EQ(run_gpudx("explain --text 'all is well'").first, 0);
+    EXPECT_EQ(run_gpudx("explain --text 'LnkSta: Speed 2.5GT/s (downgraded)'").first, 2);
+    EXPECT_EQ(run_gpudx("explain --text 'CUDA driver version is insufficient for CUDA runtime version'").first, 1);
+    EXPECT_EQ(run_gpudx("explain --bogus").first, 64);
+    auto [rc, out] = run_gpudx("explain --list");
+    EXPECT_EQ(rc, 0);
+    EXPECT_NE(out.find("libs.api_mismatch"), std::string::npos);
+    EXPECT_NE(out.find("next step:"), std::string::npos);
+}
