@@ -5,7 +5,12 @@
 add_library(gpudx_glibc_compat STATIC ${PROJECT_SOURCE_DIR}/src/core/glibc_compat.c)
 set_target_properties(gpudx_glibc_compat PROPERTIES C_VISIBILITY_PRESET hidden)
 target_compile_options(gpudx_glibc_compat PRIVATE ${GPUDX_WARNINGS})
-# Whole: the references come from libstdc++.a and libgcc_eh.a, which the linker reads after every library
-# named here, so an archive member would never be pulled in for them.
-link_libraries("$<LINK_LIBRARY:WHOLE_ARCHIVE,gpudx_glibc_compat>")
+# The references come from libstdc++.a and libgcc_eh.a, which the linker reads after every library named
+# here, so no archive member would be pulled in for them: each symbol is made undefined from the start (-u),
+# which pulls the member in wherever the archive appears (more than once is harmless, unlike a whole archive).
+link_libraries(gpudx_glibc_compat)
+foreach(symbol __libc_single_threaded arc4random _dl_find_object pthread_cond_clockwait pthread_mutex_clocklock
+               pthread_rwlock_clockrdlock pthread_rwlock_clockwrlock)
+  add_link_options(LINKER:-u,${symbol})
+endforeach()
 add_link_options(-static-libstdc++ -static-libgcc)

@@ -16,6 +16,14 @@ if(NOT EXISTS "${GPUDX_SYSROOT}/.gpudx-sysroot")
   message(FATAL_ERROR "${GPUDX_SYSROOT} is not a sysroot made by scripts/fetch-sysroot.sh")
 endif()
 set(CMAKE_SYSROOT "${GPUDX_SYSROOT}")
+# gcc searches its own relative library folders (/usr/lib/gcc/x86_64-linux-gnu/12/../../../x86_64-linux-gnu,
+# the host's crt1.o and libc.so) before the sysroot's: the sysroot's come first, named explicitly, and the
+# libraries' own dependencies (libpthread's on libc) resolve there too.
+set(lib "${GPUDX_SYSROOT}/usr/lib/x86_64-linux-gnu")
+set(slib "${GPUDX_SYSROOT}/lib/x86_64-linux-gnu")
+foreach(kind EXE SHARED MODULE)
+  set(CMAKE_${kind}_LINKER_FLAGS_INIT "-B${lib} -L${lib} -L${slib} -Wl,-rpath-link=${slib}")
+endforeach()
 # try_compile projects read this file again and need the same sysroot.
 list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES GPUDX_SYSROOT)
 
@@ -31,6 +39,8 @@ if(CMAKE_BINARY_DIR AND NOT CMAKE_BINARY_DIR MATCHES "/CMakeFiles/CMakeScratch/|
   endforeach()
   set(GPUDX_HEADERS_DIR "${headers}" CACHE PATH "")
   set(GPUDX_GTEST_SOURCE /usr/src/googletest CACHE PATH "")
+  # Its install rules would put GoogleTest into gpudx's packages.
+  set(INSTALL_GTEST OFF CACHE BOOL "")
 endif()
 # Google Benchmark exists only as the host's build, made against the host's glibc: `make bench` uses a
 # native build of its own (Makefile).
