@@ -5,6 +5,9 @@
 add_library(gpudx_glibc_compat STATIC ${PROJECT_SOURCE_DIR}/src/core/glibc_compat.c)
 set_target_properties(gpudx_glibc_compat PROPERTIES C_VISIBILITY_PRESET hidden)
 target_compile_options(gpudx_glibc_compat PRIVATE ${GPUDX_WARNINGS})
+# The stand-ins call the timed waits, which glibc 2.31 keeps in libpthread.
+find_package(Threads REQUIRED)
+target_link_libraries(gpudx_glibc_compat PUBLIC Threads::Threads)
 # The references come from libstdc++.a and libgcc_eh.a, which the linker reads after every library named
 # here, so no archive member would be pulled in for them: each symbol is made undefined from the start (-u),
 # which pulls the member in wherever the archive appears (more than once is harmless, unlike a whole archive).

@@ -42,6 +42,6 @@ if(CMAKE_BINARY_DIR AND NOT CMAKE_BINARY_DIR MATCHES "/CMakeFiles/CMakeScratch/|
   # Its install rules would put GoogleTest into gpudx's packages.
   set(INSTALL_GTEST OFF CACHE BOOL "")
 endif()
-# Google Benchmark exists only as the host's build, made against the host's glibc: `make bench` uses a
-# native build of its own (Makefile).
+# Google Benchmark exists only as the host's build, made against the host's glibc: the portable build leaves
+# bench_kernel_log out (`make PORTABLE=0 BUILD=build-native bench` has it).
 set(CMAKE_DISABLE_FIND_PACKAGE_benchmark ON)

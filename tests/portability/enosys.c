@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
+#include <sys/syscall.h>  // __NR_*: the kernel's numbers (glibc 2.31's SYS_* predate close_range)
 #include <unistd.h>
 
 // 334 (rseq) is 4.18's last system call; 335-423 were never assigned on x86-64.
@@ -38,12 +38,12 @@ static int install_filter(void) {
 static int self_test(void) {
     int failures = 0;
     errno = 0;
-    if (syscall(SYS_close_range, 1000u, 1000u, 0u) != -1 || errno != ENOSYS) {
+    if (syscall(__NR_close_range, 1000u, 1000u, 0u) != -1 || errno != ENOSYS) {
         fprintf(stderr, "enosys: close_range was not refused (errno %d)\n", errno);
         ++failures;
     }
     errno = 0;
-    if (syscall(SYS_clone3, NULL, 0) != -1 || errno != ENOSYS) {
+    if (syscall(__NR_clone3, NULL, 0) != -1 || errno != ENOSYS) {
         fprintf(stderr, "enosys: clone3 was not refused (errno %d)\n", errno);
         ++failures;
     }

@@ -13,7 +13,7 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 old() { "$loader" --library-path "$libs" "$@"; }
 
-version=$("$libs/libc.so.6" | head -1)
+version=$("$loader" --library-path "$libs" "$libs/libc.so.6" | head -1)
 echo "glibc: $version"
 [[ $version == *"version 2.31"* ]] || fail "the sysroot's libc is not 2.31: $version"
 # The loader reports which libc it bound: the old one, not this machine's.
