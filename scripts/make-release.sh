@@ -21,7 +21,7 @@ rm -rf "$dist" && mkdir -p "$dist"
 dist=$(realpath "$dist")
 
 for file in gpudx libgpudx_shim.so; do
-  objcopy --only-keep-debug "$build/$file" "$dist/$file.debug"
+  objcopy --only-keep-debug --compress-debug-sections=zlib "$build/$file" "$dist/$file.debug"
   strip --strip-unneeded -o "$dist/$file" "$build/$file"
   objcopy --add-gnu-debuglink="$dist/$file.debug" "$dist/$file"
 done
