@@ -4,6 +4,16 @@ BUILD ?= build
 # faster than with full debug info.
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
 	-DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
+# The portable build (docs/release.md): compiled against Debian 11's glibc, taken as a package into
+# $(SYSROOT) by scripts/fetch-sysroot.sh, so that the binaries the tests run are the ones users get and they
+# load on glibc 2.28 and newer. PORTABLE=0 builds against this machine's glibc instead (no download).
+PORTABLE ?= 1
+SYSROOT ?= $(BUILD)/sysroot
+ifeq ($(PORTABLE),1)
+PORTABLE_FLAGS = -DCMAKE_TOOLCHAIN_FILE=cmake/PortableToolchain.cmake -DGPUDX_SYSROOT=$(abspath $(SYSROOT))
+PORTABLE_STAMP = $(SYSROOT)/.gpudx-sysroot
+endif
+DIST ?= dist
 JOBS ?= $(shell nproc)
 SANITIZE_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
@@ -12,7 +22,7 @@ TSAN_BUILD ?= build-tsan
 SANITIZER_CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
 
-.PHONY: all deps build run test test-integration bench clean
+.PHONY: all deps build run test test-integration bench release clean
 .PHONY: test-sanitize test-tsan fuzz
 
 all: build
@@ -20,8 +30,11 @@ all: build
 deps:
 	@bash scripts/install-deps.sh
 
-$(BUILD)/build.ninja: | deps
-	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
+$(SYSROOT)/.gpudx-sysroot: | deps
+	bash scripts/fetch-sysroot.sh $(SYSROOT)
+
+$(BUILD)/build.ninja: | deps $(PORTABLE_STAMP)
+	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS) $(PORTABLE_FLAGS)
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
@@ -60,8 +73,14 @@ fuzz:
 	bash scripts/install-deps.sh --with-fuzz
 	BUILD_JOBS=$(JOBS) bash fuzz/run.sh
 
+# dist/: the stripped binaries with their debug information beside them, the manual page, the examples, a
+# tarball of all of it, the .deb and the .rpm (scripts/make-release.sh, docs/release.md).
+release: build
+	bash scripts/install-deps.sh --with-release
+	bash scripts/make-release.sh $(BUILD) $(DIST)
+
 bench: build
 	cmake --build $(BUILD) --target benchmarks -j $(JOBS)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(DIST)

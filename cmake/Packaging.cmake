@@ -1,6 +1,8 @@
-# Install layout and the Debian package (cpack -G DEB).
+# Install layout and the packages: the Debian package (cpack -G DEB) and the RPM (cpack -G RPM; Debian's
+# `rpm` package provides rpmbuild). `make release` (scripts/make-release.sh, docs/release.md) makes both and
+# the tarball into dist/.
 #
-#   bin/gpudx                          the binary (libstdc++ linked statically: depends on libc6 only)
+#   bin/gpudx                          the binary (libstdc++ and libgcc linked statically: depends on glibc only)
 #   lib/gpudx/libgpudx_shim.so         the preload library (docs/shim.md)
 #   share/gpudx/xid-policy.toml        the Xid policy as shipped: a template for --xid-policy. The binary
 #                                      carries the same policy compiled in, so it needs no data file.
@@ -8,8 +10,8 @@
 #   share/doc/gpudx/                   README and docs; examples/ (Slurm prolog, epilog, health check,
 #                                      matrix), examples/kubernetes and examples/systemd (deploy/)
 #
-# `cmake --install build --prefix /usr/local` installs it; `cpack --config build/CPackConfig.cmake` builds
-# gpudx_<version>_<arch>.deb with prefix /usr.
+# `cmake --install build --prefix /usr/local` installs it; `cpack --config build/CPackConfig.cmake -G DEB`
+# builds gpudx_<version>_amd64.deb and `-G RPM` gpudx-<version>-1.x86_64.rpm, both with prefix /usr.
 
 install(TARGETS gpudx RUNTIME DESTINATION bin)
 if(TARGET gpudx_shim)
@@ -60,4 +62,15 @@ else()
   set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6")
 endif()
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "slurmd, prometheus-node-exporter")
+
+# The RPM, for RHEL, Rocky and Alma 8 and 9, SUSE: rpmbuild's automatic requirements name only glibc's
+# libraries (libc.so.6, libm.so.6, libpthread.so.0, libdl.so.2 with their GLIBC_2.x versions), which any
+# glibc 2.28 or newer provides. The manual-page folders belong to the distribution's filesystem package.
+set(CPACK_RPM_FILE_NAME RPM-DEFAULT)
+set(CPACK_RPM_PACKAGE_GROUP "Applications/System")
+set(CPACK_RPM_PACKAGE_ARCHITECTURE x86_64)
+set(CPACK_RPM_PACKAGE_AUTOREQ ON)
+set(CPACK_RPM_PACKAGE_AUTOPROV OFF)  # the shim is preloaded by path, never linked against
+set(CPACK_RPM_PACKAGE_SUGGESTS "slurm-slurmd, node_exporter")
+set(CPACK_RPM_EXCLUDE_FROM_AUTO_FILELIST_ADDITION /usr/share/man /usr/share/man/man1)
 include(CPack)

@@ -12,6 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto st = parse_proc_status(in);
     (void)parse_status_uid(in);
     (void)parse_nspid(in);
+    (void)parse_status_uids(in);
     (void)parse_start_ticks(in);
     (void)environ_value(in, "CUDA_VISIBLE_DEVICES");
     (void)shim_mapping(in);

@@ -7,12 +7,17 @@ packages=(
   build-essential cmake ninja-build pkg-config
   nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev libkmod-dev
   libgtest-dev libgmock-dev libbenchmark-dev pci.ids kmod python3 xz-utils strace
+  debian-archive-keyring  # scripts/fetch-sysroot.sh checks the Debian 11 packages of the portable build with it
 )
 if [[ "${1:-}" == "--with-integration" ]]; then
   # tests/integration: a one-node Slurm cluster, node_exporter's textfile collector, promtool (in prometheus),
-  # dpkg-deb for the package test.
-  packages+=(slurmctld slurmd munge prometheus-node-exporter prometheus dpkg)
+  # dpkg-deb for the package test, rpm for the .rpm's test.
+  packages+=(slurmctld slurmd munge prometheus-node-exporter prometheus dpkg rpm)
 fi
+# make release: rpmbuild (in rpm) for the .rpm, dpkg-shlibdeps (in dpkg-dev) for the .deb's libc6 version.
+for arg in "$@"; do
+  if [[ $arg == --with-release ]]; then packages+=(rpm dpkg-dev binutils); fi
+done
 
 # make fuzz: clang 16 compiles, clang 14's libFuzzer runtime links (fuzz/CMakeLists.txt says why).
 for arg in "$@"; do

@@ -1,17 +1,14 @@
 #include "app/common.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 
 #include "collect/collectors.hpp"
 #include "collect/kernel_log_parse.hpp"
 #include "core/error.hpp"
+#include "core/output_file.hpp"
 #include "core/text.hpp"
 
 namespace gpudx::app {
@@ -104,44 +101,7 @@ void write_output(const std::string& path, const std::string& text) {
         std::fflush(stdout);
         return;
     }
-    std::filesystem::path target(path);
-    auto dir = target.parent_path().empty() ? std::filesystem::path(".") : target.parent_path();
-    // Hidden and not ending in .prom: node_exporter's textfile collector never picks up a half-written file.
-    std::string tmp = (dir / ("." + target.filename().string() + ".tmpXXXXXX")).string();
-    int fd = ::mkstemp(tmp.data());
-    if (fd < 0) throw UsageError{"cannot write " + path + ": " + std::strerror(errno)};
-    size_t off = 0;
-    while (off < text.size()) {
-        ssize_t n = ::write(fd, text.data() + off, text.size() - off);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            int err = errno;
-            ::close(fd);
-            ::unlink(tmp.c_str());
-            throw UsageError{"cannot write " + path + ": " + std::strerror(err)};
-        }
-        off += static_cast<size_t>(n);
-    }
-    // mkstemp makes the file 0600; node_exporter and health checkers often run as another user.
-    ::fchmod(fd, 0644);
-    // The data must be on disk before the rename makes it visible, or a crash could leave an empty file
-    // under the final name.
-    int err = ::fsync(fd) == 0 ? 0 : errno;
-    if (::close(fd) != 0 && err == 0) err = errno;
-    if (err != 0) {
-        ::unlink(tmp.c_str());
-        throw UsageError{"cannot write " + path + ": " + std::strerror(err)};
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        err = errno;
-        ::unlink(tmp.c_str());
-        throw UsageError{"cannot write " + path + ": " + std::strerror(err)};
-    }
-    // And the rename itself survives a crash only once the directory is synced.
-    if (int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-        ::fsync(dfd);
-        ::close(dfd);
-    }
+    if (auto written = write_output_file(path, text); !written) throw UsageError{written.error().message};
 }
 
 bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }

@@ -34,11 +34,12 @@ void isolate_child_descriptors(int keep_fd) {
         ::dup2(devnull, STDOUT_FILENO);
     }
     long rc = -1;
-#ifdef SYS_close_range
-    rc = keep_fd > 3 ? ::syscall(SYS_close_range, 3u, static_cast<unsigned>(keep_fd - 1), 0u) : 0;
-    if (rc == 0) rc = ::syscall(SYS_close_range, static_cast<unsigned>(keep_fd + 1), ~0u, 0u);
+    // The kernel headers' number: glibc before 2.34 (the portable build's 2.31) has no SYS_close_range.
+#ifdef __NR_close_range
+    rc = keep_fd > 3 ? ::syscall(__NR_close_range, 3u, static_cast<unsigned>(keep_fd - 1), 0u) : 0;
+    if (rc == 0) rc = ::syscall(__NR_close_range, static_cast<unsigned>(keep_fd + 1), ~0u, 0u);
 #endif
-    if (rc != 0)  // kernels before 5.9
+    if (rc != 0)  // kernels before 5.9 (ENOSYS)
         for (int fd = 3; fd < 4096; ++fd)
             if (fd != keep_fd) ::close(fd);
 }

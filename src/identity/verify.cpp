@@ -1,9 +1,14 @@
 #include "identity/verify.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -31,6 +36,37 @@ bool same_bus(std::string_view a, std::string_view b) {
 }
 
 std::string show(std::string_view bus) { return bus.empty() || bus == "-" ? "unknown" : std::string(bus); }
+
+// A state file of the live machine: opened without following a link, judged by what was opened (never by a
+// name that could be swapped between a check and the read), then read.
+Result<std::string> read_trusted_state_file(const std::string& path, const std::vector<uint32_t>& process_uids,
+                                            size_t max_bytes) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        int err = errno;
+        if (err == ELOOP) return fail(path + " is not trusted: a symbolic link, not the shim's own file", path, err);
+        return fail(path + ": " + std::strerror(err), path, err);
+    }
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+        int err = errno;
+        ::close(fd);
+        return fail(path + ": " + std::strerror(err), path, err);
+    }
+    auto why = state_file_distrust({S_ISREG(st.st_mode), st.st_uid, st.st_mode}, process_uids);
+    if (!why.empty()) {
+        ::close(fd);
+        return fail(path + " is not trusted: " + why, path);
+    }
+    std::string text;
+    char buf[16384];
+    ssize_t n;
+    while (text.size() <= max_bytes && ((n = ::read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)))
+        if (n > 0) text.append(buf, static_cast<size_t>(n));
+    ::close(fd);
+    if (text.size() > max_bytes) return fail(path + ": larger than a state file can be", path);
+    return text;
+}
 
 }  // namespace
 
@@ -110,6 +146,26 @@ std::vector<std::string> identity_caching_libraries(std::string_view maps_text) 
                 found.emplace_back(base);
     }
     return found;
+}
+
+std::vector<uint32_t> parse_status_uids(std::string_view status_text) {
+    std::vector<uint32_t> uids;
+    for (auto line : split_lines(status_text)) {
+        if (!line.starts_with("Uid:")) continue;
+        for (auto field : split_ws(line.substr(4)))
+            if (auto v = parse_uint(field); v && *v <= UINT32_MAX) uids.push_back(static_cast<uint32_t>(*v));
+        break;
+    }
+    return uids;
+}
+
+std::string state_file_distrust(const StateFileOwnership& file, const std::vector<uint32_t>& process_uids) {
+    if (!file.regular) return "not a regular file";
+    if (file.uid != 0 && std::find(process_uids.begin(), process_uids.end(), file.uid) == process_uids.end())
+        return fmt::format("owned by uid {}, which is neither the process's user nor root", file.uid);
+    if (file.mode & (S_IWGRP | S_IWOTH))
+        return fmt::format("writable by users other than its owner (mode {:04o})", file.mode & 07777);
+    return {};
 }
 
 std::optional<int> parse_nspid(std::string_view status_text) {
@@ -333,8 +389,11 @@ Result<VerifyReport> verify_process(const Root& root, int pid, const VerifyOptio
 
     // The shim names its file after the PID it sees itself as (inside a PID namespace that differs).
     std::vector<int> names{pid};
-    if (auto status = root.read_file(proc + "/status"))
+    std::vector<uint32_t> uids;
+    if (auto status = root.read_file(proc + "/status")) {
         if (auto ns = parse_nspid(*status); ns && *ns != pid) names.push_back(*ns);
+        uids = parse_status_uids(*status);
+    }
     std::vector<std::string> dirs;
     if (!options.state_dir.empty()) dirs.push_back(options.state_dir);
     if (auto d = env("GPUDX_SHIM_STATE_DIR")) dirs.push_back(*d);
@@ -346,8 +405,14 @@ Result<VerifyReport> verify_process(const Root& root, int pid, const VerifyOptio
     for (const auto& dir : dirs) {
         for (int name : names) {
             std::string path = dir + "/gpudx-shim." + std::to_string(name);
-            auto text = root.read_file(path, 1024 * 1024);
-            if (!text) continue;
+            // A capture is a recorded folder, not a shared directory: ownership is checked on the live machine.
+            constexpr size_t kMaxStateBytes = 1024 * 1024;
+            auto text = root.is_live() ? read_trusted_state_file(path, uids, kMaxStateBytes)
+                                       : root.read_file(path, kMaxStateBytes);
+            if (!text) {
+                if (root.is_live() && text.error().sys_errno != ENOENT) problem = text.error().message;
+                continue;
+            }
             auto parsed = parse_shim_state(*text);
             if (!parsed) {
                 problem = path + ": " + parsed.error().message;

@@ -51,12 +51,25 @@ std::optional<std::string> shim_mapping(std::string_view maps_text);
 std::vector<std::string> identity_caching_libraries(std::string_view maps_text);
 // Innermost PID from the "NSpid:" line of /proc/PID/status (the PID the process sees itself as).
 std::optional<int> parse_nspid(std::string_view status_text);
+// The uids of the "Uid:" line of /proc/PID/status (real, effective, saved, filesystem).
+std::vector<uint32_t> parse_status_uids(std::string_view status_text);
 // Field 22 (start time in clock ticks) of /proc/PID/stat.
 std::optional<unsigned long long> parse_start_ticks(std::string_view stat_text);
 // Value of NAME in /proc/PID/environ text (NUL-separated).
 std::optional<std::string> environ_value(std::string_view environ_text, std::string_view name);
 // UUID (lower case) -> normalised PCI address from the node's /proc/driver/nvidia/gpus/*/information.
 std::map<std::string, std::string> node_gpus_by_uuid(const Root& node);
+
+// What `gpudx verify` checks before it believes a state file in a shared directory (/dev/shm, /tmp), where
+// any user may place one under the process's name (docs/reliability.md).
+struct StateFileOwnership {
+    bool regular = false;  // a regular file itself, not a link to one
+    uint32_t uid = 0;
+    uint32_t mode = 0;  // st_mode
+};
+// Why the file cannot be the process's own, empty when it can: it must be a regular file owned by one of the
+// process's uids or by root, and writable by its owner alone.
+std::string state_file_distrust(const StateFileOwnership& file, const std::vector<uint32_t>& process_uids);
 
 enum class IdentityVerdict { consistent, corrected, inconsistent, unknown };
 std::string_view verdict_name(IdentityVerdict v);

@@ -597,12 +597,18 @@ void write_state_file() {
     }
     out.add("end\n");
 
+    // /dev/shm and /tmp are shared by every user: the temporary file gets a name nobody can predict and is
+    // created only if nothing is there (mkostemp's O_EXCL never follows a link nor opens a file another user
+    // placed). rename() then replaces the directory entry, never writes through it; in a sticky directory it
+    // cannot replace another user's file, and `gpudx verify` believes no file that is not the process's own.
     char path[700], tmp[760];
     snprintf(path, sizeof path, "%s/gpudx-shim.%d", c->state_dir, pid);
-    snprintf(tmp, sizeof tmp, "%s/.gpudx-shim.%d.tmp", c->state_dir, pid);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    snprintf(tmp, sizeof tmp, "%s/.gpudx-shim.%d.XXXXXX", c->state_dir, pid);
+    int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) return;
-    bool ok = write(fd, g_state_text, out.len) == static_cast<ssize_t>(out.len);
+    // Readable by all (verify may run as another user); mkostemp creates it 0600.
+    bool ok = fchmod(fd, 0644) == 0;
+    ok = write(fd, g_state_text, out.len) == static_cast<ssize_t>(out.len) && ok;
     ok = (close(fd) == 0) && ok;
     if (ok && rename(tmp, path) == 0)
         g_written_pid.store(pid, std::memory_order_relaxed);

@@ -63,6 +63,24 @@ TEST(VerifyParsers, MapsStatusStatEnviron) {
     EXPECT_FALSE(environ_value(env, "GPUDX_SHIM"));
 }
 
+TEST(VerifyStateFileTrust, OnlyTheProcesssUserOrRootAndWritableByTheOwnerAlone) {
+    EXPECT_EQ(parse_status_uids("Name:\tpython\nUid:\t1000\t1001\t1002\t1003\nGid:\t5\t5\t5\t5\n"),
+              (std::vector<uint32_t>{1000, 1001, 1002, 1003}));
+    EXPECT_TRUE(parse_status_uids("Name:\tpython\n").empty());
+    std::vector<uint32_t> process{1000, 1000, 1000, 1000};
+    EXPECT_EQ(state_file_distrust({true, 1000, 0100644}, process), "");
+    EXPECT_EQ(state_file_distrust({true, 0, 0100644}, process), "");  // root may write any process's state
+    EXPECT_EQ(state_file_distrust({true, 1000, 0100600}, process), "");
+    EXPECT_EQ(state_file_distrust({true, 2000, 0100644}, process),
+              "owned by uid 2000, which is neither the process's user nor root");
+    EXPECT_EQ(state_file_distrust({true, 1000, 0100666}, process),
+              "writable by users other than its owner (mode 0666)");
+    EXPECT_EQ(state_file_distrust({true, 1000, 0100664}, process),
+              "writable by users other than its owner (mode 0664)");
+    EXPECT_EQ(state_file_distrust({false, 1000, 0010644}, process), "not a regular file");
+    EXPECT_NE(state_file_distrust({true, 1000, 0100644}, {}), "");  // unknown process: only root's is believed
+}
+
 TEST(VerifyVerdict, CorrectedSwapIsConsistentButListsStaleCopies) {
     auto s = parse_shim_state(kState);
     ASSERT_TRUE(s);
