@@ -7,14 +7,34 @@
 
 #include "core/text.hpp"
 #include "rules/families.hpp"
+#include "rules/signatures.hpp"
 
 namespace gpudx {
+
+namespace {
+
+// The built-in signature catalogue is data (data/signatures.toml), so its rules are declared when it is read:
+// the kernel-log family emits them beside its own table's.
+const std::vector<Rule>& signature_rules() {
+    static const std::vector<SignatureDeclaration> declarations = signature_declarations(builtin_signature_catalogue());
+    static const std::vector<Rule> rules = [] {
+        std::vector<Rule> out;
+        for (auto& d : declarations) out.push_back({d.id, d.layer, d.severity, {Collector::kernel_log}, d.summary});
+        return out;
+    }();
+    return rules;
+}
+
+}  // namespace
 
 const std::vector<DeclaredRule>& declared_rules() {
     static const std::vector<DeclaredRule> all = [] {
         std::vector<DeclaredRule> out;
-        for (auto& fam : check_families())
+        for (auto& fam : check_families()) {
             for (auto& r : fam.rules) out.push_back({fam.name, &r});
+            if (fam.name == std::string_view("kernel_log"))
+                for (auto& r : signature_rules()) out.push_back({"signatures", &r});
+        }
         for (const RuleTable* t : {&kBaselineRules, &kMatrixRules, &kEngineRules})
             for (auto& r : t->rules) out.push_back({t->name, &r});
         return out;
