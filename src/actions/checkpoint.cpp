@@ -558,10 +558,10 @@ private:
                 if (answers++ == 0) answer.emplace(line);
             });
         }
-        // One request, one answer: anything else means the worker and gpudx no longer agree on which is which.
-        if (answers > 1) return lost(failure, what, fmt::format("it answered {} times", answers));
         json reply = json::parse(*answer, nullptr, false);
         if (!reply.is_object()) return lost(failure, what, "its answer is not a JSON object: " + excerpt(*answer));
+        // One request, one answer: anything else means the worker and gpudx no longer agree on which is which.
+        if (answers > 1) return lost(failure, what, fmt::format("it answered {} times", answers));
         if (reply.contains("error")) return lost(failure, what, "it refused the request: " + reply["error"].dump());
         return reply;
     }
