@@ -557,8 +557,8 @@ TEST(RocmSmiStandin, RecordedAnswersReplayEveryGpuWithItsIdentity) {
     auto recorded = nlohmann::json::parse(std::ifstream(kMi300x8 + "/_driver/answers.json"));
     for (size_t i = 0; i < 8; ++i) {
         const auto& want = recorded["rocm_smi"]["devices"][i];
-        EXPECT_EQ(r.devices[i].pci, want["pci"]);
-        EXPECT_EQ(r.devices[i].unique_id, want["unique_id"]);
+        EXPECT_EQ(r.devices[i].pci, want["pci"].get<std::string>());
+        EXPECT_EQ(r.devices[i].unique_id, want["unique_id"].get<std::string>());
         EXPECT_EQ(r.devices[i].render_minor, want["render_minor"].get<unsigned>());
         EXPECT_EQ(r.devices[i].ecc.size(), 7u);
         EXPECT_TRUE(r.devices[i].errors.empty()) << r.devices[i].errors.front();
