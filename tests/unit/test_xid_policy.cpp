@@ -10,6 +10,7 @@
 #include "rules/xid_policy.hpp"
 #include "collect/collectors.hpp"
 #include "core/root.hpp"
+#include "test_support.hpp"
 
 using namespace gpudx;
 
@@ -21,34 +22,10 @@ namespace {
 const std::string kH200 = std::string(GPUDX_TEST_FIXTURES) + "/h200x2";
 const std::string kGpu0Uuid = "GPU-992cb470-9027-88f4-48a9-a9a329d6978d";
 
-std::string read_all(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
-std::filesystem::path scratch(const std::string& name) {
-    auto p = std::filesystem::temp_directory_path() / ("gpudx-test-" + name + "-" + std::to_string(::getpid()));
-    std::filesystem::remove_all(p);
-    std::filesystem::create_directories(p);
-    return p;
-}
-
-std::string write_file(const std::filesystem::path& p, std::string_view text) {
-    std::ofstream out(p, std::ios::binary);
-    out << text;
-    return p.string();
-}
-
-std::pair<int, std::string> run_gpudx(const std::string& args) {
-    std::string cmd = std::string(GPUDX_BINARY) + " " + args + " 2>&1";
-    FILE* f = ::popen(cmd.c_str(), "r");
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-    int status = ::pclose(f);
-    return {WEXITSTATUS(status), out};
-}
+using test::read_all;
+using test::run_gpudx;
+using test::scratch;
+using test::write_file;
 
 std::vector<Finding> kernel_log_findings(const Snapshot& s, const XidPolicy* policy = nullptr) {
     DiagnoseOptions o;
