@@ -1136,17 +1136,9 @@ struct KernelLogScanner::State {
             if (holds_extra_word(pl.message)) keep_catalogue_line(pl);
             return;
         }
-        boot_has_lines = true;
-        if (outside_window(pl)) {
-            ++log.lines_dropped;
-            return;
-        }
-        ++lines_this_boot;
-        KernelLogLine kept;
-        kept.monotonic_s = pl.monotonic_s;
-        kept.wall_time = std::string(pl.wall_time);
-        kept.text = sanitize_utf8(pl.message);
-        kept.topic = std::string(topic);
+        auto admitted = admit(pl, topic);
+        if (!admitted) return;
+        KernelLogLine& kept = *admitted;
         if (topic == "xid") {
             if (auto ev = parse_xid(pl.message)) {
                 ev->monotonic_s = pl.monotonic_s;
@@ -1164,18 +1156,25 @@ struct KernelLogScanner::State {
     }
 
     void keep_catalogue_line(const ParsedLogLine& pl) {
+        if (auto kept = admit(pl, "catalogue"))
+            push_capped(log.lines, std::move(*kept), options.max_kept_lines, &log.lines_over_cap);
+    }
+
+    // A line that counts for its boot: the line to keep, or nullopt when it falls outside the window (counted
+    // as dropped).
+    std::optional<KernelLogLine> admit(const ParsedLogLine& pl, std::string_view topic) {
         boot_has_lines = true;
         if (outside_window(pl)) {
             ++log.lines_dropped;
-            return;
+            return std::nullopt;
         }
         ++lines_this_boot;
         KernelLogLine kept;
         kept.monotonic_s = pl.monotonic_s;
         kept.wall_time = std::string(pl.wall_time);
         kept.text = sanitize_utf8(pl.message);
-        kept.topic = "catalogue";
-        push_capped(log.lines, std::move(kept), options.max_kept_lines, &log.lines_over_cap);
+        kept.topic = std::string(topic);
+        return kept;
     }
 
     // Keeps the most recent `cap` entries; the oldest go in halves so pushing stays amortised O(1).
