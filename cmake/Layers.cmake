@@ -39,11 +39,15 @@ function(gpudx_layer name)
     target_link_libraries(${target} PUBLIC gpudx_${dep})
   endforeach()
   add_dependencies(${target} gpudx_layering)
-  # One precompiled header for every layer (the same flags everywhere), built once with core.
-  if(name STREQUAL "core")
-    target_precompile_headers(${target} PRIVATE <nlohmann/json.hpp> <string> <vector> <optional> <expected>)
-  else()
-    target_precompile_headers(${target} REUSE_FROM gpudx_core)
+  # One precompiled header for every layer (the same flags everywhere), built once with core. Not with ccache:
+  # ccache cannot use gcc's precompiled header ("Could not use precompiled header": every compile misses), and
+  # a warm cache saves more than the header does (GPUDX_PCH=OFF by default then).
+  if(GPUDX_PCH)
+    if(name STREQUAL "core")
+      target_precompile_headers(${target} PRIVATE <nlohmann/json.hpp> <string> <vector> <optional> <expected>)
+    else()
+      target_precompile_headers(${target} REUSE_FROM gpudx_core)
+    endif()
   endif()
 endfunction()
 
