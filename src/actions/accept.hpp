@@ -292,9 +292,5 @@ struct AcceptChange {
     bool worse = false;  // a regression: a status that got worse, or a figure that dropped more than 5 %
 };
 std::vector<AcceptChange> compare_accept_reports(const AcceptReport& before, const AcceptReport& after);
-std::string render_accept_comparison(const std::vector<AcceptChange>& changes);
-
-// verbose: also each sub-test's details (patterns, link evidence, what the children saw).
-std::string render_accept_text(const AcceptReport& r, bool color = false, bool verbose = false);
 
 }  // namespace gpudx

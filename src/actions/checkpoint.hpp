@@ -25,6 +25,8 @@ namespace gpudx {
 enum class CheckpointStep { lock, checkpoint, restore, unlock };
 std::string_view step_name(CheckpointStep step);
 std::optional<CheckpointStep> parse_step(std::string_view name);
+// The driver entry point a step calls ("cuCheckpointProcessLock").
+std::string_view driver_call_name(CheckpointStep step);
 
 // CUprocessState, plus what gpudx could not learn.
 enum class ProcessState { running, locked, checkpointed, failed, unknown };
@@ -43,6 +45,9 @@ struct CallResult {
     double wall_seconds = 0;  // the call as gpudx saw it, including the hop to the worker
     bool ok() const { return code == 0; }
 };
+// What a failed driver call usually means, in gpudx's words (the driver's own sentence is terse); none for a
+// success or a code gpudx has no words for.
+std::optional<std::string> usual_cause(const CallResult& r);
 
 struct StateResult {
     CallResult call;
@@ -70,6 +75,8 @@ struct DriverInfo {
 std::optional<int> driver_branch(std::string_view version);
 // The version in /proc/driver/nvidia/version ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04 …").
 std::string parse_nvrm_version(std::string_view text);
+// "driver 580.159.04, CUDA 13.0", or what is unknown of it.
+std::string describe_version(const DriverInfo& d);
 
 class CheckpointDriver {
 public:
@@ -141,6 +148,7 @@ std::optional<std::string> find_loaded_shim(const Root& root, int pid);
 // --- The whole command, for the app and end-to-end tests ---
 
 enum class CheckpointCommand { state, checkpoint, restore, migrate, single_step };
+std::string_view command_name(CheckpointCommand c);
 
 struct CheckpointRequest {
     CheckpointCommand command = CheckpointCommand::state;
@@ -175,7 +183,17 @@ struct CheckpointCommandResult {
 CheckpointCommandResult run_checkpoint_command(const CheckpointRequest& request, const Root& root,
                                                CheckpointDriver* driver_override = nullptr);
 
+// The JSON of a report's pieces: the checkpoint worker's answers use them too.
+nlohmann::json call_to_json(const CallResult& r);
+CallResult call_from_json(const nlohmann::json& j);
+nlohmann::json gpu_to_json(const CheckpointGpu& g);
+CheckpointGpu gpu_from_json(const nlohmann::json& j);
+nlohmann::json info_to_json(const DriverInfo& d);
+DriverInfo info_from_json(const nlohmann::json& j);
+
+// The report as JSON (docs/checkpoint.md); the text report is render/checkpoint.hpp's.
 nlohmann::json checkpoint_result_to_json(const CheckpointCommandResult& result);
-std::string render_checkpoint_text(const CheckpointCommandResult& result);
+// The GPU of that UUID among those the driver listed, or none.
+const CheckpointGpu* gpu_by_uuid(const std::vector<CheckpointGpu>& gpus, const std::string& uuid);
 
 }  // namespace gpudx

@@ -11,8 +11,6 @@
 namespace gpudx {
 namespace {
 
-std::string gib(uint64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1ULL << 30)); }
-
 bool is_all_digits(std::string_view s) {
     return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
 }
@@ -177,7 +175,7 @@ Result<DeviceMapPlan> plan_device_map(std::string_view text, const std::vector<C
         if (arriving > room)
             return fail(fmt::format("device map: {} has {} available ({} free + {} released by the moved processes) "
                                     "but {} arrive from {}",
-                                    describe_gpu(to), gib(room), gib(*to.free_memory), gib(held_on(to)), gib(arriving),
+                                    describe_gpu(to), format_gib(room, 2), format_gib(*to.free_memory, 2), format_gib(held_on(to), 2), format_gib(arriving, 2),
                                     describe_gpu(gpus[s])));
     }
     return plan;

@@ -15,6 +15,7 @@
 #include "core/text.hpp"
 #include "actions/accept.hpp"
 #include "rules/matrix.hpp"
+#include "render/accept.hpp"
 
 extern char** environ;
 

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "app/command.hpp"
+
+#include "core/clock.hpp"
 #include "app/common.hpp"
 #include "rules/diagnose.hpp"
 #include "rules/baseline.hpp"

@@ -10,6 +10,7 @@
 #include "actions/checkpoint.hpp"
 #include "actions/device_map.hpp"
 #include "model/diagnosis.hpp"
+#include "render/checkpoint.hpp"
 
 namespace gpudx::app {
 namespace {

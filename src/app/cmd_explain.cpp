@@ -177,7 +177,7 @@ int run_explain(const ExplainCmdOptions& o) {
         NodeOptions node = o.node;
         node.signatures = catalogue;
         s = collect_node(node);
-        std::erase_if(s.collectors, [](auto& c) { return c.name == "kernel_log"; });
+        std::erase_if(s.collectors, [](auto& c) { return c.name == to_string(Collector::kernel_log); });
     } else {
         // Without the node, the text itself is the only place that names a GPU's UUID.
         for (auto& [pci, uuid] : gpu_uuids_in_text(*log, *catalogue)) {
@@ -188,7 +188,7 @@ int run_explain(const ExplainCmdOptions& o) {
         }
     }
     s.kernel_log = std::move(*log);
-    s.collectors.push_back(status_ok("kernel_log"));
+    s.collectors.push_back(status_ok(Collector::kernel_log));
 
     std::vector<Finding> findings;
     std::vector<std::string> unrecognised;

@@ -62,17 +62,17 @@ int run_ids(const IdsOptions& o) {
         j["findings"] = nlohmann::json::array();
         for (auto& f : findings) j["findings"].push_back(finding_to_json(f));
         j["consistent"] = !disagreement;
-        for (auto name : {"nvml", "cuda"})
-            if (auto* c = s.collector(name))
-                j["driver_status"][name] = {{"state", to_string(c->state)}, {"message", c->message}};
+        for (auto collector : {Collector::nvml, Collector::cuda})
+            if (auto* c = s.collector(collector))
+                j["driver_status"][to_string(collector)] = {{"state", to_string(c->state)}, {"message", c->message}};
         text = j.dump(2) + "\n";
     } else if (o.format == "csv") {
         text = render_identity_csv(table);
     } else {
         text = render_identity_text(table);
-        for (auto name : {"nvml", "cuda"})
-            if (auto* c = s.collector(name); c && c->state != CollectorState::ok)
-                text += fmt::format("{}: {}{}\n", name, to_string(c->state), c->message.empty() ? "" : ": " + c->message);
+        for (auto collector : {Collector::nvml, Collector::cuda})
+            if (auto* c = s.collector(collector); c && c->state != CollectorState::ok)
+                text += fmt::format("{}: {}{}\n", to_string(collector), to_string(c->state), c->message.empty() ? "" : ": " + c->message);
         if (findings.empty()) {
             text += "consistent: every source names the same GPU at each address\n";
         } else {

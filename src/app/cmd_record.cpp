@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "app/command.hpp"
+
+#include "core/clock.hpp"
 #include "app/common.hpp"
 #include "rules/diagnose.hpp"
 #include "capture/record.hpp"
@@ -37,15 +39,6 @@ std::map<std::string, std::string> process_environment() {
     return env;
 }
 
-std::string utc_now() {
-    std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-}
-
 int run_record(const RecordCmdOptions& o) {
     std::error_code ec;
     if (!std::filesystem::is_directory(o.root, ec)) throw UsageError{"--root " + o.root + ": not a directory"};
@@ -73,7 +66,7 @@ int run_record(const RecordCmdOptions& o) {
         ss << in.rdbuf();
         return ss.str();
     };
-    auto record = build_allocation_record(s, env, node, utc_now(), reader);
+    auto record = build_allocation_record(s, env, node, utc_now_iso8601(), reader);
     std::string line = allocation_record_to_json(record).dump();
     if (o.file == "-") {
         std::fwrite(line.data(), 1, line.size(), stdout);

@@ -5,6 +5,7 @@
 #include "app/command.hpp"
 #include "app/common.hpp"
 #include "identity/verify.hpp"
+#include "render/verify.hpp"
 
 namespace gpudx::app {
 namespace {

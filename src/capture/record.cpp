@@ -108,23 +108,16 @@ Snapshot collect_gpu_inventory(const Root& root, const CollectOptions& options) 
     CollectOptions o = options;
     o.probe_cuda = false;
     CollectContext ctx{root, o};
-    // Fault-isolation boundary: each collector, as in take_snapshot. One that throws loses only its own layer.
-    auto guarded = [&](const char* name, auto&& fn) {
-        try {
-            s.collectors.push_back(fn());
-        } catch (const std::exception& e) {
-            s.collectors.push_back(status_error(name, Error{std::string("collector failed: ") + e.what(), {}, 0}));
-        }
-    };
-    guarded("host", [&] { return collect_host(ctx, s.host); });
-    guarded("pcie", [&] { return collect_pcie(ctx, s.pcie); });
-    guarded("module", [&] { return collect_module(ctx, s.module); });
+    // Each collector as in take_snapshot: one that throws loses only its own layer.
+    s.collectors.push_back(run_collector(Collector::host, [&] { return collect_host(ctx, s.host); }));
+    s.collectors.push_back(run_collector(Collector::pcie, [&] { return collect_pcie(ctx, s.pcie); }));
+    s.collectors.push_back(run_collector(Collector::module, [&] { return collect_module(ctx, s.module); }));
     if (o.probe_driver) {
         // Fault-isolation boundary: the driver collectors.
         try {
             for (auto& st : collect_driver(ctx, s.nvml, s.cuda)) s.collectors.push_back(std::move(st));
         } catch (const std::exception& e) {
-            s.collectors.push_back(status_error("nvml", Error{e.what(), {}, 0}));
+            s.collectors.push_back(status_error(Collector::nvml, Error{e.what(), {}, 0}));
         }
     }
     return s;

@@ -1,6 +1,7 @@
 #pragma once
 // One collector per source of evidence. Each fills its layer and returns how it went;
 // parse_* functions beside each reader are pure (text in, struct out) and unit-tested with literal text.
+#include <functional>
 #include <memory>
 
 #include "collect/context.hpp"
@@ -36,8 +37,12 @@ std::vector<CollectorStatus> finish_driver_probes(const CollectContext&, Started
 Snapshot take_snapshot(const Root& root, const CollectOptions& options);
 
 // Helpers for collectors.
-CollectorStatus status_ok(std::string name);
-CollectorStatus status_no_data(std::string name, std::string why, std::string path = {});
-CollectorStatus status_error(std::string name, const Error& e);
+CollectorStatus status_ok(Collector c);
+CollectorStatus status_no_data(Collector c, std::string why, std::string path = {});
+CollectorStatus status_error(Collector c, const Error& e);
+
+// Runs one collector, timed, and turns anything it throws into its error status rather than a lost run (a
+// fault-isolation boundary, docs/error-policy.md).
+CollectorStatus run_collector(Collector c, const std::function<CollectorStatus()>& collect);
 
 }  // namespace gpudx

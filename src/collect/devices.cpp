@@ -182,7 +182,7 @@ void collect_holders(const Root& root, DevicesLayer& layer, CollectorStatus& sta
 }  // namespace
 
 CollectorStatus collect_devices(const CollectContext& ctx, DevicesLayer& layer) {
-    auto st = status_ok("devices");
+    auto st = status_ok(Collector::devices);
     collect_nodes(ctx.root, layer, st);
     record_unknown_nodes(ctx.root, layer, st);
     collect_holders(ctx.root, layer, st);

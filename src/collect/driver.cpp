@@ -41,10 +41,10 @@ void take_result(ProbeOutcome& out, Layer& layer) {
 }
 
 // `hung` is set when the probe was stopped at its deadline: the call it was inside, as `api`'s probe announced it.
-CollectorStatus status_of(const char* name, const ProbeOutcome& out, std::chrono::milliseconds deadline, DriverApi api,
+CollectorStatus status_of(Collector collector, const ProbeOutcome& out, std::chrono::milliseconds deadline, DriverApi api,
                           std::optional<HungCall>& hung) {
     CollectorStatus st;
-    st.name = name;
+    st.name = to_string(collector);
     st.duration_ms = out.duration_ms;
     for (const auto& problem : out.read_problems) st.problems.push_back({"", "probe output: " + problem});
     // With lanes, several calls can be in flight: the first names the hang, the others are told.
@@ -81,7 +81,7 @@ CollectorStatus status_of(const char* name, const ProbeOutcome& out, std::chrono
 CollectorStatus rocm_smi_status(ProbeOutcome& out, std::chrono::milliseconds deadline, RocmSmiLayer& layer) {
     layer.probed = true;
     take_result(out, layer);
-    auto st = status_of("rocm_smi", out, deadline, DriverApi::rocm_smi, layer.hung_call);
+    auto st = status_of(Collector::rocm_smi, out, deadline, DriverApi::rocm_smi, layer.hung_call);
     if (st.state != CollectorState::ok) return st;
     if (!layer.load_error.empty()) {
         st.state = CollectorState::no_data;
@@ -123,7 +123,9 @@ constexpr std::string_view kKfdTopology = "/sys/class/kfd/kfd/topology/nodes";
 // The children start_driver_probes forked, and which outcome is which layer's.
 struct DriverProbes {
     RunningProbes running;
-    std::optional<size_t> all_devices_probe, rocm_smi_probe;
+    // Where each probe's outcome is among the running ones.
+    size_t nvml_probe = 0;
+    std::optional<size_t> cuda_probe, all_devices_probe, rocm_smi_probe;
 };
 
 void DriverProbesDeleter::operator()(DriverProbes* p) const { delete p; }
@@ -135,6 +137,7 @@ StartedDriverProbes start_driver_probes(const CollectContext& ctx, bool ask_rocm
     std::vector<ProbeSpec> specs;
 
     NvmlQueryOptions nopts{o.driver_library_dir};
+    started->nvml_probe = specs.size();
     specs.push_back({"nvml", [nopts, &root](ProbeChannel& ch) {
                          point_standins_at_capture(root);
                          query_nvml(nopts, ch);
@@ -143,6 +146,7 @@ StartedDriverProbes start_driver_probes(const CollectContext& ctx, bool ask_rocm
     if (o.probe_cuda) {
         CudaQueryOptions caller{o.driver_library_dir, env_value(o, "CUDA_VISIBLE_DEVICES"),
                                 env_value(o, "CUDA_DEVICE_ORDER")};
+        started->cuda_probe = specs.size();
         specs.push_back({"cuda", [caller, &root](ProbeChannel& ch) {
                              point_standins_at_capture(root);
                              query_cuda(caller, ch);
@@ -189,8 +193,9 @@ std::vector<CollectorStatus> finish_driver_probes(const CollectContext& ctx, Sta
         return std::move(statuses);
     };
 
-    take_result(outcomes[0], nvml);
-    auto nst = status_of("nvml", outcomes[0], o.driver_deadline, DriverApi::nvml, nvml.hung_call);
+    auto& nvml_outcome = outcomes[started->nvml_probe];
+    take_result(nvml_outcome, nvml);
+    auto nst = status_of(Collector::nvml, nvml_outcome, o.driver_deadline, DriverApi::nvml, nvml.hung_call);
     if (nst.state == CollectorState::ok) {
         if (!nvml.load_error.empty()) {
             nst.state = CollectorState::no_data;
@@ -207,12 +212,13 @@ std::vector<CollectorStatus> finish_driver_probes(const CollectContext& ctx, Sta
     }
     statuses.push_back(std::move(nst));
 
-    if (!o.probe_cuda) {
-        statuses.push_back(status_no_data("cuda", "CUDA driver not probed (--no-cuda)"));
+    if (!started->cuda_probe) {
+        statuses.push_back(status_no_data(Collector::cuda, "CUDA driver not probed (--no-cuda)"));
         return finish();
     }
-    take_result(outcomes[1], cuda);
-    auto cst = status_of("cuda", outcomes[1], o.driver_deadline, DriverApi::cuda, cuda.hung_call);
+    auto& cuda_outcome = outcomes[*started->cuda_probe];
+    take_result(cuda_outcome, cuda);
+    auto cst = status_of(Collector::cuda, cuda_outcome, o.driver_deadline, DriverApi::cuda, cuda.hung_call);
     if (cst.state == CollectorState::ok) {
         if (!cuda.load_error.empty()) {
             cst.state = CollectorState::no_data;
@@ -230,7 +236,7 @@ std::vector<CollectorStatus> finish_driver_probes(const CollectContext& ctx, Sta
         take_result(all_outcome, all_layer);
         if (all_outcome.result) cuda.all = all_layer.caller;
         std::optional<HungCall> hung;
-        auto ast = status_of("cuda", all_outcome, o.driver_deadline, DriverApi::cuda, hung);
+        auto ast = status_of(Collector::cuda, all_outcome, o.driver_deadline, DriverApi::cuda, hung);
         if (hung && !cuda.hung_call) {
             hung->scope = HungCall::Scope::all_devices;
             cuda.hung_call = std::move(hung);

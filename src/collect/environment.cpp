@@ -70,7 +70,7 @@ std::map<std::string, std::string> load_environment(const Root& root) {
 }
 
 CollectorStatus collect_environment(const CollectContext& ctx, EnvironmentLayer& layer) {
-    auto st = status_ok("environment");
+    auto st = status_ok(Collector::environment);
     for (auto& [k, v] : ctx.options.environment)
         if (is_gpu_variable(k)) layer.variables.emplace(k, sanitize_utf8(v));
 

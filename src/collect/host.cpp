@@ -58,7 +58,7 @@ std::string parse_kernel_release_from_proc_version(std::string_view text) {
 
 CollectorStatus collect_host(const CollectContext& ctx, HostInfo& host) {
     const Root& root = ctx.root;
-    CollectorStatus st = status_ok("host");
+    CollectorStatus st = status_ok(Collector::host);
     // A missing file is a problem only when the value has no other source.
     auto read = [&](const char* path) -> std::optional<std::string> {
         auto r = root.read_file(path, 256 * 1024);

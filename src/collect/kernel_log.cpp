@@ -16,7 +16,7 @@
 namespace gpudx {
 namespace {
 
-constexpr const char* kName = "kernel_log";
+constexpr Collector kName = Collector::kernel_log;
 // Large reads keep syscalls rare; 1 MiB stays in the L2 cache while the scanner walks it.
 constexpr size_t kReadChunk = 1 << 20;
 // A capture's dmesg.txt is read whole through Root, which wants a bound.

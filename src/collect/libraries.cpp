@@ -360,7 +360,7 @@ private:
 }  // namespace
 
 CollectorStatus collect_libraries(const CollectContext& ctx, LibrariesLayer& layer) {
-    auto st = status_ok("libraries");
+    auto st = status_ok(Collector::libraries);
     LibraryScan(ctx, layer, st).run();
     return st;
 }

@@ -338,7 +338,7 @@ void read_amdgpu(const Root& root, ModuleLayer& layer, std::vector<ReadProblem>&
 
 CollectorStatus collect_module(const CollectContext& ctx, ModuleLayer& layer) {
     const Root& root = ctx.root;
-    CollectorStatus st = status_ok("module");
+    CollectorStatus st = status_ok(Collector::module);
     auto& problems = st.problems;
 
     if (auto r = root.read_file("/proc/sys/kernel/osrelease", 4096)) {
@@ -351,7 +351,7 @@ CollectorStatus collect_module(const CollectContext& ctx, ModuleLayer& layer) {
     auto modules = root.read_file("/proc/modules", 16 * 1024 * 1024);
     if (!modules) {
         if (layer.kernel_release.empty())
-            return status_no_data("module", "no procfs in this root: " + modules.error().message, "/proc/modules");
+            return status_no_data(Collector::module, "no procfs in this root: " + modules.error().message, "/proc/modules");
         problems.push_back({"/proc/modules", modules.error().message});
     } else {
         for (auto& m : parse_proc_modules(*modules)) {

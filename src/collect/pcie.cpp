@@ -171,11 +171,11 @@ CollectorStatus collect_pcie(const CollectContext& ctx, PcieLayer& layer) {
     auto names = root.list_dir(kDevicesDir);
     if (!names) {
         if (names.error().sys_errno == ENOENT)
-            return status_no_data("pcie", "no PCI bus in this root (sysfs not mounted, or a container without /sys)",
+            return status_no_data(Collector::pcie, "no PCI bus in this root (sysfs not mounted, or a container without /sys)",
                                   std::string(kDevicesDir));
-        return status_error("pcie", names.error());
+        return status_error(Collector::pcie, names.error());
     }
-    CollectorStatus st = status_ok("pcie");
+    CollectorStatus st = status_ok(Collector::pcie);
     DeviceReader rd{root, st.problems};
     auto slots = read_slots(root, st.problems);
 

@@ -7,58 +7,40 @@
 
 #include "collect/collectors.hpp"
 
+#include "core/clock.hpp"
+
 namespace gpudx {
 
-CollectorStatus status_ok(std::string name) { return {std::move(name), CollectorState::ok, {}, {}, 0, {}}; }
+CollectorStatus status_ok(Collector c) { return {std::string(to_string(c)), CollectorState::ok, {}, {}, 0, {}}; }
 
-CollectorStatus status_no_data(std::string name, std::string why, std::string path) {
-    return {std::move(name), CollectorState::no_data, std::move(why), std::move(path), 0, {}};
+CollectorStatus status_no_data(Collector c, std::string why, std::string path) {
+    return {std::string(to_string(c)), CollectorState::no_data, std::move(why), std::move(path), 0, {}};
 }
 
-CollectorStatus status_error(std::string name, const Error& e) {
-    return {std::move(name), CollectorState::error, e.message, e.path, 0, {}};
+CollectorStatus status_error(Collector c, const Error& e) {
+    return {std::string(to_string(c)), CollectorState::error, e.message, e.path, 0, {}};
 }
 
-namespace {
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Times a collector and turns anything it throws into an error status rather than a lost run.
-template <class Fn>
-CollectorStatus run_collector(const char* name, Fn&& fn) {
-    auto t0 = std::chrono::steady_clock::now();
+CollectorStatus run_collector(Collector c, const std::function<CollectorStatus()>& collect) {
+    auto t0 = SteadyClock::now();
     CollectorStatus st;
     // Fault-isolation boundary: each collector.
     try {
-        st = fn();
+        st = collect();
     } catch (const std::exception& e) {
-        st = status_error(name, Error{std::string("collector failed: ") + e.what(), {}, 0});
+        st = status_error(c, Error{std::string("collector failed: ") + e.what(), {}, 0});
     } catch (...) {
-        st = status_error(name, Error{"collector failed", {}, 0});
+        st = status_error(c, Error{"collector failed", {}, 0});
     }
-    st.name = name;
+    st.name = to_string(c);
     st.duration_ms = ms_since(t0);
     return st;
 }
 
-std::string utc_now_iso() {
-    auto now = std::chrono::system_clock::now();
-    std::time_t t = std::chrono::system_clock::to_time_t(now);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-}
-
-}  // namespace
-
 Snapshot take_snapshot(const Root& root, const CollectOptions& options) {
     Snapshot s;
     s.gpudx_version = GPUDX_VERSION;
-    s.collected_at = utc_now_iso();
+    s.collected_at = utc_now_iso8601();
     s.root = root.base().string();
     CollectContext ctx{root, options};
 
@@ -66,7 +48,7 @@ Snapshot take_snapshot(const Root& root, const CollectOptions& options) {
     // children are forked here, before the thread that reads them exists.
     std::future<std::vector<CollectorStatus>> driver;
     if (options.probe_driver) {
-        auto t0 = std::chrono::steady_clock::now();
+        auto t0 = SteadyClock::now();
         StartedDriverProbes probes;
         std::string start_error;
         // Fault-isolation boundary: the driver collectors, when their children are started and when read.
@@ -77,8 +59,8 @@ Snapshot take_snapshot(const Root& root, const CollectOptions& options) {
         }
         driver = std::async(std::launch::async, [&, t0, start_error, probes = std::move(probes)]() mutable {
             auto failed = [](const std::string& why) {
-                return std::vector<CollectorStatus>{status_error("nvml", Error{why, {}, 0}),
-                                                    status_error("cuda", Error{why, {}, 0})};
+                return std::vector<CollectorStatus>{status_error(Collector::nvml, Error{why, {}, 0}),
+                                                    status_error(Collector::cuda, Error{why, {}, 0})};
             };
             std::vector<CollectorStatus> out;
             if (!probes) {
@@ -96,21 +78,21 @@ Snapshot take_snapshot(const Root& root, const CollectOptions& options) {
         });
     }
 
-    s.collectors.push_back(run_collector("host", [&] { return collect_host(ctx, s.host); }));
-    s.collectors.push_back(run_collector("pcie", [&] { return collect_pcie(ctx, s.pcie); }));
-    s.collectors.push_back(run_collector("module", [&] { return collect_module(ctx, s.module); }));
-    s.collectors.push_back(run_collector("kernel_log", [&] { return collect_kernel_log(ctx, s.kernel_log); }));
-    s.collectors.push_back(run_collector("libraries", [&] { return collect_libraries(ctx, s.libraries); }));
-    s.collectors.push_back(run_collector("devices", [&] { return collect_devices(ctx, s.devices); }));
-    s.collectors.push_back(run_collector("environment", [&] { return collect_environment(ctx, s.environment); }));
+    s.collectors.push_back(run_collector(Collector::host, [&] { return collect_host(ctx, s.host); }));
+    s.collectors.push_back(run_collector(Collector::pcie, [&] { return collect_pcie(ctx, s.pcie); }));
+    s.collectors.push_back(run_collector(Collector::module, [&] { return collect_module(ctx, s.module); }));
+    s.collectors.push_back(run_collector(Collector::kernel_log, [&] { return collect_kernel_log(ctx, s.kernel_log); }));
+    s.collectors.push_back(run_collector(Collector::libraries, [&] { return collect_libraries(ctx, s.libraries); }));
+    s.collectors.push_back(run_collector(Collector::devices, [&] { return collect_devices(ctx, s.devices); }));
+    s.collectors.push_back(run_collector(Collector::environment, [&] { return collect_environment(ctx, s.environment); }));
 
     if (driver.valid())
         for (auto& st : driver.get()) s.collectors.push_back(std::move(st));
     else {
         std::string why = options.driver_not_probed_reason.empty() ? "driver layers not probed (--no-driver)"
                                                                     : options.driver_not_probed_reason;
-        s.collectors.push_back(status_no_data("nvml", why));
-        s.collectors.push_back(status_no_data("cuda", why));
+        s.collectors.push_back(status_no_data(Collector::nvml, why));
+        s.collectors.push_back(status_no_data(Collector::cuda, why));
     }
     return s;
 }

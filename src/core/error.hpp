@@ -8,13 +8,13 @@
 // and from bugs. They stop only at these fault-isolation boundaries, where a comment at the catch names the
 // boundary:
 //   - main() (app/main.cpp): UsageError exits 64, anything else is an internal error (exit 3);
-//   - each collector (collect/snapshot.cpp run_collector and the driver probes' start and finish,
-//     capture/record.cpp collect_gpu_inventory): a throwing collector loses its own layer, as an error
+//   - each collector (collect/snapshot.cpp run_collector, which capture/record.cpp uses too, and the driver
+//     probes' start and finish): a throwing collector loses its own layer, as an error
 //     status;
 //   - each rule family (rules/diagnose.cpp diagnose): a throwing family becomes gpudx.check_failed;
 //   - each child's body (core/supervisor.cpp run_child, core/child_probe.cpp start_probes): the exception
 //     ends the child, which the parent reports;
-//   - each acceptance sub-test (actions/accept.cpp Acceptance::run_step): it fails, the others run;
+//   - each acceptance sub-test (actions/accept_run.cpp Acceptance::run_step): it fails, the others run;
 //   - the readers of third-party formats (JSON and TOML input, a child's JSON result): nlohmann's and
 //     toml++'s exceptions become a Result error or a read problem at the function that parses;
 //   - library calls that report failure only by throwing (std::thread's constructor in

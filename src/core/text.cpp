@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cstdlib>
 
+#include <fmt/format.h>
+
 namespace gpudx {
 
 std::string_view trim(std::string_view s) {
@@ -167,6 +169,19 @@ std::string fit(std::string_view text, size_t n) {
     size_t cut = n >= 3 ? n - 3 : 0;  // "…" is three bytes
     while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
     return std::string(text.substr(0, cut)) + "\xE2\x80\xA6";
+}
+
+std::string join_strings(const std::vector<std::string>& items, std::string_view sep) {
+    std::string out;
+    for (size_t i = 0; i < items.size(); ++i) {
+        if (i) out += sep;
+        out += items[i];
+    }
+    return out;
+}
+
+std::string format_gib(uint64_t bytes, int decimals) {
+    return fmt::format("{:.{}f} GiB", static_cast<double>(bytes) / (1ull << 30), decimals);
 }
 
 }  // namespace gpudx

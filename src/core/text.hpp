@@ -30,6 +30,12 @@ std::string sanitize_utf8(std::string_view s);
 // "x\n\033[2J" can then neither move the cursor nor forge a line of the report.
 std::string strip_control(std::string_view s);
 
+// The items with `sep` between them.
+std::string join_strings(const std::vector<std::string>& items, std::string_view sep = ", ");
+
+// Bytes as GiB for people: "141.0 GiB" (digits after the point as given).
+std::string format_gib(uint64_t bytes, int decimals = 1);
+
 // Shortens to at most n bytes on a UTF-8 boundary, marking the cut with "…" when it had to cut.
 std::string fit(std::string_view text, size_t n);
 

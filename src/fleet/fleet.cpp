@@ -23,6 +23,7 @@
 
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
+#include "core/clock.hpp"
 #include "model/snapshot_keys.hpp"
 
 namespace gpudx {

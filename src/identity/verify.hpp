@@ -110,7 +110,7 @@ VerifyReport evaluate_identity(int pid, std::string_view maps_text, const std::o
 // does not exist or its maps cannot be read.
 Result<VerifyReport> verify_process(const Root& root, int pid, const VerifyOptions& options);
 
+// The report as JSON; the text report is render/verify.hpp's.
 nlohmann::json verify_report_to_json(const VerifyReport& report);
-std::string render_verify_text(const VerifyReport& report);
 
 }  // namespace gpudx

@@ -38,6 +38,9 @@ struct Snapshot {
     std::vector<CollectorStatus> collectors;
 
     const CollectorStatus* collector(std::string_view name) const;
+    const CollectorStatus* collector(Collector c) const;
+    // That collector ran and its state is ok: its layer holds data to judge.
+    bool collected(Collector c) const;
 };
 
 nlohmann::json snapshot_to_json(const Snapshot& s);

@@ -6,16 +6,6 @@
 
 namespace gpudx {
 
-namespace {
-
-std::string join(const std::vector<std::string>& items, std::string_view sep = ", ") {
-    std::string out;
-    for (auto& i : items) out += (out.empty() ? "" : std::string(sep)) + i;
-    return out;
-}
-
-}  // namespace
-
 std::string render_findings_text(const std::vector<Finding>& findings, bool color) {
     auto paint = [&](const char* code, std::string_view s) {
         return color ? fmt::format("\033[{}m{}\033[0m", code, s) : std::string(s);
@@ -46,7 +36,7 @@ std::string render_matrix_check_text(const Matrix& m, const NodeRecord& node, co
         out += fmt::format("Class: {} (line {} of {}; owner {}; review by {})\n", c.node_class->name,
                            c.node_class->line, m.path, c.node_class->owner, c.node_class->review_by.str());
         if (!c.also_fitting.empty())
-            out += fmt::format("Also fits: {} (the first fitting class in the file wins)\n", join(c.also_fitting));
+            out += fmt::format("Also fits: {} (the first fitting class in the file wins)\n", join_strings(c.also_fitting));
     } else {
         out += "Class: none fits\n";
     }

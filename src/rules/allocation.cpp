@@ -206,7 +206,7 @@ void uuid_not_on_node(const CheckContext& ctx, const std::vector<NodeGpu>& gpus,
                                         "from NVML, and NVML was not read",
                                         name, m.entry.text);
                 f.evidence.push_back(env_evidence(name, *value));
-                if (auto* c = ctx.snapshot.collector("nvml"))
+                if (auto* c = ctx.snapshot.collector(Collector::nvml))
                     f.evidence.push_back({"nvml collector", c->message.empty() ? to_string(c->state) : c->message});
                 f.next_step = "Run gpudx without --no-driver (on a capture: --driver-lib-dir with the stand-ins), or "
                               "compare with `nvidia-smi -L` on the node.";
@@ -343,7 +343,7 @@ void beyond_allocation(const CheckContext& ctx, const std::vector<NodeGpu>& gpus
 
 void check_allocation(const CheckContext& ctx, std::vector<Finding>& out) {
     const auto& s = ctx.snapshot;
-    auto* st = s.collector("environment");
+    auto* st = s.collector(Collector::environment);
     if (!st || st->state != CollectorState::ok) return;
     auto gpus = node_gpus(s);
     auto cvd_value = var(s, "CUDA_VISIBLE_DEVICES");

@@ -53,11 +53,6 @@ std::optional<std::string> var(const Snapshot& s, const std::string& name) {
     return it->second;
 }
 
-bool ok(const Snapshot& s, std::string_view collector) {
-    auto* st = s.collector(collector);
-    return st && st->state == CollectorState::ok;
-}
-
 bool module_loaded(const Snapshot& s, std::string_view name) {
     return std::any_of(s.module.loaded.begin(), s.module.loaded.end(), [&](auto& m) { return m.name == name; });
 }
@@ -93,7 +88,7 @@ std::string join_list(const std::vector<std::string>& v, std::string_view sep = 
 // pcie.mixed_vendors: GPUs of more than one vendor on the bus, with counts and drivers.
 void mixed_vendors(const CheckContext& ctx, std::vector<Finding>& out) {
     const auto& s = ctx.snapshot;
-    if (!ok(s, "pcie")) return;
+    if (!s.collected(Collector::pcie)) return;
     std::map<std::string, std::vector<const PciDevice*>> by_vendor;
     for (auto& d : s.pcie.devices) {
         if (!d.is_gpu) continue;
@@ -127,7 +122,7 @@ void mixed_vendors(const CheckContext& ctx, std::vector<Finding>& out) {
 // module.gpu_not_in_kfd: an AMD GPU bound to amdgpu that KFD did not add to its topology: ROCm cannot use it.
 void not_in_kfd(const CheckContext& ctx, std::vector<Finding>& out) {
     const auto& s = ctx.snapshot;
-    if (!ok(s, "module") || !ok(s, "pcie") || !s.module.kfd_topology_listed) return;
+    if (!s.collected(Collector::module) || !s.collected(Collector::pcie) || !s.module.kfd_topology_listed) return;
     std::vector<std::string> kfd;
     for (auto& n : s.module.kfd_nodes)
         if (!n.pci.empty()) kfd.push_back(fmt::format("node {} {}", n.node, n.pci));
@@ -171,7 +166,7 @@ void not_in_kfd(const CheckContext& ctx, std::vector<Finding>& out) {
 // devices.render_node_missing: amdgpu has a render node for the GPU but /dev/dri has no node for it.
 void render_nodes(const CheckContext& ctx, std::vector<Finding>& out) {
     const auto& s = ctx.snapshot;
-    if (!ok(s, "devices") || !ok(s, "module")) return;
+    if (!s.collected(Collector::devices) || !s.collected(Collector::module)) return;
     // A container has the render nodes of the GPUs it was given only: their absence there is by design, and
     // whether it got what it asked for is a question of its ROCm selectors.
     if (s.environment.container.in_container) return;
@@ -194,7 +189,7 @@ void render_nodes(const CheckContext& ctx, std::vector<Finding>& out) {
 // container.amd_devices_exposed: a job or container given NVIDIA GPUs that can reach AMD GPUs' device nodes.
 void cuda_job_sees_amd(const CheckContext& ctx, std::vector<Finding>& out) {
     const auto& s = ctx.snapshot;
-    if (!ok(s, "devices") || !ok(s, "environment")) return;
+    if (!s.collected(Collector::devices) || !s.collected(Collector::environment)) return;
     bool container = s.environment.container.in_container;
     std::optional<std::string> slurm = var(s, "SLURM_JOB_ID");
     if (!container && !slurm) return;
@@ -249,7 +244,7 @@ void cuda_job_sees_amd(const CheckContext& ctx, std::vector<Finding>& out) {
 // allocation.rocm_visible_devices_invalid: a ROCR_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES entry no AMD GPU answers to.
 void rocm_selectors(const CheckContext& ctx, std::vector<Finding>& out) {
     const auto& s = ctx.snapshot;
-    if (!ok(s, "environment") || !ok(s, "module") || !s.module.kfd_topology_listed) return;
+    if (!s.collected(Collector::environment) || !s.collected(Collector::module) || !s.module.kfd_topology_listed) return;
     IdentityTable t = join_identity(s);
     if (!t.amd) return;
     std::vector<std::string> node;
@@ -279,7 +274,7 @@ void rocm_selectors(const CheckContext& ctx, std::vector<Finding>& out) {
 // libs.rocm_mixed_releases: the loader picks ROCm libraries from more than one ROCm release.
 void rocm_releases(const CheckContext& ctx, std::vector<Finding>& out) {
     const auto& s = ctx.snapshot;
-    if (!ok(s, "libraries") || s.libraries.rocm_installs.empty()) return;
+    if (!s.collected(Collector::libraries) || s.libraries.rocm_installs.empty()) return;
     static constexpr std::string_view kStems[] = {"libamdhip64.so", "libhsa-runtime64.so", "librocm_smi64.so",
                                                   "libamd_smi.so"};
     std::map<std::string, std::vector<std::string>> by_release;  // release (or "outside /opt/rocm*") -> libraries
@@ -314,7 +309,7 @@ void rocm_releases(const CheckContext& ctx, std::vector<Finding>& out) {
 // GPU outside its peers' hive (hive_id 0 when its links did not train) talks to them over PCIe only.
 void xgmi_hive(const CheckContext& ctx, std::vector<Finding>& out) {
     const auto& s = ctx.snapshot;
-    if (!ok(s, "module")) return;
+    if (!s.collected(Collector::module)) return;
     struct Member {
         const AmdGpu* gpu;
         std::string hive;
@@ -381,7 +376,7 @@ void rocm_smi_start(const Snapshot& s, std::vector<Finding>& out) {
     f.evidence.push_back({"rsmi_init in " + r.library_path,
                           r.init_result ? fmt::format("{} ({})", rocm_smi_code_name(*r.init_result), *r.init_result)
                                         : r.init_error});
-    if (!module_loaded(s, "amdgpu") && ok(s, "module")) {
+    if (!module_loaded(s, "amdgpu") && s.collected(Collector::module)) {
         f.message += "; the amdgpu kernel module is not loaded: the module layer is the cause";
         f.evidence.push_back({"/proc/modules", "no amdgpu module"});
     }

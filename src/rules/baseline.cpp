@@ -491,13 +491,4 @@ int exit_code_for(const std::vector<Finding>& findings) {
     return warn ? 2 : 0;
 }
 
-std::string utc_now_iso8601() {
-    auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-}
-
 }  // namespace gpudx

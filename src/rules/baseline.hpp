@@ -86,6 +86,5 @@ std::vector<Finding> diff_records(const NodeRecord& baseline, const NodeRecord& 
 
 // 0 no warning or error, 1 any error, 2 warnings only (the diagnose convention).
 int exit_code_for(const std::vector<Finding>& findings);
-std::string utc_now_iso8601();
 
 }  // namespace gpudx

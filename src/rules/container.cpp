@@ -115,7 +115,7 @@ void injected_devices(const CheckContext& ctx, std::vector<Finding>& out) {
 }  // namespace
 
 void check_container(const CheckContext& ctx, std::vector<Finding>& out) {
-    auto* st = ctx.snapshot.collector("environment");
+    auto* st = ctx.snapshot.collector(Collector::environment);
     if (!st || st->state != CollectorState::ok) return;
     detected(ctx, out);
     visible_all_in_job(ctx, out);

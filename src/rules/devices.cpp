@@ -205,7 +205,7 @@ void check_amd_nodes(const CheckContext& ctx, std::vector<Finding>& out) {
 }  // namespace
 
 void check_devices(const CheckContext& ctx, std::vector<Finding>& out) {
-    auto* st = ctx.snapshot.collector("devices");
+    auto* st = ctx.snapshot.collector(Collector::devices);
     if (!st || st->state != CollectorState::ok) return;
     check_nvidia_nodes(ctx, out);
     check_access(ctx, out);

@@ -20,16 +20,16 @@ constexpr Rule kRules[] = {
 consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
 
 // Collectors whose data each layer rests on.
-std::vector<std::string_view> collectors_of(Layer l) {
+std::vector<Collector> collectors_of(Layer l) {
     switch (l) {
-        case Layer::pcie: return {"pcie"};
-        case Layer::module: return {"module"};
-        case Layer::kernel_log: return {"kernel_log"};
-        case Layer::libraries: return {"libraries"};
-        case Layer::devices: return {"devices"};
-        case Layer::driver: return {"nvml", "cuda", "rocm_smi"};
-        case Layer::container: return {"environment"};
-        case Layer::allocation: return {"environment"};
+        case Layer::pcie: return {Collector::pcie};
+        case Layer::module: return {Collector::module};
+        case Layer::kernel_log: return {Collector::kernel_log};
+        case Layer::libraries: return {Collector::libraries};
+        case Layer::devices: return {Collector::devices};
+        case Layer::driver: return {Collector::nvml, Collector::cuda, Collector::rocm_smi};
+        case Layer::container: return {Collector::environment};
+        case Layer::allocation: return {Collector::environment};
     }
     return {};
 }
@@ -37,17 +37,17 @@ std::vector<std::string_view> collectors_of(Layer l) {
 // A layer is not evaluated when none of its collectors produced data.
 std::optional<std::string> not_evaluated_reason(const Snapshot& s, Layer l) {
     std::vector<std::string> why;
-    for (auto name : collectors_of(l)) {
-        auto* c = s.collector(name);
-        if (!c && name == "rocm_smi") continue;  // asked only on nodes with a KFD topology
+    for (auto collector : collectors_of(l)) {
+        auto* c = s.collector(collector);
+        if (!c && collector == Collector::rocm_smi) continue;  // asked only on nodes with a KFD topology
         if (!c) {
-            why.push_back(fmt::format("{}: not collected", name));
+            why.push_back(fmt::format("{}: not collected", to_string(collector)));
             continue;
         }
         if (c->state == CollectorState::ok) return std::nullopt;
         std::string msg = c->message;
         if (!c->path.empty()) msg += " (" + c->path + ")";
-        why.push_back(fmt::format("{}: {}", name, msg.empty() ? to_string(c->state) : msg));
+        why.push_back(fmt::format("{}: {}", to_string(collector), msg.empty() ? to_string(c->state) : msg));
     }
     std::string joined;
     for (auto& w : why) joined += (joined.empty() ? "" : "; ") + w;

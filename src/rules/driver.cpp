@@ -21,7 +21,7 @@ bool nvidia_module_loaded(const Snapshot& s) {
 }
 
 bool module_layer_read(const Snapshot& s) {
-    auto* c = s.collector("module");
+    auto* c = s.collector(Collector::module);
     return c && c->state == CollectorState::ok;
 }
 
@@ -137,7 +137,7 @@ std::string nvml_device_name(const NvmlMap& m, const NvmlDevice& d) {
 void check_unresponsive(const CheckContext& ctx, const NvmlMap& map, std::vector<Finding>& out) {
     const auto& s = ctx.snapshot;
     struct Probe {
-        const char* collector;
+        Collector collector;
         const char* library;
         const std::optional<HungCall>& hung;
         const char* wedge_signs;  // what the kernel log says of a wedged GPU of this vendor
@@ -145,16 +145,16 @@ void check_unresponsive(const CheckContext& ctx, const NvmlMap& map, std::vector
     };
     constexpr const char* kNvidiaSigns = "Xid 79 / \"fallen off the bus\"";
     constexpr const char* kNvidiaReset = "`nvidia-smi -r -i <UUID>`";
-    for (auto p : {Probe{"nvml", "NVML", s.nvml.hung_call, kNvidiaSigns, kNvidiaReset},
-                   Probe{"cuda", "the CUDA driver", s.cuda.hung_call, kNvidiaSigns, kNvidiaReset},
-                   Probe{"rocm_smi", "ROCm SMI", s.rocm_smi.hung_call,
+    for (auto p : {Probe{Collector::nvml, "NVML", s.nvml.hung_call, kNvidiaSigns, kNvidiaReset},
+                   Probe{Collector::cuda, "the CUDA driver", s.cuda.hung_call, kNvidiaSigns, kNvidiaReset},
+                   Probe{Collector::rocm_smi, "ROCm SMI", s.rocm_smi.hung_call,
                          "amdgpu GPU reset, RAS or \"ring timeout\" messages", "`amd-smi reset -G -g <N>`"}}) {
         auto* c = s.collector(p.collector);
         bool timed_out = c && c->state == CollectorState::timed_out;
         if (!timed_out && !p.hung) continue;
         std::string call = p.hung ? p.hung->label() : (c ? c->path : std::string());
-        bool nvml = std::string_view(p.collector) == "nvml";
-        bool rocm_smi = std::string_view(p.collector) == "rocm_smi";
+        bool nvml = p.collector == Collector::nvml;
+        bool rocm_smi = p.collector == Collector::rocm_smi;
         // The GPU the call was about, when that is known: the device's own answer, or its place in PCI order
         // (NVML numbers the GPUs it can see in PCI order; CUDA too under CUDA_DEVICE_ORDER=PCI_BUS_ID).
         std::string pci, how;
@@ -192,7 +192,7 @@ void check_unresponsive(const CheckContext& ctx, const NvmlMap& map, std::vector
                                           call.empty() ? "a call" : call,
                                           pci.empty() ? std::string() : " on " + describe(ctx.gpu(pci))));
         if (!pci.empty()) f.subjects.push_back(ctx.gpu(pci));
-        f.evidence.push_back({call.empty() ? std::string(p.collector) : call,
+        f.evidence.push_back({call.empty() ? std::string(to_string(p.collector)) : call,
                               c ? (c->message.empty() ? "timed out" : c->message) : "timed out"});
         if (!how.empty()) f.evidence.push_back({"which GPU", how});
         f.next_step = fmt::format(
@@ -256,7 +256,7 @@ std::string explain_cuinit(const Snapshot& s, CudaInit outcome, Layer& layer) {
         case CudaInit::no_device: {
             if (module_layer_read(s) && !nvidia_module_loaded(s))
                 return "the nvidia kernel module is not loaded: the module layer is the cause";
-            if (nvidia_pcie_gpus(s).empty() && s.collector("pcie") && s.collector("pcie")->state == CollectorState::ok)
+            if (nvidia_pcie_gpus(s).empty() && s.collector(Collector::pcie) && s.collector(Collector::pcie)->state == CollectorState::ok)
                 return "no NVIDIA GPU is on the PCIe bus: the pcie layer is the cause";
             bool hidden_by_env = v.cuda_visible_devices != "<unset>" &&
                                  ((s.cuda.all && s.cuda.all->device_count.value_or(0) > 0) ||
@@ -321,8 +321,8 @@ void check_cuda_init(const Snapshot& s, std::vector<Finding>& out) {
     int rc = *v.init_result;
     // A host without NVIDIA GPUs (an AMD node whose image carries libcuda) has no device to find: that is the
     // right answer, not a failure.
-    if (outcome == CudaInit::no_device && nvidia_pcie_gpus(s).empty() && s.collector("pcie") &&
-        s.collector("pcie")->state == CollectorState::ok)
+    if (outcome == CudaInit::no_device && nvidia_pcie_gpus(s).empty() && s.collector(Collector::pcie) &&
+        s.collector(Collector::pcie)->state == CollectorState::ok)
         return;
     Layer layer = Layer::driver;
     std::string cause = explain_cuinit(s, outcome, layer);

@@ -191,7 +191,7 @@ void check_module_signatures(const CheckContext& ctx, std::vector<Finding>& out)
     for (auto& l : log.lines)
         if (l.text.find("locked down") != std::string::npos || l.text.find("Secure boot enabled") != std::string::npos)
             lockdown_line = l.text;
-    auto* module_status = s.collector("module");
+    auto* module_status = s.collector(Collector::module);
     bool module_known = module_status && module_status->state == CollectorState::ok;
     for (auto& t : log.tallies) {
         if (t.kind == "module_refused") {
@@ -227,7 +227,7 @@ void check_module_signatures(const CheckContext& ctx, std::vector<Finding>& out)
 }  // namespace
 
 void check_kernel_log_text(const CheckContext& ctx, std::vector<Finding>& out, std::vector<std::string>* unrecognised) {
-    auto* st = ctx.snapshot.collector("kernel_log");
+    auto* st = ctx.snapshot.collector(Collector::kernel_log);
     if (!st || st->state != CollectorState::ok) return;
     const XidPolicy& policy = ctx.options.xid_policy ? *ctx.options.xid_policy : builtin_xid_policy();
     check_xids(ctx, policy, out);

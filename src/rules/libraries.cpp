@@ -220,7 +220,7 @@ void runtime_too_new(const CheckContext& ctx, const ResolvedLibrary& lib, std::s
 
 void check_libraries(const CheckContext& ctx, std::vector<Finding>& out) {
     const auto& s = ctx.snapshot;
-    auto* st = s.collector("libraries");
+    auto* st = s.collector(Collector::libraries);
     if (!st || st->state != CollectorState::ok) return;
 
     // The user-space driver decides which CUDA versions work; the module's version stands in when libcuda's is unknown.

@@ -80,18 +80,6 @@ bool matches_any(const std::vector<std::string>& patterns, std::string_view valu
 
 namespace {
 
-std::string join(const std::vector<std::string_view>& items, std::string_view sep = ", ") {
-    std::string out;
-    for (auto& i : items) out += (out.empty() ? "" : std::string(sep)) + std::string(i);
-    return out;
-}
-
-std::string join(const std::vector<std::string>& items, std::string_view sep = ", ") {
-    std::string out;
-    for (auto& i : items) out += (out.empty() ? "" : std::string(sep)) + i;
-    return out;
-}
-
 const char* type_name(const toml::node& n) {
     switch (n.type()) {
         case toml::node_type::table: return "a table";
@@ -222,7 +210,7 @@ private:
             if (std::find(allowed.begin(), allowed.end(), key.str()) != allowed.end()) continue;
             unsigned line = key.source().begin.line ? key.source().begin.line : value.source().begin.line;
             return error_at(line, fmt::format("unknown key '{}' in {} (allowed: {})", key.str(), where,
-                                              join(std::vector<std::string_view>(allowed))));
+                                              join_strings(std::vector<std::string>(allowed.begin(), allowed.end()))));
         }
         return true;
     }
@@ -345,7 +333,7 @@ const NodeClass* pick(const std::vector<const NodeClass*>& candidates, size_t gp
     return best ? best : candidates.front();
 }
 
-std::string listed(const std::vector<std::string>& v) { return v.empty() ? "(any)" : join(v); }
+std::string listed(const std::vector<std::string>& v) { return v.empty() ? "(any)" : join_strings(v); }
 
 }  // namespace
 
@@ -385,7 +373,7 @@ MatrixCheck check_node_against_matrix(const Matrix& m, const NodeRecord& node, c
                                      node.gpus.size(),
                                      dominant_gpu_model(node).empty() ? "unknown GPU" : dominant_gpu_model(node)),
                          {{},
-                          {{mfile, "classes: " + join(names)}},
+                          {{mfile, "classes: " + join_strings(names)}},
                           "Add a class for this kind of node to the matrix (owner, review_by, tested set), or fix the "
                           "class's "
                           "hostname/gpu_model patterns so that it fits."}));
@@ -490,7 +478,7 @@ MatrixCheck check_node_against_matrix(const Matrix& m, const NodeRecord& node, c
         }
         if (!f.subjects.empty()) {
             f.message = fmt::format("{} GPU(s) run VBIOS {} outside the tested set of class '{}' ({})", f.subjects.size(),
-                                    join(std::vector<std::string>(seen.begin(), seen.end())), c.name,
+                                    join_strings(std::vector<std::string>(seen.begin(), seen.end())), c.name,
                                     listed(c.tested.vbios));
             f.evidence.push_back({csrc, listed(c.tested.vbios)});
             f.next_step = fmt::format("Flash a tested VBIOS (vendor tool), or have {} test this one.", c.owner);

@@ -79,7 +79,7 @@ std::string userspace_version(const Snapshot& s) {
 
 void check_not_loaded(const CheckContext& ctx, std::vector<Finding>& out) {
     const auto& s = ctx.snapshot;
-    if (read_failed(s.collector("module"), "/proc/modules")) return;
+    if (read_failed(s.collector(Collector::module), "/proc/modules")) return;
     struct Want { uint32_t vendor; const char* module; const char* next; };
     static constexpr Want wants[] = {
         {kNvidia, "nvidia",
@@ -262,7 +262,7 @@ void check_proc_gpus(const CheckContext& ctx, std::vector<Finding>& out) {
 }  // namespace
 
 void check_module(const CheckContext& ctx, std::vector<Finding>& out) {
-    auto* st = ctx.snapshot.collector("module");
+    auto* st = ctx.snapshot.collector(Collector::module);
     if (!st || st->state != CollectorState::ok) return;
     check_not_loaded(ctx, out);
     check_module_file(ctx, out);

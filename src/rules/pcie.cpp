@@ -216,7 +216,7 @@ void check_device_health(const CheckContext& ctx, std::vector<Finding>& out) {
 
 void check_gpu_binding(const CheckContext& ctx, std::vector<Finding>& out) {
     const auto& s = ctx.snapshot;
-    auto* mod_st = s.collector("module");
+    auto* mod_st = s.collector(Collector::module);
     bool module_data = mod_st && mod_st->state == CollectorState::ok;
     for (auto& addr : s.pcie.gpus) {
         const PciDevice* d = find_device(s.pcie, addr);
@@ -263,7 +263,7 @@ void check_gpu_binding(const CheckContext& ctx, std::vector<Finding>& out) {
 
 void check_pcie(const CheckContext& ctx, std::vector<Finding>& out) {
     const auto& s = ctx.snapshot;
-    auto* st = s.collector("pcie");
+    auto* st = s.collector(Collector::pcie);
     // No data (a container without /sys, a capture without it) says nothing about the bus.
     if (!st || st->state != CollectorState::ok) return;
     // A device whose vendor or class could not be read may be a GPU: then "no GPU" would be a guess.

@@ -6,32 +6,6 @@
 
 namespace gpudx {
 
-std::string_view to_string(Collector c) {
-    switch (c) {
-        case Collector::host:
-            return "host";
-        case Collector::pcie:
-            return "pcie";
-        case Collector::module:
-            return "module";
-        case Collector::kernel_log:
-            return "kernel_log";
-        case Collector::libraries:
-            return "libraries";
-        case Collector::devices:
-            return "devices";
-        case Collector::environment:
-            return "environment";
-        case Collector::nvml:
-            return "nvml";
-        case Collector::cuda:
-            return "cuda";
-        case Collector::rocm_smi:
-            return "rocm_smi";
-    }
-    return "?";
-}
-
 namespace {
 
 Finding build(const Rule& r, Layer layer, Severity severity, std::string message, FindingDetails details) {

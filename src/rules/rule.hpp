@@ -10,16 +10,11 @@
 #include <string_view>
 #include <vector>
 
+#include "model/collector_status.hpp"
 #include "model/finding.hpp"
 
 namespace gpudx {
 
-// The collectors a rule reads, named as their statuses are in a snapshot ("kernel_log", "nvml").
-enum class Collector : uint8_t { host, pcie, module, kernel_log, libraries, devices, environment, nvml, cuda, rocm_smi };
-inline constexpr Collector kAllCollectors[] = {
-    Collector::host,    Collector::pcie,        Collector::module, Collector::kernel_log, Collector::libraries,
-    Collector::devices, Collector::environment, Collector::nvml,   Collector::cuda,       Collector::rocm_smi};
-std::string_view to_string(Collector c);
 
 // A small set of enumerators, written in a table as {Layer::libraries, Layer::allocation}.
 template <typename E>

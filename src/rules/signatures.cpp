@@ -552,11 +552,6 @@ const ResolvedLibrary* library(const Snapshot& s, std::string_view soname_prefix
     return nullptr;
 }
 
-bool collector_ok(const Snapshot& s, const char* name) {
-    auto* st = s.collector(name);
-    return st && st->state == CollectorState::ok;
-}
-
 std::string first_value(const Occurrence& o, const std::string& field) {
     auto it = o.values.find(field);
     return it == o.values.end() || it->second.empty() ? std::string() : it->second.front();
@@ -566,8 +561,8 @@ std::string first_value(const Occurrence& o, const std::string& field) {
 void check_api_mismatch(const CheckContext& ctx, const Occurrence& o, Finding& f) {
     const auto& s = ctx.snapshot;
     std::optional<std::string> module_now;
-    if (collector_ok(s, "module") && s.module.nvidia_driver_version) module_now = *s.module.nvidia_driver_version;
-    const ResolvedLibrary* libcuda = collector_ok(s, "libraries") ? library(s, "libcuda.so.1") : nullptr;
+    if (s.collected(Collector::module) && s.module.nvidia_driver_version) module_now = *s.module.nvidia_driver_version;
+    const ResolvedLibrary* libcuda = s.collected(Collector::libraries) ? library(s, "libcuda.so.1") : nullptr;
     std::string lib_now = libcuda && !libcuda->chosen->version.empty() ? libcuda->chosen->version : std::string();
     if (module_now) f.evidence.push_back({"/proc/driver/nvidia/version", *module_now});
     if (!lib_now.empty()) f.evidence.push_back({libcuda->chosen->path, "resolves to " + libcuda->chosen->real_path});
@@ -601,11 +596,11 @@ void check_api_mismatch(const CheckContext& ctx, const Occurrence& o, Finding& f
 void check_cuda_driver(const CheckContext& ctx, Finding& f) {
     const auto& s = ctx.snapshot;
     std::optional<int> driver_cuda = s.cuda.driver_version ? s.cuda.driver_version : s.nvml.cuda_driver_version;
-    const ResolvedLibrary* cudart = collector_ok(s, "libraries") ? library(s, "libcudart.so") : nullptr;
+    const ResolvedLibrary* cudart = s.collected(Collector::libraries) ? library(s, "libcudart.so") : nullptr;
     std::vector<std::string> facts;
     if (driver_cuda)
         facts.push_back(fmt::format("the driver supports CUDA {}.{}", *driver_cuda / 1000, (*driver_cuda % 1000) / 10));
-    if (collector_ok(s, "module") && s.module.nvidia_driver_version)
+    if (s.collected(Collector::module) && s.module.nvidia_driver_version)
         facts.push_back(fmt::format("kernel module {}", *s.module.nvidia_driver_version));
     if (cudart && !cudart->chosen->version.empty())
         facts.push_back(fmt::format("the loader picks CUDA runtime {} ({})", cudart->chosen->version, cudart->chosen->path));

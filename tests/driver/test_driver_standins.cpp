@@ -108,7 +108,7 @@ std::vector<Finding> checks(const Probed& p, std::map<std::string, std::string> 
     s.cuda = p.cuda;
     s.collectors = p.statuses;
     s.environment.variables = std::move(env);
-    s.collectors.push_back(status_ok("environment"));
+    s.collectors.push_back(status_ok(Collector::environment));
     DiagnoseOptions o;
     CheckContext ctx{s, o};
     std::vector<Finding> out;

@@ -14,6 +14,7 @@
 
 #include "actions/accept.hpp"
 #include "actions/accept_kernels.hpp"
+#include "render/accept.hpp"
 
 using namespace gpudx;
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actions/checkpoint.hpp"
+#include "render/checkpoint.hpp"
 
 using namespace gpudx;
 

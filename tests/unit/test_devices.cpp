@@ -303,7 +303,7 @@ TEST(Devices, ContainerMissesNoNodeForAGpuItWasNotGiven) {
 
 TEST(Devices, KfdMissingNamesTheAmdGpus) {
     Snapshot s;
-    for (auto name : {"pcie", "module", "devices"}) s.collectors.push_back(status_ok(name));
+    for (auto c : {Collector::pcie, Collector::module, Collector::devices}) s.collectors.push_back(status_ok(c));
     PciDevice amd;
     amd.address = "0000:c1:00.0";
     amd.vendor_id = 0x1002;

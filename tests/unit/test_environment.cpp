@@ -75,7 +75,7 @@ std::vector<Finding> diagnose_h200_with_nvml(std::map<std::string, std::string> 
         snap.nvml.devices.push_back(d);
     }
     for (auto& c : snap.collectors)
-        if (c.name == "nvml") c = status_ok("nvml");
+        if (c.name == "nvml") c = status_ok(Collector::nvml);
     DiagnoseOptions o;
     return diagnose(snap, o).findings;
 }

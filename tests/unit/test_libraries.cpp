@@ -143,7 +143,7 @@ TEST(Libraries, MalformedCacheIsAProblemNotACrash) {
 namespace {
 Snapshot with_libcuda(const std::string& module_version, std::vector<LibraryCopy> copies) {
     Snapshot s;
-    s.collectors.push_back(status_ok("libraries"));
+    s.collectors.push_back(status_ok(Collector::libraries));
     s.module.nvidia_driver_version = module_version;
     ResolvedLibrary lib;
     lib.soname = "libcuda.so.1";
@@ -223,7 +223,7 @@ TEST(LibraryRules, RuntimeNewerThanTheDriverBranch) {
 TEST(LibraryRules, SonameMajorAndFullVersionOfOneReleaseAreNotDifferentCopies) {
     // libcudart.so.13 known only by its soname's "13" in one place and as 13.1.80 in another: one release.
     Snapshot s;
-    s.collectors.push_back(status_ok("libraries"));
+    s.collectors.push_back(status_ok(Collector::libraries));
     ResolvedLibrary rt;
     rt.soname = "libcudart.so.13";
     rt.copies = {{"/opt/conda/lib/libcudart.so.13", "/opt/conda/lib/libcudart.so.13", "13", "LD_LIBRARY_PATH", true},

@@ -263,7 +263,7 @@ TEST(ModuleCollect, DkmsTree) {
     EXPECT_EQ(e[2].log, "/var/lib/dkms/nvidia/580.95.05/build/make.log");
 
     Snapshot s;
-    s.collectors.push_back(status_ok("module"));
+    s.collectors.push_back(status_ok(Collector::module));
     s.module.kernel_release = "6.11.0-1-generic";
     s.module.files_unavailable = "no module tree";
     s.module.dkms = e;
@@ -304,7 +304,7 @@ TEST(ModuleChecks, FailedUpgradeBuildIsReportedWhileAnOlderVersionIsInstalled) {
     // The upgrade to 580.172.08 failed to build for the running kernel; 580.159.04 is still installed for it.
     // The older install does not settle the failure: the next boot keeps the old driver (or none).
     Snapshot s;
-    s.collectors.push_back(status_ok("module"));
+    s.collectors.push_back(status_ok(Collector::module));
     s.module.kernel_release = kRelease;
     s.module.files_unavailable = "no module tree";
     s.module.dkms = {{"nvidia", "580.159.04", kRelease, "x86_64", "installed", ""},

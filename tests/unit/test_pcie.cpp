@@ -271,7 +271,7 @@ TEST(PcieChecks, BindingRules) {
         if (d.address == "0000:00:06.0") d.driver = "nouveau";
         if (d.address == "0000:00:07.0") d.driver = "";
     }
-    CollectorStatus mod = status_ok("module");
+    CollectorStatus mod = status_ok(Collector::module);
     s.collectors.push_back(mod);
     s.module.loaded.push_back({"nvidia", 1, "Live", "(O)", "580.159.04"});
     auto f = run_checks(s);
@@ -286,6 +286,6 @@ TEST(PcieChecks, BindingRules) {
 
 TEST(PcieChecks, NoDataIsNotAnEmptyBus) {
     Snapshot s;
-    s.collectors.push_back(status_no_data("pcie", "no PCI bus in this root"));
+    s.collectors.push_back(status_no_data(Collector::pcie, "no PCI bus in this root"));
     EXPECT_TRUE(run_checks(s).empty());
 }

@@ -51,7 +51,7 @@ std::vector<Finding> findings_for(std::string_view text, bool on_h200 = false) {
     EXPECT_TRUE(log);
     s.kernel_log = *log;
     std::erase_if(s.collectors, [](auto& c) { return c.name == "kernel_log"; });
-    s.collectors.push_back(status_ok("kernel_log"));
+    s.collectors.push_back(status_ok(Collector::kernel_log));
     DiagnoseOptions d;
     CheckContext ctx{s, d};
     std::vector<Finding> out;
@@ -251,7 +251,7 @@ TEST(Signatures, UnrecognisedVendorLinesAreListed) {
                                     "halted.\n[1.1] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.148.06\n"
                                     "[1.2] amdgpu 0000:01:00.0: amdgpu: something new\n",
                                     o);
-    s.collectors.push_back(status_ok("kernel_log"));
+    s.collectors.push_back(status_ok(Collector::kernel_log));
     DiagnoseOptions d;
     CheckContext ctx{s, d};
     std::vector<Finding> out;
