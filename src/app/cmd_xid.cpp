@@ -1,5 +1,7 @@
 // `gpudx xid CODE` explains one Xid code from the policy (NVIDIA's catalog entry, its buckets, gpudx's severity and
 // next step, when it escalates); `gpudx xid --sxid CODE` an NVSwitch SXid; `gpudx xid --list` the whole policy.
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 

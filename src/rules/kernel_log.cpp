@@ -120,7 +120,8 @@ std::optional<int> caused_by(std::string_view text) {
     if (at == std::string_view::npos) return std::nullopt;
     auto digits = text.substr(at + kWords.size());
     digits = digits.substr(0, digits.find_first_not_of("0123456789"));
-    auto n = digits.empty() || digits.size() > 5 ? std::nullopt : parse_uint(digits);
+    if (digits.empty() || digits.size() > 5) return std::nullopt;
+    auto n = parse_uint(digits);
     if (!n || *n == 0) return std::nullopt;
     return static_cast<int>(*n);
 }

@@ -222,7 +222,7 @@ Result<int> table_code(const toml::key& key, const std::string& origin, std::str
     bool numeric = !name.empty() && name.size() <= 5 && name.find_first_not_of("0123456789") == std::string::npos;
     int code = numeric ? std::stoi(name) : 0;
     if (code <= 0)
-        return fail(fmt::format("{}: [{}.{}]: an {} code must be a number from 1 to {}", where(origin, key.source()),
+        return fail(fmt::format("{}: [{}.{}]: an {} code must be a positive number, from 1 to {}", where(origin, key.source()),
                                 family, name, family == "xid" ? "Xid" : "SXid", kMaxXidCode),
                     origin);
     return code;
@@ -282,8 +282,10 @@ Result<XidPolicy> parse_policy(std::string_view text, const std::string& origin,
             auto r = read_rule(*t, 0, origin, fmt::format("[{}]", key), RuleKind::fallback, buckets);
             if (!r) return std::unexpected(r.error());
             *target = std::move(*r);
-        } else if (complete) {
+        } else if (complete && target == &p.fallback) {
             return fail(fmt::format("{}: no [{}] table for codes the policy does not list", origin, key), origin);
+        } else if (complete) {
+            *target = p.fallback;  // SXids not listed get what unlisted Xids get
         }
     }
     struct Family {

@@ -24,6 +24,7 @@ using namespace gpudx;
 
 namespace gpudx {
 void check_kernel_log(const CheckContext&, std::vector<Finding>&);
+void check_driver(const CheckContext&, std::vector<Finding>&);
 }
 
 namespace {
@@ -232,7 +233,7 @@ TEST(KernelLogRules, XidIsAttributedToItsGpuWithRepeatsCounted) {
     EXPECT_NE(x79->message.find("python3, torchrun"), std::string::npos);
     EXPECT_EQ(x79->evidence[0].source, log);
     ASSERT_TRUE(x63);
-    EXPECT_EQ(x63->severity, Severity::warning);
+    EXPECT_EQ(x63->severity, Severity::info);  // NVIDIA's IGNORE: the NVML remap-pending finding asks for the reset
     EXPECT_EQ(x63->subjects[0].pci, "0000:00:07.0");
     ASSERT_TRUE(fell);
     EXPECT_EQ(fell->severity, Severity::error);
@@ -562,6 +563,52 @@ TEST(KernelLogRules, SxidsAreAttributedToTheSwitchAndFatalOnesAreErrors) {
     EXPECT_FALSE(parse_sxid("nvidia-nvswitch3: SXid (PCI:0000:86:00.0): , Fatal"));
     EXPECT_FALSE(parse_sxid("NVRM: Xid (PCI:0000:86:00): 79, GPU has fallen off the bus."));
     EXPECT_EQ(classify_topic("nvidia-nvswitch3: SXid (PCI:0000:86:00.0): 12028, Non-fatal, x"), "sxid");
+}
+
+// NVML's recovery action per GPU (the stand-in serves each value in tests/scenarios/recovery-action-*): a finding
+// on that GPU with the same severities as Xid 154; not read (an older driver) is no finding.
+TEST(DriverRecoveryAction, EachActionIsAFindingOnItsGpu) {
+    Snapshot base;
+    {
+        Root root(kH200);
+        CollectOptions o;
+        o.probe_driver = false;
+        base = take_snapshot(root, o);
+    }
+    NvmlDevice d;
+    d.index = 1;
+    d.uuid = "GPU-40cd403d-66ba-4608-72b9-5be5031085dc";
+    d.pci = "0000:00:07.0";
+    d.bus_id = "00000000:00:07.0";
+    d.persistence_mode = true;
+    auto run = [&](std::optional<unsigned> action) {
+        Snapshot s = base;
+        NvmlDevice dev = d;
+        dev.gpu_recovery_action = action;
+        if (!action) dev.unsupported.push_back("NVML_FI_DEV_GET_GPU_RECOVERY_ACTION");
+        s.nvml.devices = {dev};
+        DiagnoseOptions o;
+        CheckContext ctx{s, o};
+        std::vector<Finding> out;
+        check_driver(ctx, out);
+        std::vector<Finding> mine;
+        for (auto& f : out)
+            if (f.id == "driver.recovery_action") mine.push_back(f);
+        return mine;
+    };
+    for (auto [value, severity, name] : {std::tuple{1u, Severity::error, "GPU reset"}, std::tuple{2u, Severity::error, "node reboot"},
+                                         std::tuple{3u, Severity::warning, "drain P2P"},
+                                         std::tuple{4u, Severity::error, "drain and reset"},
+                                         std::tuple{7u, Severity::warning, "does not know"}}) {
+        auto fs = run(value);
+        ASSERT_EQ(fs.size(), 1u) << value;
+        EXPECT_EQ(fs[0].severity, severity) << value;
+        EXPECT_NE(fs[0].message.find(name), std::string::npos) << fs[0].message;
+        ASSERT_EQ(fs[0].subjects.size(), 1u);
+        EXPECT_EQ(fs[0].subjects[0].pci, "0000:00:07.0");
+    }
+    EXPECT_TRUE(run(0u).empty()) << "none pending";
+    EXPECT_TRUE(run(std::nullopt).empty()) << "an older driver is not a finding";
 }
 
 // ---- the node record: a reset or reboot Xid back after the reboot --------------------------------
