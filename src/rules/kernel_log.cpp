@@ -277,10 +277,12 @@ void check_sxids(const CheckContext& ctx, const XidPolicy& policy, std::vector<F
         f.evidence.push_back({"xid policy " + policy.version,
                               fmt::format("SXid {} {} ({})", code, to_string(sxid.severity),
                                           known ? sxid.origin : "default for unlisted SXids")});
-        f.next_step = r.fatal ? "Drain the node: a fatal SXid breaks NVLink traffic through the switch. Reset the "
-                                "NVSwitches and GPUs (a reboot does it), restart nvidia-fabricmanager; " +
-                                    sxid.action
-                              : sxid.action;
+        // A fatal report of a code the policy calls less than an error: the drain comes first, then its action.
+        bool drain_first = r.fatal && sxid.severity != Severity::error;
+        f.next_step = drain_first ? "Drain the node: a fatal SXid breaks NVLink traffic through the switch. Reset the "
+                                    "NVSwitches and GPUs (a reboot does it), restart nvidia-fabricmanager; then: " +
+                                        sxid.action
+                                  : sxid.action;
         out.push_back(std::move(f));
     }
 }
