@@ -86,6 +86,9 @@ inline constexpr unsigned NVML_FI_DEV_REMAPPED_COR = 142;
 inline constexpr unsigned NVML_FI_DEV_REMAPPED_UNC = 143;
 inline constexpr unsigned NVML_FI_DEV_REMAPPED_PENDING = 144;
 inline constexpr unsigned NVML_FI_DEV_REMAPPED_FAILURE = 145;
+// What the driver asks for to recover the GPU (nvmlDeviceGpuRecoveryAction_t: 0 none, 1 GPU reset, 2 node reboot,
+// 3 drain P2P, 4 drain and reset); drivers before R570 answer the field Not Supported or Invalid Argument.
+inline constexpr unsigned NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230;
 
 enum nvmlValueType_t : int {
     NVML_VALUE_TYPE_DOUBLE = 0,

@@ -389,6 +389,7 @@ KernelLogFormat detect_log_format(std::string_view head) {
 
 std::string_view classify_topic(std::string_view m) {
     if (contains_word_ci(m, "xid")) return "xid";
+    if (contains_word_ci(m, "sxid")) return "sxid";
     if (contains_ci(m, "nvrm")) return "nvrm";
     // "kfd kfd: amdgpu: added device ...": the KFD driver's own line names amdgpu too.
     if (m.starts_with("kfd")) return "kfd";
@@ -510,8 +511,41 @@ std::optional<XidEvent> parse_xid(std::string_view m) {
     return ev;
 }
 
+std::optional<LogEventKind> parse_sxid(std::string_view m) {
+    size_t at = find_ci(m, "sxid (");
+    if (at == std::string_view::npos || (at > 0 && is_alnum(m[at - 1]))) return std::nullopt;
+    size_t close = m.find(')', at);
+    if (close == std::string_view::npos) return std::nullopt;
+    std::string_view inside = trim(m.substr(at + 6, close - at - 6));
+    if (starts_with_ci(inside, "pci:")) inside.remove_prefix(4);
+    size_t k = close + 1;
+    if (k < m.size() && m[k] == ':') ++k;
+    while (k < m.size() && m[k] == ' ') ++k;
+    uint64_t code = 0;
+    size_t nd = read_digits(m, k, code, 6);
+    if (nd == 0 || code == 0 || code > 99999) return std::nullopt;
+    std::string_view rest = trim(m.substr(k + nd));
+    if (rest.starts_with(",")) rest = trim(rest.substr(1));
+    LogEventKind e;
+    e.device = normalised(inside);
+    e.code = static_cast<int>(code);
+    // The switch's device name before the tag ("nvidia-nvswitch3: SXid ..."), when the line has one.
+    std::string_view head = trim(m.substr(0, at));
+    if (head.ends_with(":")) head.remove_suffix(1);
+    if (size_t sp = head.rfind(' '); sp != std::string_view::npos) head.remove_prefix(sp + 1);
+    e.module = std::string(head);
+    // The driver writes one report as several lines: "Fatal"/"Non-fatal" with the message, then "Severity N
+    // Engine instance ..." and "Data {...}". A report with no severity word at all is still a report.
+    if (starts_with_ci(rest, "non-fatal") || starts_with_ci(rest, "nonfatal")) e.kind = "sxid_nonfatal";
+    else if (starts_with_ci(rest, "fatal")) e.kind = "sxid_fatal";
+    else if (rest.starts_with("Data {") || starts_with_ci(rest, "severity ")) e.kind = "sxid_detail";
+    else e.kind = "sxid_unstated";
+    return e;
+}
+
 std::vector<LogEventKind> classify_events(std::string_view m) {
     std::vector<LogEventKind> out;
+    if (auto sxid = parse_sxid(m)) out.push_back(std::move(*sxid));
     // An Xid 79 line says it too, but the driver logs its own "fallen off the bus" line beside it, and
     // the Xid is its own finding: counting both would double the one event.
     if (contains_ci(m, "fallen off the bus") && !parse_xid(m)) {
@@ -670,6 +704,7 @@ const PrefilterPattern kBuiltinPatterns[] = {
     {"-- reboot --", 0, 3, false}, // --
     {"amd-vi", 3, 3, false},       // -v
     {"xid", 0, 4, true},           // xi
+    {"sxid", 1, 4, true},          // xi (NVSwitch: "nvidia-nvswitch3: SXid (PCI:...)")
     {"linux version", 3, 4, false},  // ux (first line of every boot)
     {"nvrm", 1, 5, false},         // vr
     {"aer", 0, 6, true},           // ae
@@ -1143,11 +1178,12 @@ struct KernelLogScanner::State {
             if (auto ev = parse_xid(pl.message)) {
                 ev->monotonic_s = pl.monotonic_s;
                 ev->wall_time = kept.wall_time;
+                if (!kept.wall_time.empty()) ev->wall_s = parse_wall_time(kept.wall_time, current_utc_year());
                 tally("xid", ev->pci, {}, ev->code, pl, kept.text, ev->process);
                 push_capped(log.xids, std::move(*ev), options.max_kept_xids, nullptr);
             }
         }
-        for (auto& e : classify_events(pl.message)) tally(e.kind, e.device, e.module, 0, pl, kept.text, {});
+        for (auto& e : classify_events(pl.message)) tally(e.kind, e.device, e.module, e.code, pl, kept.text, {});
         push_capped(log.lines, std::move(kept), options.max_kept_lines, &log.lines_over_cap);
     }
 

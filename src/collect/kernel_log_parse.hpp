@@ -32,7 +32,7 @@ KernelLogFormat detect_line_format(std::string_view line);
 // The format most of the first lines of a log have, or unknown (the caller says which are accepted).
 KernelLogFormat detect_log_format(std::string_view head);
 
-// The topic gpudx keeps a message for (xid, nvrm, amdgpu, kfd, aer, iommu, signature, lockdown, pcie; a line
+// The topic gpudx keeps a message for (xid, sxid, nvrm, amdgpu, kfd, aer, iommu, signature, lockdown, pcie; a line
 // kept only for a catalogue word has topic "catalogue"),
 // or empty when the message is about none of them.
 std::string_view classify_topic(std::string_view message);
@@ -45,9 +45,15 @@ std::optional<XidEvent> parse_xid(std::string_view message);
 struct LogEventKind {
     std::string kind;    // fallen_off_bus, aer_corrected, aer_nonfatal, aer_fatal, iommu_fault, module_refused, module_unsigned
     std::string device;  // normalised PCI address, empty when the line names none
-    std::string module;
+    std::string module;  // module_*: the module the line names; sxid_*: the switch's device name (nvidia-nvswitch3)
+    int code = 0;        // sxid_*: the SXid code
 };
 std::vector<LogEventKind> classify_events(std::string_view message);
+
+// "nvidia-nvswitch3: SXid (PCI:0000:86:00.0): 12028, Non-fatal, Link 46 egress non-posted PRIV error (First)": kind
+// sxid_fatal, sxid_nonfatal, sxid_detail (the report's "Severity N ..." and "Data {...}" lines) or sxid_unstated
+// (a report line that names no severity), device the switch's PCI address, module its device name.
+std::optional<LogEventKind> parse_sxid(std::string_view message);
 
 // The first PCI address written in a message ("nvidia 0000:21:00.0: ...", "GPU 0000:3b:00.0", "device=c1:00.0").
 std::optional<std::string> find_pci_address(std::string_view message);

@@ -67,6 +67,9 @@ struct NvmlDevice {
     std::optional<unsigned> remapped_rows_correctable, remapped_rows_uncorrectable;
     std::optional<bool> remapped_rows_pending, remapped_rows_failure;
     std::optional<unsigned> fabric_state, fabric_status;
+    // NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: what the driver asks for to recover the GPU (0 none, 1 GPU reset, 2 node
+    // reboot, 3 drain P2P, 4 drain and reset); nullopt when not read (an older driver: listed in `unsupported`).
+    std::optional<unsigned> gpu_recovery_action;
     std::vector<NvlinkState> nvlinks;
     std::vector<NvmlProcess> processes;
     std::vector<std::string> unsupported;  // queries the device answered Not Supported

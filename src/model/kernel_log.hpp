@@ -24,17 +24,21 @@ struct XidEvent {
     std::string text;
     std::optional<double> monotonic_s;
     std::string wall_time;
+    // wall_time as nominal seconds (a journal's "Nov 30 06:28:08" read in the current year), for time windows
+    // between events; nullopt when the format carries no wall time.
+    std::optional<int64_t> wall_s;
     std::optional<int> gpu_instance;  // MIG GPU instance from "(PCI:... GPU-I:05)"
 };
 
 // Every occurrence of one kind of event on one device, counted over the whole window even when the kept
 // lines and Xid events are capped, so an Xid storm is counted exactly.
 struct KernelLogTally {
-    // xid, fallen_off_bus, aer_corrected, aer_nonfatal, aer_fatal, iommu_fault, module_refused, module_unsigned
+    // xid, fallen_off_bus, aer_corrected, aer_nonfatal, aer_fatal, iommu_fault, module_refused, module_unsigned,
+    // sxid_fatal, sxid_nonfatal, sxid_detail, sxid_unstated (code: the SXid; module: the switch's device name)
     std::string kind;
     std::string device;  // normalised PCI address the line names, empty when none
     std::string module;  // module the line names (module_* kinds), empty when none
-    int code = 0;        // Xid code; 0 for other kinds
+    int code = 0;        // Xid or SXid code; 0 for other kinds
     uint64_t count = 0;
     std::optional<double> first_monotonic_s, last_monotonic_s;
     std::string first_wall_time, last_wall_time;

@@ -117,7 +117,7 @@ GPUDX_SCHEMA(ModuleLayer, kernel_release, loaded, nvidia_proc_version, nvidia_dr
              kfd_nodes, kfd_topology_listed)
 
 GPUDX_SCHEMA(KernelLogLine, monotonic_s, wall_time, text, topic)
-GPUDX_SCHEMA(XidEvent, pci, code, pid, process, text, monotonic_s, wall_time, gpu_instance)
+GPUDX_SCHEMA(XidEvent, pci, code, pid, process, text, monotonic_s, wall_time, wall_s, gpu_instance)
 GPUDX_SCHEMA(KernelLogTally, kind, device, module, code, count, first_monotonic_s, last_monotonic_s, first_wall_time,
              last_wall_time, first_text, last_text, processes)
 GPUDX_SCHEMA(KernelLog, source, format, lines_read, lines_skipped, lines_dropped, boots_seen, window, lines_over_cap,
@@ -138,7 +138,7 @@ GPUDX_SCHEMA(NvlinkState, link, active)
 GPUDX_SCHEMA(NvmlDevice, index, uuid, name, serial, bus_id, pci, domain, bus, device, minor, persistence_mode, mig_mode,
              mig_uuids, ecc_enabled, ecc_uncorrected_volatile, ecc_uncorrected_aggregate, retired_pages_pending,
              remapped_rows_correctable, remapped_rows_uncorrectable, remapped_rows_pending, remapped_rows_failure,
-             fabric_state, fabric_status, nvlinks, processes, unsupported, errors)
+             fabric_state, fabric_status, gpu_recovery_action, nvlinks, processes, unsupported, errors)
 // Each driver layer's hung call (a typed HungCall in the model) is written under this key as its label, "" when
 // none: model/driver_json.cpp adds it beside the fields of the tables below.
 inline constexpr std::string_view kHungCallKey = "timed_out_call";

@@ -16,6 +16,7 @@
 #include "core/text.hpp"
 #include "model/json_support.hpp"
 #include "rules/families.hpp"
+#include "rules/xid_policy.hpp"
 
 namespace gpudx {
 
@@ -50,6 +51,9 @@ constexpr Rule kRules[] = {
      "the Fabric Manager version differs from the record"},
     {"baseline.library_changed", Layer::libraries, Severity::warning, {C::libraries},
      "a driver library resolves to another path or version than recorded"},
+    {"baseline.xid_recurs_after_reboot", Layer::kernel_log, Severity::error, {C::kernel_log, C::host},
+     "an Xid whose NVIDIA bucket asks for a GPU reset or a reboot was in the node record's boot and is back on the "
+     "same GPU after the node rebooted: the reset or reboot did not clear it"},
 };
 consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
 
@@ -60,6 +64,7 @@ constinit const RuleTable kBaselineRules{"baseline", kRules};
 GPUDX_JSON(RecordedLink, speed_gts, width)
 GPUDX_JSON(RecordedGpu, uuid, pci, slot, model, vbios, link_max, link_current, numa_node, minor)
 GPUDX_JSON(RecordedLibrary, soname, path, version)
+GPUDX_JSON(RecordedXid, uuid, pci, code, recovery, count, last_text)
 
 namespace {
 
@@ -113,6 +118,15 @@ std::string dominant_gpu_model(const NodeRecord& r) {
         if (n > best_n) best = model, best_n = n;
     return best;
 }
+
+namespace {
+// The UUID the record knows for a GPU address.
+std::string by_pci_uuid(const NodeRecord& r, const std::string& pci) {
+    for (auto& g : r.gpus)
+        if (g.pci == pci) return g.uuid;
+    return {};
+}
+}  // namespace
 
 NodeRecord make_node_record(const Snapshot& s) {
     NodeRecord r;
@@ -184,6 +198,16 @@ NodeRecord make_node_record(const Snapshot& s) {
     from_cuda(s.cuda.caller);
     if (s.cuda.all) from_cuda(*s.cuda.all);
     for (auto& [pci, g] : by_pci) r.gpus.push_back(std::move(g));
+    r.boot_id = s.host.boot_id;
+    const XidPolicy& policy = builtin_xid_policy();
+    for (auto& t : s.kernel_log.tallies) {
+        if (t.kind != "xid") continue;
+        const XidBucket* bucket = policy.immediate_bucket(t.code);
+        if (!bucket || bucket->recovery.empty()) continue;
+        auto pci = t.device.empty() ? std::string() : normalize_pci(t.device);
+        auto g = by_pci_uuid(r, pci);
+        r.recovery_xids.push_back({g, pci, t.code, bucket->recovery, t.count, t.last_text});
+    }
     return r;
 }
 
@@ -205,6 +229,8 @@ nlohmann::json node_record_to_json(const NodeRecord& r) {
     j["cuda_driver_version"] = r.cuda_driver_version;
     j["cuda_version"] = cuda_version_text(r.cuda_driver_version);
     j["gpus"] = r.gpus;
+    j["boot_id"] = r.boot_id;
+    j["recovery_xids"] = r.recovery_xids;
     repair_utf8(j);
     return j;
 }
@@ -238,6 +264,8 @@ Result<NodeRecord> node_record_from_json(const nlohmann::json& input) {
         r.fabric_manager = j.value("fabric_manager", "");
         if (j.contains("cuda_driver_version")) r.cuda_driver_version = j["cuda_driver_version"].get<std::optional<int>>();
         if (j.contains("gpus")) r.gpus = j["gpus"].get<std::vector<RecordedGpu>>();
+        r.boot_id = j.value("boot_id", "");
+        if (j.contains("recovery_xids")) r.recovery_xids = j["recovery_xids"].get<std::vector<RecordedXid>>();
     } catch (const nlohmann::json::exception& e) {
         return fail(std::string("node record does not match the schema: ") + e.what());
     }
@@ -286,6 +314,38 @@ std::string sysfs(const std::string& pci, std::string_view file) {
 
 std::string where(const RecordedGpu& g) {
     return g.slot.empty() ? g.pci : fmt::format("{} (slot {})", g.pci, g.slot);
+}
+
+// The same GPU: by UUID when both know it (a card moved to another slot is still that card), else by address.
+bool same_gpu(const RecordedXid& a, const RecordedXid& b) {
+    if (!a.uuid.empty() && !b.uuid.empty()) return a.uuid == b.uuid;
+    return a.pci == b.pci;
+}
+
+// A reset or reboot Xid of the record's boot, back on the same GPU in a later boot (the boot ids differ): the
+// recovery NVIDIA's bucket asked for did not clear it.
+void check_recurrence_after_reboot(const NodeRecord& base, const NodeRecord& now, const std::string& rec,
+                                   std::vector<Finding>& out) {
+    if (base.boot_id.empty() || now.boot_id.empty() || base.boot_id == now.boot_id) return;
+    for (auto& x : now.recovery_xids) {
+        auto then = std::find_if(base.recovery_xids.begin(), base.recovery_xids.end(), [&](const RecordedXid& b) {
+            return same_gpu(b, x) && b.recovery == x.recovery;
+        });
+        if (then == base.recovery_xids.end()) continue;
+        GpuRef g{x.uuid, x.pci};
+        std::string what = x.recovery == "reboot" ? "reboot" : "GPU reset";
+        out.push_back(rule("baseline.xid_recurs_after_reboot")
+                          .finding(fmt::format("Xid {} on {} recurs after the reboot: the record's boot ({}, recorded {}) "
+                                               "had Xid {} ({} bucket) on this GPU, and the node has rebooted since",
+                                               x.code, describe(g), base.boot_id, base.recorded_at.empty() ? "at an unknown time" : base.recorded_at,
+                                               then->code, what),
+                                   {{g},
+                                    {{rec, fmt::format("boot {}: {}", base.boot_id, then->last_text)},
+                                     {"kernel log (boot " + now.boot_id + ")", x.last_text}},
+                                    "The reset or reboot did not clear it: keep the GPU drained and check the "
+                                    "mechanics (CHECK_MECHANICALS: seating, riser, power cables, cooling), then run "
+                                    "`gpudx accept`; if it recurs again, contact NVIDIA support for a replacement."}));
+    }
 }
 
 }  // namespace
@@ -468,6 +528,8 @@ std::vector<Finding> diff_records(const NodeRecord& base, const NodeRecord& now,
                                     "container mount, ldconfig); "
                                     "gpudx diagnose shows every copy."}));
     }
+
+    check_recurrence_after_reboot(base, now, rec, out);
 
     std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
         if (a.severity != b.severity) return a.severity > b.severity;

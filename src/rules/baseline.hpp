@@ -42,6 +42,17 @@ struct RecordedLibrary {
     std::string version;
 };
 
+// An Xid in the kernel log at the time of the record whose NVIDIA bucket asks for a GPU reset or a reboot
+// (XidBucket::recovery): if it comes back in a later boot, the reset or reboot did not clear it.
+struct RecordedXid {
+    std::string uuid;  // empty when no source knew it
+    std::string pci;
+    int code = 0;
+    std::string recovery;  // "reset" or "reboot"
+    uint64_t count = 0;
+    std::string last_text;
+};
+
 struct NodeRecord {
     int schema_version = kNodeRecordSchemaVersion;
     std::string recorded_at;       // when the record was made (ISO 8601 UTC)
@@ -57,6 +68,8 @@ struct NodeRecord {
     std::string fabric_manager;  // version when the snapshot shows one; empty when unknown
     std::optional<int> cuda_driver_version;  // 13000 means CUDA 13.0
     std::vector<RecordedGpu> gpus;  // sorted by PCI address
+    std::string boot_id;  // /proc/sys/kernel/random/boot_id of the boot the record was made in; empty when unknown
+    std::vector<RecordedXid> recovery_xids;  // the record's boot's reset/reboot Xids (kernel-log window), by GPU and code
 };
 
 // Everything the record needs, read from a snapshot: GPUs joined by PCI address across PCIe, procfs,
@@ -78,7 +91,8 @@ Result<NodeRecord> load_node_record(const std::string& path);
 // Compares a snapshot with a saved record. Finding ids: baseline.gpu_missing, baseline.gpu_extra,
 // baseline.gpu_moved, baseline.gpu_replaced, baseline.link_lower, baseline.vbios_changed,
 // baseline.driver_changed, baseline.kernel_changed, baseline.cuda_changed, baseline.module_file_changed,
-// baseline.library_changed, baseline.fabric_manager_changed, baseline.identity_unverified.
+// baseline.library_changed, baseline.fabric_manager_changed, baseline.identity_unverified,
+// baseline.xid_recurs_after_reboot (a reset/reboot Xid of the record's boot back on the same GPU in a later boot).
 std::vector<Finding> diff_against_baseline(const NodeRecord& baseline, const Snapshot& now);
 // Same, against a record made from the current snapshot; `source` names where the current values came from.
 std::vector<Finding> diff_records(const NodeRecord& baseline, const NodeRecord& now, const std::string& baseline_path = {},

@@ -7,6 +7,7 @@
 
 #include "rules/driver_rules.hpp"
 #include "rules/families.hpp"
+#include "rules/recovery_action.hpp"
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
 #include "core/version.hpp"
@@ -503,6 +504,15 @@ void check_device_health(const CheckContext& ctx, const NvmlMap& map, std::vecto
                 fmt::format("{}: a row remap is pending and applies at the next GPU reset", describe(g)),
                 {call("nvmlDeviceGetRemappedRows"), "isPending=1"},
                 "Reset the GPU (nvidia-smi -r -i <UUID>) when it is idle, or reboot.");
+        if (d.gpu_recovery_action && *d.gpu_recovery_action != 0) {
+            RecoveryAction a = recovery_action(*d.gpu_recovery_action);
+            add(rule("driver.recovery_action"),
+                fmt::format("{}: the driver asks for {} to recover this GPU", describe(g), a.name),
+                {call("nvmlDeviceGetFieldValues") + " NVML_FI_DEV_GET_GPU_RECOVERY_ACTION",
+                 fmt::format("{} ({})", *d.gpu_recovery_action, a.name)},
+                std::string(a.next_step));
+            out.back().severity = a.severity;
+        }
         if (d.mig_mode.value_or(false))
             add(rule("driver.mig_enabled"),
                 fmt::format("{}: MIG is on with {} instance(s)", describe(g), d.mig_uuids.size()),

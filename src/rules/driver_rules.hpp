@@ -43,6 +43,9 @@ inline constexpr Rule kDriverRules[] = {
      "row remapping failed: no spare rows left"},
     {"driver.remapped_rows_pending", Layer::driver, Severity::warning, {Collector::nvml},
      "a row remap waits for a GPU reset"},
+    {"driver.recovery_action", Layer::driver, Severity::error, {Collector::nvml},
+     "the driver asks for a recovery of the GPU (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION): a GPU reset, a node reboot or a "
+     "drain and reset an error, draining P2P traffic a warning; a driver that does not report it is not a finding"},
     {"driver.mig_enabled", Layer::driver, Severity::info, {Collector::nvml}, "MIG is on, with its instance count"},
     {"driver.fabric_unknown", Layer::driver, Severity::warning, {Collector::nvml, Collector::pcie},
      "NVSwitches are present but a GPU's fabric state could not be read"},

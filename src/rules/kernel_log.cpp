@@ -1,14 +1,18 @@
-// Kernel-log rules: Xids (severity from the Xid policy), "fallen off the bus", AER events, IOMMU faults,
-// and Secure Boot / lockdown refusing a module (a module-layer fact found in the log).
+// Kernel-log rules: Xids (severity from the Xid policy, chains, repeats, the recovery action of Xid 154), NVSwitch
+// SXids, "fallen off the bus", AER events, IOMMU faults, and Secure Boot / lockdown refusing a module (a
+// module-layer fact found in the log).
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "rules/families.hpp"
+#include "rules/recovery_action.hpp"
 #include "rules/signatures.hpp"
 #include "rules/xid_policy.hpp"
 #include "core/pci_address.hpp"
+#include "core/text.hpp"
 
 namespace gpudx {
 namespace {
@@ -17,7 +21,14 @@ using C = Collector;
 constexpr Rule kRules[] = {
     {"kernel_log.xid", Layer::kernel_log, Severity::warning, {C::kernel_log},
      "an NVIDIA Xid, with the meaning, severity and action the Xid policy gives its code (the policy's default, "
-     "a warning, for an unlisted code)"},
+     "a warning, for an unlisted code); an Xid 154 takes the severity of the recovery action it states, an Xid "
+     "\"caused by previous Xid N\" is attributed to N (info)"},
+    {"kernel_log.xid_repeated", Layer::kernel_log, Severity::error, {C::kernel_log},
+     "an Xid code repeating on one GPU past its threshold in the window (per code or per NVIDIA bucket in the Xid "
+     "policy): escalated, with the bucket's next step (a reset that did not hold becomes CHECK_MECHANICALS)"},
+    {"kernel_log.sxid", Layer::kernel_log, Severity::warning, {C::kernel_log, C::pcie},
+     "an NVSwitch SXid, attributed to the switch by its PCI address: an error when the driver says Fatal, else the "
+     "SXid policy's severity (also when the report states no severity, which it says)"},
     {"kernel_log.fallen_off_bus", Layer::kernel_log, Severity::error, {C::kernel_log, C::pcie},
      "the kernel log says a GPU fell off the bus"},
     {"kernel_log.aer_corrected", Layer::kernel_log, Severity::warning, {C::kernel_log, C::pcie},
@@ -88,18 +99,73 @@ void add_occurrences(Finding& f, const std::string& source, const KernelLogTally
     if (t.count > 1 && t.first_text != t.last_text) f.evidence.push_back({source, t.first_text});
 }
 
+// "<UUID>" in a next step becomes the GPU's UUID (its PCI address when no source knows the UUID).
+std::string for_gpu(std::string step, const CheckContext& ctx, const std::string& pci) {
+    if (pci.empty()) return step;
+    std::string uuid = ctx.gpu(pci).uuid;
+    std::string id = uuid.empty() ? pci : uuid;
+    size_t at;
+    while ((at = step.find("<UUID>")) != std::string::npos) step.replace(at, 6, id);
+    return step;
+}
+
+std::string gpu_named(const CheckContext& ctx, const std::string& pci) {
+    return pci.empty() ? std::string("a GPU the line does not name") : describe(ctx.gpu(pci));
+}
+
+// "... caused by previous Xid 149": the code the driver names as the cause.
+std::optional<int> caused_by(std::string_view text) {
+    static constexpr std::string_view kWords = "caused by previous Xid ";
+    size_t at = text.find(kWords);
+    if (at == std::string_view::npos) return std::nullopt;
+    auto digits = text.substr(at + kWords.size());
+    digits = digits.substr(0, digits.find_first_not_of("0123456789"));
+    if (digits.empty() || digits.size() > 5) return std::nullopt;
+    auto n = parse_uint(digits);
+    if (!n || *n == 0) return std::nullopt;
+    return static_cast<int>(*n);
+}
+
+// NVIDIA's catalog entry for the code, as evidence: mnemonic and buckets.
+std::optional<Evidence> catalog_evidence(const XidRule& r) {
+    if (r.mnemonic.empty() && r.immediate.empty()) return std::nullopt;
+    std::string text = r.mnemonic;
+    if (!r.immediate.empty()) text += fmt::format("{}immediate {}", text.empty() ? "" : "; ", r.immediate);
+    if (!r.investigatory.empty()) text += fmt::format(", investigatory {}", r.investigatory);
+    return Evidence{"NVIDIA Xid catalog", text};
+}
+
 void check_xids(const CheckContext& ctx, const XidPolicy& policy, std::vector<Finding>& out) {
     const auto& log = ctx.snapshot.kernel_log;
     for (auto& t : log.tallies) {
         if (t.kind != "xid") continue;
         const XidRule& xid = policy.rule(t.code);
         bool known = policy.knows(t.code);
-        Finding f = rule("kernel_log.xid").finding(xid.severity, {});
-        if (!t.device.empty()) f.subjects.push_back(ctx.gpu(t.device));
+        Severity severity = xid.severity;
+        std::string next_step = xid.action;
         std::string meaning = known ? xid.meaning : "not in the Xid policy";
-        f.message = fmt::format("Xid {} ({}) on {}: {}", t.code, meaning,
-                                t.device.empty() ? std::string("a GPU the line does not name") : describe(ctx.gpu(t.device)),
-                                first_last(t));
+        std::string detail;
+        // Xid 154: the last line states the action the driver asks for now.
+        std::optional<StatedRecoveryAction> stated;
+        if (t.code == 154) stated = recovery_action_in_text(t.last_text);
+        auto cause = caused_by(t.last_text);
+        if (stated) {
+            RecoveryAction a = recovery_action(stated->value);
+            severity = a.severity;
+            next_step = std::string(a.next_step);
+            detail = fmt::format("; the driver now asks for {} (0x{:x}{})", a.name, stated->value,
+                                 stated->wording.empty() ? "" : ", \"" + stated->wording + "\"");
+        } else if (cause && *cause != t.code) {
+            // The driver names the Xid this one follows from: that one is the fault (its own finding and
+            // kernel_log.xid_caused_by say what to do); this one is its consequence.
+            severity = Severity::info;
+            detail = fmt::format("; caused by Xid {} (attributed to it)", *cause);
+            next_step = fmt::format("Act on Xid {} on this GPU (`gpudx xid {}`): the driver says it caused this one.",
+                                    *cause, *cause);
+        }
+        Finding f = rule("kernel_log.xid").finding(severity, {});
+        if (!t.device.empty()) f.subjects.push_back(ctx.gpu(t.device));
+        f.message = fmt::format("Xid {} ({}) on {}: {}{}", t.code, meaning, gpu_named(ctx, t.device), first_last(t), detail);
         if (!t.processes.empty()) {
             std::string procs;
             for (auto& p : t.processes) procs += (procs.empty() ? "" : ", ") + p;
@@ -109,13 +175,114 @@ void check_xids(const CheckContext& ctx, const XidPolicy& policy, std::vector<Fi
         f.evidence.push_back(
             {"xid policy " + policy.version, fmt::format("{} {} ({})", t.code, to_string(xid.severity),
                                                          known ? xid.origin : "default for unlisted codes")});
-        f.next_step = xid.action;
-        if (!t.device.empty()) {
-            std::string uuid = ctx.gpu(t.device).uuid;
-            std::string id = uuid.empty() ? t.device : uuid;
-            size_t at;
-            while ((at = f.next_step.find("<UUID>")) != std::string::npos) f.next_step.replace(at, 6, id);
+        if (auto catalog = catalog_evidence(xid)) f.evidence.push_back(std::move(*catalog));
+        f.next_step = for_gpu(next_step, ctx, t.device);
+        out.push_back(std::move(f));
+    }
+}
+
+// A code repeating on one GPU within its window escalates (XidPolicy::escalation). The window slides over the
+// kept events: `repeats` of them within `within_s` seconds of each other. Events the driver says another Xid
+// caused are that one's, not repeats of their own.
+double event_time(const XidEvent& e) {
+    if (e.monotonic_s) return *e.monotonic_s;
+    return static_cast<double>(e.wall_s.value_or(0));
+}
+
+void check_xid_repeats(const CheckContext& ctx, const XidPolicy& policy, std::vector<Finding>& out) {
+    const auto& log = ctx.snapshot.kernel_log;
+    std::map<std::pair<std::string, int>, std::vector<const XidEvent*>> by_gpu_code;
+    for (auto& e : log.xids)
+        if (!caused_by(e.text)) by_gpu_code[{e.pci, e.code}].push_back(&e);
+    for (auto& [key, events] : by_gpu_code) {
+        auto& [pci, code] = key;
+        auto esc = policy.escalation(code);
+        if (!esc || events.size() < esc->repeats) continue;
+        bool timed = std::all_of(events.begin(), events.end(), [](auto* e) { return e->monotonic_s || e->wall_s; });
+        // Without times, every event is in the window the log covers (the current boot, or --since).
+        size_t first = 0, last = events.size() - 1;
+        bool found = !timed;
+        if (timed) {
+            std::vector<const XidEvent*> sorted = events;
+            std::stable_sort(sorted.begin(), sorted.end(),
+                             [](auto* a, auto* b) { return event_time(*a) < event_time(*b); });
+            events = sorted;
+            for (size_t i = 0, j = 0; j < events.size(); ++j) {
+                while (event_time(*events[j]) - event_time(*events[i]) > esc->within_s) ++i;
+                if (j - i + 1 >= esc->repeats) first = i, last = j, found = true;  // the latest such run
+            }
         }
+        if (!found) continue;
+        const XidRule& xid = policy.rule(code);
+        const XidBucket* bucket = policy.immediate_bucket(code);
+        Severity severity = std::max(esc->severity, xid.severity);
+        Finding f = rule("kernel_log.xid_repeated").finding(severity, {});
+        if (!pci.empty()) f.subjects.push_back(ctx.gpu(pci));
+        size_t n = last - first + 1;
+        std::string span = timed ? fmt::format("{} times within {:.0f} s", n, event_time(*events[last]) - event_time(*events[first]))
+                                 : fmt::format("{} times in the window (the log gives no times)", n);
+        f.message = fmt::format("Xid {} ({}) repeats on {}: {} (threshold {} within {:.0f} s, bucket {}): escalated",
+                                code, xid.meaning, gpu_named(ctx, pci), span, esc->repeats, esc->within_s,
+                                bucket ? bucket->name : std::string("none"));
+        f.evidence.push_back({log.source, events[last]->text});
+        if (n > 1) f.evidence.push_back({log.source, events[first]->text});
+        f.evidence.push_back({"xid policy " + policy.version,
+                              fmt::format("{}: {} repeats within {:.0f} s escalate to {}", code, esc->repeats,
+                                          esc->within_s, to_string(esc->severity))});
+        f.next_step = for_gpu(esc->action, ctx, pci);
+        out.push_back(std::move(f));
+    }
+}
+
+// SXids, per switch and code: the report's lines say Fatal or Non-fatal; its "Severity N"/"Data" lines belong to
+// it. A report whose lines state neither is still reported, with the policy's severity, and says so.
+void check_sxids(const CheckContext& ctx, const XidPolicy& policy, std::vector<Finding>& out) {
+    const auto& log = ctx.snapshot.kernel_log;
+    struct Report {
+        const KernelLogTally* fatal = nullptr;
+        const KernelLogTally* nonfatal = nullptr;
+        const KernelLogTally* unstated = nullptr;
+        const KernelLogTally* detail = nullptr;
+    };
+    std::map<std::pair<std::string, int>, Report> reports;
+    std::vector<std::pair<std::string, int>> order;
+    for (auto& t : log.tallies) {
+        if (!t.kind.starts_with("sxid_")) continue;
+        auto key = std::make_pair(t.device, t.code);
+        if (!reports.count(key)) order.push_back(key);
+        Report& r = reports[key];
+        if (t.kind == "sxid_fatal") r.fatal = &t;
+        else if (t.kind == "sxid_nonfatal") r.nonfatal = &t;
+        else if (t.kind == "sxid_unstated") r.unstated = &t;
+        else r.detail = &t;
+    }
+    for (auto& key : order) {
+        const Report& r = reports[key];
+        auto& [pci, code] = key;
+        const XidRule& sxid = policy.sxid(code);
+        bool known = policy.knows_sxid(code);
+        const KernelLogTally* main = r.fatal ? r.fatal : r.nonfatal ? r.nonfatal : r.unstated ? r.unstated : r.detail;
+        Severity severity = r.fatal ? Severity::error : sxid.severity;
+        std::string stated = r.fatal      ? "Fatal"
+                             : r.nonfatal ? "Non-fatal"
+                                          : "no severity stated in its lines";
+        Finding f = rule("kernel_log.sxid").finding(severity, {});
+        if (!pci.empty()) f.subjects.push_back(GpuRef{{}, pci});
+        std::string name = main->module.empty() ? std::string("NVSwitch") : "NVSwitch " + main->module;
+        f.message = fmt::format("{} ({}) reported SXid {} ({}), {}: {}", name, pci.empty() ? "address not stated" : pci,
+                                code, known ? sxid.meaning : "not in the SXid policy", stated, first_last(*main));
+        if (r.fatal && r.nonfatal) f.message += fmt::format("; also non-fatal {} time(s)", r.nonfatal->count);
+        add_occurrences(f, log.source, *main);
+        if (r.detail && r.detail != main) f.evidence.push_back({log.source, r.detail->last_text});
+        f.evidence.push_back({"xid policy " + policy.version,
+                              fmt::format("SXid {} {} ({})", code, to_string(sxid.severity),
+                                          known ? sxid.origin : "default for unlisted SXids")});
+        // A fatal report of a code the policy calls less than an error: the drain comes first, then its action.
+        bool drain_first = r.fatal && sxid.severity != Severity::error;
+        f.next_step = drain_first ? "Drain the node: a fatal SXid breaks NVLink traffic through the switch. Reset the "
+                                    "NVSwitches and GPUs (a reboot does it), restart nvidia-fabricmanager; then: " +
+                                        sxid.action
+                                  : sxid.action;
         out.push_back(std::move(f));
     }
 }
@@ -231,6 +398,8 @@ void check_kernel_log_text(const CheckContext& ctx, std::vector<Finding>& out, s
     if (!st || st->state != CollectorState::ok) return;
     const XidPolicy& policy = ctx.options.xid_policy ? *ctx.options.xid_policy : builtin_xid_policy();
     check_xids(ctx, policy, out);
+    check_xid_repeats(ctx, policy, out);
+    check_sxids(ctx, policy, out);
     check_fallen_off(ctx, out);
     check_aer(ctx, out);
     check_iommu(ctx, out);

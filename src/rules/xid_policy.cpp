@@ -1,8 +1,11 @@
 #include "rules/xid_policy.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <initializer_list>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -13,281 +16,7 @@ namespace gpudx {
 
 namespace {
 
-// Kept byte-for-byte equal to data/xid-policy.toml (tests/unit/test_xid_policy.cpp compares them), so the
-// single binary carries its policy to nodes that have no data directory.
-constexpr std::string_view kBuiltinPolicy = R"gpudx_xid_policy(
-# gpudx Xid policy: what each NVIDIA Xid code means, how severe gpudx calls it, and what to do.
-#
-# The binary carries this exact text as its built-in default (a unit test keeps the two equal).
-# `gpudx diagnose --xid-policy FILE` and `gpudx xid --xid-policy FILE` read a site policy in this
-# same format; its entries replace the built-in ones code by code, and the rest stay built-in.
-# Keys: version (required), [default] for codes not listed, [xid.<code>] with meaning, severity
-# (info, warning or error), action, and an optional note. Unknown keys are errors.
-# Where gpudx differs from DCGM, Azure's health checks or the Kubernetes device plugin, the
-# note says so; docs/kernel-log.md explains why.
-
-version = "2026.11.1"
-
-[default]
-severity = "warning"
-action = "This code is not in gpudx's policy. Look it up in NVIDIA's Xid catalog for the installed driver branch; if it repeats on one GPU, drain that GPU and collect `nvidia-bug-report.sh`."
-
-[xid.8]
-meaning = "GPU stopped processing (channel idle timeout)"
-severity = "warning"
-action = "Restart the application. If it repeats on the same GPU with different jobs, reset the GPU and contact NVIDIA support with a bug report."
-
-[xid.11]
-meaning = "Invalid or corrupted push buffer stream"
-severity = "warning"
-action = "Restart the application; check the CUDA and driver versions it was built for."
-
-[xid.12]
-meaning = "Driver error handling a GPU exception"
-severity = "warning"
-action = "Restart the application; if it repeats, collect `nvidia-bug-report.sh` and contact NVIDIA support."
-
-[xid.13]
-meaning = "Graphics engine exception (usually an application fault: out-of-range access, illegal instruction)"
-severity = "warning"
-action = "Debug the application (compute-sanitizer, CUDA_LAUNCH_BLOCKING=1). Suspect the GPU only if different applications hit it on this GPU and not on others."
-note = "The Kubernetes device plugin ignores 13 as an application error; gpudx still shows it as a warning."
-
-[xid.31]
-meaning = "GPU memory page fault (MMU fault; usually an illegal address in the application)"
-severity = "warning"
-action = "Debug the application (compute-sanitizer). If several applications fault on this GPU only, reset it and run `gpudx accept`."
-note = "The Kubernetes device plugin ignores 31 as an application error; gpudx still shows it as a warning."
-
-[xid.32]
-meaning = "Invalid or corrupted push buffer stream reported by the DMA controller (often PCIe signal quality)"
-severity = "warning"
-action = "Check this GPU's PCIe link (gpudx pcie findings, AER counters); reseat the card or riser if it repeats."
-
-[xid.38]
-meaning = "Driver firmware error"
-severity = "warning"
-action = "Restart the application; if it repeats, update the driver and contact NVIDIA support."
-
-[xid.43]
-meaning = "GPU stopped processing: the application hit a fault and was stopped; the GPU stays healthy"
-severity = "info"
-action = "Look at the application's own error; no action on the node."
-note = "Ignored by the Kubernetes device plugin; DCGM does not treat it as fatal either."
-
-[xid.44]
-meaning = "Graphics engine fault during context switch"
-severity = "error"
-action = "Drain the GPU, reset it (nvidia-smi -r -i <UUID>) and run `gpudx accept`; contact NVIDIA support if it repeats."
-
-[xid.45]
-meaning = "Preemptive cleanup after an earlier error, or the application was stopped (Ctrl-C, kill, GPU reset)"
-severity = "info"
-action = "Look at the Xid logged just before it on the same GPU; 45 alone needs no action."
-note = "Ignored by the Kubernetes device plugin."
-
-[xid.48]
-meaning = "Double-bit (uncorrectable) ECC error"
-severity = "error"
-action = "Drain the GPU and reset it (nvidia-smi -r -i <UUID>) or reboot; check retired pages / remapped rows (gpudx driver findings). Replace the card if uncorrectable errors recur."
-note = "Fatal in DCGM as well."
-
-[xid.54]
-meaning = "Auxiliary power is not connected to the GPU board"
-severity = "error"
-action = "Power the node down and connect the board's auxiliary power cables."
-
-[xid.56]
-meaning = "Display engine error"
-severity = "warning"
-action = "Display path only; update the driver if it repeats."
-
-[xid.57]
-meaning = "Error programming the video memory interface"
-severity = "error"
-action = "Drain the GPU and reset it; if it repeats, contact NVIDIA support for a replacement."
-
-[xid.58]
-meaning = "Unstable video memory interface detected"
-severity = "error"
-action = "Drain the GPU and reset it; if it repeats, contact NVIDIA support for a replacement."
-
-[xid.61]
-meaning = "Internal micro-controller breakpoint or warning"
-severity = "warning"
-action = "Watch for a 62 on the same GPU; collect `nvidia-bug-report.sh` if it repeats."
-
-[xid.62]
-meaning = "Internal micro-controller halt"
-severity = "error"
-action = "Drain the GPU, reset it or reboot the node, and collect `nvidia-bug-report.sh` for NVIDIA support."
-
-[xid.63]
-meaning = "ECC page retirement or row remapping recorded (takes effect at the next GPU reset)"
-severity = "warning"
-action = "Reset the GPU at the next idle window so the retirement or remap takes effect; watch remapped rows and retired pages for growth."
-note = "Fatal in Azure's health checks; a warning in DCGM. gpudx: the memory repaired itself and the card keeps its capacity, so it asks for a reset, not a drain."
-
-[xid.64]
-meaning = "ECC page retirement or row remapping failed"
-severity = "error"
-action = "Drain the GPU and reset it; if remapping keeps failing (rows exhausted), replace the card."
-
-[xid.68]
-meaning = "Video decoder (NVDEC) exception"
-severity = "warning"
-action = "Affects video decode only. Restart the application; if it repeats on this GPU, reset the GPU."
-note = "Fatal in Azure's health checks, ignored by the Kubernetes device plugin. gpudx: compute engines are unaffected, so it warns rather than drains, but does not hide it."
-
-[xid.69]
-meaning = "Graphics engine class error"
-severity = "warning"
-action = "Restart the application; if it repeats, update the driver and contact NVIDIA support."
-
-[xid.74]
-meaning = "NVLink error"
-severity = "error"
-action = "Drain the GPUs on both ends of the link, reset them (or reboot), check `nvidia-smi nvlink -s` and the fabric manager; reseat or replace the bridge or board if it recurs."
-note = "Fatal in DCGM as well."
-
-[xid.79]
-meaning = "GPU has fallen off the bus (it no longer answers on PCIe)"
-severity = "error"
-action = "Drain the node and reboot it; the GPU cannot be reset in place. If it recurs, check the slot, riser, power and thermals, then replace the card."
-note = "Fatal in DCGM as well."
-
-[xid.81]
-meaning = "VGA subsystem error"
-severity = "warning"
-action = "Display path only; update the driver if it repeats."
-
-[xid.92]
-meaning = "High single-bit ECC error rate"
-severity = "warning"
-action = "Corrected errors, no data lost. Watch this GPU for 48, 63, 94 or 95; schedule a reset and memory test (`gpudx accept`) at the next window."
-note = "Fatal in Azure's health checks; a warning in DCGM. gpudx: the errors were corrected, so it is a predictor, not a failure."
-
-[xid.93]
-meaning = "Non-fatal violation of the provisioned InfoROM wear limit"
-severity = "warning"
-action = "Plan a card replacement with NVIDIA support."
-
-[xid.94]
-meaning = "Contained ECC error: the application using the bad memory was stopped; others are unaffected"
-severity = "warning"
-action = "Restart the stopped application. Reset the GPU when it is idle so the pending row remap applies; if 94 repeats on this GPU or a 95 follows, drain it."
-note = "A warning in DCGM; critical in Azure's health checks and others. gpudx: containment worked and the GPU keeps serving other jobs, so it warns and asks for a reset at the next window."
-
-[xid.95]
-meaning = "Uncontained ECC error: every application on the GPU is affected"
-severity = "error"
-action = "Drain the GPU and reset it (nvidia-smi -r -i <UUID>) or reboot; check remapped rows; replace the card if it recurs."
-note = "Fatal in DCGM as well."
-
-[xid.109]
-meaning = "Context switch timeout"
-severity = "warning"
-action = "Restart the application; if it repeats with different applications on this GPU, reset the GPU."
-note = "Ignored by the Kubernetes device plugin as an application error."
-
-[xid.110]
-meaning = "Security fault"
-severity = "error"
-action = "Drain the GPU, reboot the node, and contact NVIDIA support with a bug report."
-
-[xid.119]
-meaning = "GSP RPC timeout: the GPU System Processor stopped answering the driver"
-severity = "error"
-action = "Drain the GPU and reset it, or reboot the node; update the driver if it repeats."
-note = "Fatal in DCGM as well."
-
-[xid.120]
-meaning = "GSP error"
-severity = "error"
-action = "Drain the GPU and reset it, or reboot the node; collect `nvidia-bug-report.sh` for NVIDIA support."
-note = "Fatal in DCGM as well."
-
-[xid.121]
-meaning = "C2C (chip-to-chip) link error"
-severity = "error"
-action = "Drain the node and reboot it; contact NVIDIA support if it recurs."
-
-[xid.122]
-meaning = "SPI PMU RPC read failure"
-severity = "warning"
-action = "Collect `nvidia-bug-report.sh`; contact NVIDIA support if it repeats."
-
-[xid.123]
-meaning = "SPI PMU RPC write failure"
-severity = "warning"
-action = "Collect `nvidia-bug-report.sh`; contact NVIDIA support if it repeats."
-
-[xid.124]
-meaning = "SPI PMU RPC erase failure"
-severity = "warning"
-action = "Collect `nvidia-bug-report.sh`; contact NVIDIA support if it repeats."
-
-[xid.125]
-meaning = "InfoROM file-system failure"
-severity = "warning"
-action = "Collect `nvidia-bug-report.sh`; contact NVIDIA support."
-
-[xid.137]
-meaning = "NVLink FLA privilege error"
-severity = "warning"
-action = "Check the application's use of fabric memory; contact NVIDIA support if it repeats."
-
-[xid.140]
-meaning = "Unrecovered ECC error"
-severity = "error"
-action = "Drain the GPU and reset it or reboot; replace the card if it recurs."
-note = "Fatal in DCGM as well."
-
-[xid.143]
-meaning = "GPU initialization failure"
-severity = "error"
-action = "Reboot the node; if the GPU still fails to initialise, check power and seating, then replace it."
-
-[xid.144]
-meaning = "NVLink SAW error"
-severity = "error"
-action = "Drain the GPU, reset it or reboot, and check NVLink and fabric manager health."
-
-[xid.145]
-meaning = "NVLink RLW error"
-severity = "error"
-action = "Drain the GPU, reset it or reboot, and check NVLink and fabric manager health."
-
-[xid.146]
-meaning = "NVLink TLW error"
-severity = "error"
-action = "Drain the GPU, reset it or reboot, and check NVLink and fabric manager health."
-
-[xid.147]
-meaning = "NVLink TREX error"
-severity = "error"
-action = "Drain the GPU, reset it or reboot, and check NVLink and fabric manager health."
-
-[xid.148]
-meaning = "NVLink NVLPW_CTRL error"
-severity = "error"
-action = "Drain the GPU, reset it or reboot, and check NVLink and fabric manager health."
-
-[xid.149]
-meaning = "NVLink NETIR error"
-severity = "error"
-action = "Drain the GPU, reset it or reboot, and check NVLink and fabric manager health."
-
-[xid.150]
-meaning = "NVLink MSE error"
-severity = "error"
-action = "Drain the GPU, reset it or reboot, and check NVLink and fabric manager health."
-
-[xid.154]
-meaning = "GPU recovery action changed (the driver now asks for a reset, a reboot or a drain)"
-severity = "error"
-action = "Read the action in the log line (or NVML's recovery action) and carry it out: GPU reset, node reboot, or drain and reset."
-)gpudx_xid_policy";
+#include "rules/xid_policy_builtin.inc"
 
 constexpr const char* kBuiltinOrigin = "built-in";
 
@@ -295,56 +24,216 @@ std::string where(const std::string& origin, const toml::source_region& r) {
     return r.begin.line > 0 ? fmt::format("{}:{}", origin, r.begin.line) : origin;
 }
 
-Result<std::string> required_string(const toml::table& t, std::string_view key, const std::string& origin,
-                                    const std::string& context) {
-    const toml::node* n = t.get(key);
-    if (!n) return fail(fmt::format("{}: {} has no `{}`", where(origin, t.source()), context, key), origin);
-    auto v = n->value<std::string>();
-    if (!v) return fail(fmt::format("{}: `{}` in {} must be a string", where(origin, n->source()), key, context), origin);
-    return *v;
+// Reads the keys of one table, each checked against the list it may hold; every error names the key's line.
+class TableReader {
+public:
+    TableReader(const toml::table& t, const std::string& origin, std::string context)
+        : t_(t), origin_(origin), context_(std::move(context)) {}
+
+    Result<void> only(std::initializer_list<std::string_view> keys) const {
+        for (auto&& [key, node] : t_) {
+            if (std::find(keys.begin(), keys.end(), key.str()) != keys.end()) continue;
+            std::string allowed;
+            for (auto k : keys) allowed += (allowed.empty() ? "" : ", ") + std::string(k);
+            return fail(fmt::format("{}: unknown key `{}` in {} (allowed: {})", where(origin_, key.source()),
+                                    key.str(), context_, allowed),
+                        origin_);
+        }
+        return {};
+    }
+
+    // A string key: nullopt when absent; an error when present and not a string (or absent and required).
+    Result<std::optional<std::string>> text(std::string_view key, bool required = false) const {
+        const toml::node* n = t_.get(key);
+        if (!n) {
+            if (required)
+                return fail(fmt::format("{}: {} has no `{}`", where(origin_, t_.source()), context_, key), origin_);
+            return std::optional<std::string>{};
+        }
+        auto v = n->value<std::string>();
+        if (!v)
+            return fail(fmt::format("{}: `{}` in {} must be a string", line(key), key, context_), origin_);
+        return std::optional<std::string>{*v};
+    }
+
+    Result<std::optional<Severity>> severity(std::string_view key, bool required) const {
+        auto s = text(key, required);
+        if (!s) return std::unexpected(s.error());
+        if (!*s) return std::optional<Severity>{};
+        auto parsed = parse_severity(**s);
+        if (!parsed)
+            return fail(fmt::format("{}: {} \"{}\" in {} is not info, warning or error", line(key), key, **s, context_),
+                        origin_);
+        return std::optional<Severity>{*parsed};
+    }
+
+    // A whole number in [lo, hi], nullopt when absent.
+    Result<std::optional<int64_t>> number(std::string_view key, int64_t lo, int64_t hi) const {
+        const toml::node* n = t_.get(key);
+        if (!n) return std::optional<int64_t>{};
+        auto v = n->value<int64_t>();
+        if (!v || *v < lo || *v > hi)
+            return fail(fmt::format("{}: `{}` in {} must be a whole number from {} to {}", line(key), key, context_, lo,
+                                    hi),
+                        origin_);
+        return std::optional<int64_t>{*v};
+    }
+
+    std::string line(std::string_view key) const {
+        const toml::node* n = t_.get(key);
+        return where(origin_, n ? n->source() : t_.source());
+    }
+    const std::string& context() const { return context_; }
+
+private:
+    const toml::table& t_;
+    const std::string& origin_;
+    std::string context_;
+};
+
+// `Result<T>` plumbing for the readers: assigns the value or returns the error from the enclosing function.
+#define GPUDX_TRY(target, expr)                                  \
+    do {                                                         \
+        auto gpudx_try_value = (expr);                           \
+        if (!gpudx_try_value) return std::unexpected(gpudx_try_value.error()); \
+        target = std::move(*gpudx_try_value);                    \
+    } while (0)
+
+constexpr unsigned kMaxRepeats = 1000000;
+constexpr int64_t kMaxWindowSeconds = 366LL * 24 * 3600;
+
+Result<XidBucket> read_bucket(const toml::table& t, const std::string& name, const std::string& origin) {
+    TableReader r(t, origin, "[bucket." + name + "]");
+    if (auto ok = r.only({"meaning", "implies", "recovery", "repeats", "within_s", "escalate_severity", "escalation"});
+        !ok)
+        return std::unexpected(ok.error());
+    XidBucket b;
+    b.name = name;
+    b.origin = origin;
+    std::optional<std::string> meaning, recovery, escalation;
+    GPUDX_TRY(meaning, r.text("meaning", true));
+    b.meaning = *meaning;
+    GPUDX_TRY(b.implies, r.severity("implies", false));
+    GPUDX_TRY(recovery, r.text("recovery"));
+    if (recovery && *recovery != "reset" && *recovery != "reboot")
+        return fail(fmt::format("{}: recovery \"{}\" in {} is not reset or reboot", r.line("recovery"), *recovery,
+                                r.context()),
+                    origin);
+    b.recovery = recovery.value_or("");
+    std::optional<int64_t> repeats, within;
+    GPUDX_TRY(repeats, r.number("repeats", 0, kMaxRepeats));
+    GPUDX_TRY(within, r.number("within_s", 1, kMaxWindowSeconds));
+    b.escalation.repeats = static_cast<unsigned>(repeats.value_or(0));
+    if (within) b.escalation.within_s = static_cast<double>(*within);
+    std::optional<Severity> escalated;
+    GPUDX_TRY(escalated, r.severity("escalate_severity", false));
+    if (escalated) b.escalation.severity = *escalated;
+    GPUDX_TRY(escalation, r.text("escalation"));
+    b.escalation.action = escalation.value_or("");
+    if (b.escalation.repeats > 0 && b.escalation.action.empty())
+        return fail(fmt::format("{}: {} escalates after {} repeats but has no `escalation` (the next step then)",
+                                r.line("repeats"), r.context(), b.escalation.repeats),
+                    origin);
+    return b;
 }
 
-// Reads one rule table ([default] or [xid.N]); `allow_meaning` is false for [default].
+// The bucket names a value refers to: its words in capitals (CHECK_APP/CUDA, N/A), so NVIDIA's wording around
+// them ("Solo: RESTART_FM Not Solo: IGNORE (follow other Xid)") stays as the catalog writes it.
+std::vector<std::string> bucket_words(std::string_view value) {
+    std::vector<std::string> out;
+    size_t i = 0;
+    auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '/'; };
+    while (i < value.size()) {
+        if (!word_char(value[i])) {
+            ++i;
+            continue;
+        }
+        size_t j = i;
+        while (j < value.size() && word_char(value[j])) ++j;
+        std::string_view w = value.substr(i, j - i);
+        bool has_upper = std::any_of(w.begin(), w.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
+        bool has_lower = std::any_of(w.begin(), w.end(), [](char c) { return c >= 'a' && c <= 'z'; });
+        if (w.size() >= 2 && has_upper && !has_lower) out.emplace_back(w);
+        i = j;
+    }
+    return out;
+}
+
+// Reads one rule table ([default], [sxid_default], [xid.N] or [sxid.N]). `kind` says which keys it may hold.
+enum class RuleKind { fallback, xid, sxid };
+
 Result<XidRule> read_rule(const toml::table& t, int code, const std::string& origin, const std::string& context,
-                          bool require_meaning) {
-    static constexpr std::string_view kKeys[] = {"meaning", "severity", "action", "note"};
-    for (auto&& [key, node] : t) {
-        if (std::find(std::begin(kKeys), std::end(kKeys), key.str()) == std::end(kKeys))
-            return fail(fmt::format("{}: unknown key `{}` in {} (allowed: meaning, severity, action, note)",
-                                    where(origin, key.source()), key.str(), context),
+                          RuleKind kind, const std::map<std::string, XidBucket>& buckets) {
+    TableReader r(t, origin, context);
+    Result<void> keys = kind == RuleKind::xid
+                            ? r.only({"mnemonic", "description", "immediate", "investigatory", "meaning", "severity",
+                                      "action", "note", "repeats", "within_s"})
+                            : r.only({"meaning", "severity", "action", "note"});
+    if (!keys) return std::unexpected(keys.error());
+    XidRule rule;
+    rule.code = code;
+    rule.origin = origin;
+    std::optional<std::string> v;
+    for (auto [key, field] : {std::pair{"mnemonic", &rule.mnemonic}, std::pair{"description", &rule.description},
+                              std::pair{"immediate", &rule.immediate}, std::pair{"investigatory", &rule.investigatory},
+                              std::pair{"meaning", &rule.meaning}, std::pair{"note", &rule.note}}) {
+        GPUDX_TRY(v, r.text(key));
+        *field = v.value_or("");
+    }
+    if (!rule.immediate.empty()) {
+        auto b = buckets.find(rule.immediate);
+        if (b == buckets.end() || !b->second.implies)
+            return fail(fmt::format("{}: immediate bucket \"{}\" in {} is not declared (a [bucket.NAME] with `implies`)",
+                                    r.line("immediate"), rule.immediate, context),
                         origin);
     }
-    XidRule r;
-    r.code = code;
-    r.origin = origin;
-    if (require_meaning) {
-        auto m = required_string(t, "meaning", origin, context);
-        if (!m) return std::unexpected(m.error());
-        r.meaning = *m;
-    } else if (auto m = t["meaning"].value<std::string>()) {
-        r.meaning = *m;
+    for (auto& word : bucket_words(rule.investigatory))
+        if (!buckets.count(word))
+            return fail(fmt::format("{}: investigatory bucket \"{}\" in {} is not declared (no [bucket.{}])",
+                                    r.line("investigatory"), word, context, word),
+                        origin);
+    if (rule.meaning.empty()) rule.meaning = rule.description;
+    if (kind != RuleKind::fallback && rule.meaning.empty())
+        return fail(fmt::format("{}: {} has no `meaning` (or `description`)", where(origin, t.source()), context), origin);
+    std::optional<Severity> severity;
+    GPUDX_TRY(severity, r.severity("severity", true));
+    rule.severity = *severity;
+    GPUDX_TRY(v, r.text("action", true));
+    rule.action = *v;
+    std::optional<int64_t> n;
+    GPUDX_TRY(n, r.number("repeats", 0, kMaxRepeats));
+    if (n) rule.repeats = static_cast<unsigned>(*n);
+    GPUDX_TRY(n, r.number("within_s", 1, kMaxWindowSeconds));
+    if (n) rule.within_s = static_cast<double>(*n);
+    // A site entry without `immediate` takes the built-in one's when merged (load_xid_policy_file).
+    if (rule.repeats.value_or(0) > 0 && !rule.immediate.empty()) {
+        auto b = buckets.find(rule.immediate);
+        if (b == buckets.end() || b->second.escalation.action.empty())
+            return fail(fmt::format("{}: {} sets `repeats` but its immediate bucket has no `escalation` to escalate to",
+                                    r.line("repeats"), context),
+                        origin);
     }
-    auto sev = required_string(t, "severity", origin, context);
-    if (!sev) return std::unexpected(sev.error());
-    auto parsed = parse_severity(*sev);
-    if (!parsed)
-        return fail(fmt::format("{}: severity \"{}\" in {} is not info, warning or error",
-                                where(origin, t.get("severity")->source()), *sev, context),
-                    origin);
-    r.severity = *parsed;
-    auto action = required_string(t, "action", origin, context);
-    if (!action) return std::unexpected(action.error());
-    r.action = *action;
-    if (const toml::node* n = t.get("note")) {
-        auto v = n->value<std::string>();
-        if (!v) return fail(fmt::format("{}: `note` in {} must be a string", where(origin, n->source()), context), origin);
-        r.note = *v;
-    }
-    return r;
+    return rule;
 }
 
-// A policy file may be partial (a site overriding a few codes): `complete` asks for [default] too.
-Result<XidPolicy> parse_policy(std::string_view text, const std::string& origin, bool complete) {
+// "[xid.79]": the code, or an error naming the line.
+Result<int> table_code(const toml::key& key, const std::string& origin, std::string_view family) {
+    std::string name(key.str());
+    bool numeric = !name.empty() && name.size() <= 5 && name.find_first_not_of("0123456789") == std::string::npos;
+    int code = numeric ? std::stoi(name) : 0;
+    if (code <= 0)
+        return fail(fmt::format("{}: [{}.{}]: an {} code must be a positive number, from 1 to {}", where(origin, key.source()),
+                                family, name, family == "xid" ? "Xid" : "SXid", kMaxXidCode),
+                    origin);
+    return code;
+}
+
+const toml::table* sub_table(const toml::table& root, std::string_view key) { return root[key].as_table(); }
+
+// A policy file may be partial (a site overriding a few codes): `complete` asks for [default] and [sxid_default]
+// too. `known_buckets` are the buckets its codes may name besides its own (the built-in ones, for a site file).
+Result<XidPolicy> parse_policy(std::string_view text, const std::string& origin, bool complete,
+                               const std::map<std::string, XidBucket>& known_buckets) {
     if (auto bad = check_toml_text(text))
         return fail(fmt::format("{}:{}:{}: {}", origin, bad->line, bad->column, bad->message), origin);
     toml::table root;
@@ -356,49 +245,71 @@ Result<XidPolicy> parse_policy(std::string_view text, const std::string& origin,
                                 e.description()),
                     origin);
     }
-    XidPolicy p;
+    static constexpr std::string_view kTopKeys[] = {"version", "default", "sxid_default", "bucket", "xid", "sxid"};
     for (auto&& [key, node] : root) {
-        if (key != "version" && key != "default" && key != "xid")
-            return fail(fmt::format("{}: unknown key `{}` (allowed: version, default, xid)", where(origin, key.source()),
-                                    key.str()),
+        if (std::find(std::begin(kTopKeys), std::end(kTopKeys), key.str()) == std::end(kTopKeys))
+            return fail(fmt::format("{}: unknown key `{}` (allowed: version, default, sxid_default, bucket, xid, sxid)",
+                                    where(origin, key.source()), key.str()),
                         origin);
+        if (key != "version" && !node.as_table())
+            return fail(fmt::format("{}: `{}` must be a table", where(origin, node.source()), key.str()), origin);
     }
     const toml::node* version = root.get("version");
     if (!version) return fail(fmt::format("{}: no `version = \"...\"`; a policy must say which version it is", origin), origin);
     auto v = version->value<std::string>();
     if (!v || v->empty())
         return fail(fmt::format("{}: `version` must be a non-empty string", where(origin, version->source())), origin);
+    XidPolicy p;
     p.version = *v;
-    if (const toml::node* d = root.get("default")) {
-        const toml::table* t = d->as_table();
-        if (!t) return fail(fmt::format("{}: `default` must be a table", where(origin, d->source())), origin);
-        auto r = read_rule(*t, 0, origin, "[default]", false);
-        if (!r) return std::unexpected(r.error());
-        p.fallback = *r;
-    } else if (complete) {
-        return fail(fmt::format("{}: no [default] table for codes the policy does not list", origin), origin);
-    }
-    if (const toml::node* x = root.get("xid")) {
-        const toml::table* xt = x->as_table();
-        if (!xt) return fail(fmt::format("{}: `xid` must hold tables like [xid.79]", where(origin, x->source())), origin);
-        for (auto&& [key, node] : *xt) {
+    std::map<std::string, XidBucket> buckets = known_buckets;
+    if (const toml::table* bt = sub_table(root, "bucket")) {
+        for (auto&& [key, node] : *bt) {
             std::string name(key.str());
-            int code = 0;
-            bool numeric = !name.empty() && name.size() <= 6 && name.find_first_not_of("0123456789") == std::string::npos;
-            if (numeric) code = std::stoi(name);
-            if (!numeric || code <= 0)
-                return fail(fmt::format("{}: [xid.{}]: an Xid code must be a positive number", where(origin, key.source()),
-                                        name),
-                            origin);
             const toml::table* t = node.as_table();
-            if (!t) return fail(fmt::format("{}: xid.{} must be a table", where(origin, node.source()), name), origin);
-            auto r = read_rule(*t, code, origin, "[xid." + name + "]", true);
+            if (!t) return fail(fmt::format("{}: bucket.{} must be a table", where(origin, node.source()), name), origin);
+            auto b = read_bucket(*t, name, origin);
+            if (!b) return std::unexpected(b.error());
+            p.buckets[name] = *b;
+            buckets[name] = std::move(*b);
+        }
+    }
+    struct Fallback {
+        const char* key;
+        XidRule* rule;
+    };
+    for (auto [key, target] : {Fallback{"default", &p.fallback}, Fallback{"sxid_default", &p.sxid_fallback}}) {
+        if (const toml::table* t = sub_table(root, key)) {
+            auto r = read_rule(*t, 0, origin, fmt::format("[{}]", key), RuleKind::fallback, buckets);
             if (!r) return std::unexpected(r.error());
-            p.rules[code] = std::move(*r);
+            *target = std::move(*r);
+        } else if (complete && target == &p.fallback) {
+            return fail(fmt::format("{}: no [{}] table for codes the policy does not list", origin, key), origin);
+        } else if (complete) {
+            *target = p.fallback;  // SXids not listed get what unlisted Xids get
+        }
+    }
+    struct Family {
+        const char* key;
+        RuleKind kind;
+        std::map<int, XidRule>* rules;
+    };
+    for (auto [key, kind, rules] : {Family{"xid", RuleKind::xid, &p.rules}, Family{"sxid", RuleKind::sxid, &p.sxids}}) {
+        const toml::table* xt = sub_table(root, key);
+        if (!xt) continue;
+        for (auto&& [k, node] : *xt) {
+            auto code = table_code(k, origin, key);
+            if (!code) return std::unexpected(code.error());
+            const toml::table* t = node.as_table();
+            if (!t) return fail(fmt::format("{}: {}.{} must be a table", where(origin, node.source()), key, *code), origin);
+            auto r = read_rule(*t, *code, origin, fmt::format("[{}.{}]", key, *code), kind, buckets);
+            if (!r) return std::unexpected(r.error());
+            (*rules)[*code] = std::move(*r);
         }
     }
     return p;
 }
+
+#undef GPUDX_TRY
 
 }  // namespace
 
@@ -414,19 +325,41 @@ const XidRule& XidPolicy::rule(int code) const {
     return it == rules.end() ? fallback : it->second;
 }
 
+const XidRule& XidPolicy::sxid(int code) const {
+    auto it = sxids.find(code);
+    return it == sxids.end() ? sxid_fallback : it->second;
+}
+
+const XidBucket* XidPolicy::immediate_bucket(int code) const {
+    if (!knows(code)) return nullptr;
+    auto it = buckets.find(rule(code).immediate);
+    return it == buckets.end() ? nullptr : &it->second;
+}
+
+std::optional<XidEscalation> XidPolicy::escalation(int code) const {
+    const XidBucket* b = immediate_bucket(code);
+    if (!b) return std::nullopt;
+    XidEscalation e = b->escalation;
+    const XidRule& r = rule(code);
+    if (r.repeats) e.repeats = *r.repeats;
+    if (r.within_s) e.within_s = *r.within_s;
+    if (e.repeats == 0 || e.action.empty()) return std::nullopt;
+    return e;
+}
+
 std::string_view builtin_xid_policy_text() { return kBuiltinPolicy.substr(kBuiltinPolicy.starts_with('\n') ? 1 : 0); }
 
 const XidPolicy& builtin_xid_policy() {
     static const XidPolicy policy = [] {
-        auto p = parse_policy(builtin_xid_policy_text(), kBuiltinOrigin, true);
+        auto p = parse_policy(builtin_xid_policy_text(), kBuiltinOrigin, true, {});
         // The text is fixed at build time and covered by a unit test; an empty policy is the safe fallback.
-        return p ? std::move(*p) : XidPolicy{"invalid built-in", {}, {}};
+        return p ? std::move(*p) : XidPolicy{"invalid built-in", {}, {}, {}, {}, {}};
     }();
     return policy;
 }
 
 Result<XidPolicy> parse_xid_policy(std::string_view text, const std::string& origin) {
-    return parse_policy(text, origin, true);
+    return parse_policy(text, origin, true, {});
 }
 
 Result<XidPolicy> load_xid_policy_file(const std::string& path) {
@@ -434,12 +367,24 @@ Result<XidPolicy> load_xid_policy_file(const std::string& path) {
     if (!in) return fail(fmt::format("{}: cannot read the Xid policy file", path), path);
     std::ostringstream ss;
     ss << in.rdbuf();
-    auto site = parse_policy(ss.str(), path, false);
+    const XidPolicy& builtin = builtin_xid_policy();
+    auto site = parse_policy(ss.str(), path, false, builtin.buckets);
     if (!site) return site;
-    XidPolicy merged = builtin_xid_policy();
+    XidPolicy merged = builtin;
     merged.version = fmt::format("{} ({}) over built-in {}", site->version, path, merged.version);
     if (!site->fallback.action.empty()) merged.fallback = site->fallback;
-    for (auto& [code, r] : site->rules) merged.rules[code] = r;
+    if (!site->sxid_fallback.action.empty()) merged.sxid_fallback = site->sxid_fallback;
+    for (auto& [name, b] : site->buckets) merged.buckets[name] = b;
+    for (auto& [code, r] : site->rules) {
+        XidRule& into = merged.rules[code];
+        // NVIDIA's catalog fields stay when the site entry only sets gpudx's severity and words.
+        for (auto [site_field, builtin_field] : {std::pair{&r.mnemonic, &into.mnemonic}, std::pair{&r.description, &into.description},
+                                                 std::pair{&r.immediate, &into.immediate},
+                                                 std::pair{&r.investigatory, &into.investigatory}})
+            if (site_field->empty()) *site_field = *builtin_field;
+        into = r;
+    }
+    for (auto& [code, r] : site->sxids) merged.sxids[code] = r;
     return merged;
 }
 

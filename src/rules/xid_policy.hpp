@@ -1,6 +1,7 @@
 #pragma once
-// How severe each NVIDIA Xid code is and what to do about it: explicit, versioned and overridable
-// (data/xid-policy.toml, docs/kernel-log.md). The default is compiled in so the one binary works anywhere.
+// How severe each NVIDIA Xid and NVSwitch SXid code is and what to do about it: explicit, versioned and
+// overridable (data/xid-policy.toml, docs/kernel-log.md), with NVIDIA's resolution buckets from its Xid catalog.
+// The default is compiled in so the one binary works anywhere.
 #include <map>
 #include <optional>
 #include <string>
@@ -11,35 +12,72 @@
 
 namespace gpudx {
 
+// What a code repeating on one GPU becomes: `repeats` occurrences within `within_s` seconds.
+struct XidEscalation {
+    unsigned repeats = 0;  // 0: never escalates
+    double within_s = 3600;
+    Severity severity = Severity::error;
+    std::string action;
+};
+
+// One of NVIDIA's resolution buckets (RESET_GPU, IGNORE, CHECK_APP/CUDA, ...).
+struct XidBucket {
+    std::string name;
+    std::string meaning;
+    std::optional<Severity> implies;  // set for the buckets NVIDIA uses as an immediate action
+    std::string recovery;             // "reset", "reboot" or "" (the bucket asks for neither)
+    XidEscalation escalation;
+    std::string origin;
+};
+
 struct XidRule {
     int code = 0;  // 0 for the default rule
-    std::string meaning;
+    std::string mnemonic;       // NVIDIA's (ROBUST_CHANNEL_GPU_TIMEOUT_ERROR)
+    std::string description;    // NVIDIA's
+    std::string immediate;      // NVIDIA's immediate resolution bucket; empty where the catalog gives none
+    std::string investigatory;  // NVIDIA's investigatory bucket, as the catalog writes it
+    std::string meaning;        // gpudx's words (the description when the policy gives none)
     Severity severity = Severity::warning;
     std::string action;
-    std::string note;    // how other tools treat it, when they differ
+    std::string note;    // why gpudx differs from the bucket or from other tools, when it does
+    std::optional<unsigned> repeats;   // overrides the bucket's escalation threshold
+    std::optional<double> within_s;
     std::string origin;  // "built-in" or the policy file it came from
 };
 
 struct XidPolicy {
-    std::string version;  // "2026.11.1", or "site 1 over built-in 2026.11.1" for a merged policy
+    std::string version;  // "2026.12.1", or "site 1 (FILE) over built-in 2026.12.1" for a merged policy
     XidRule fallback;     // codes not listed
     std::map<int, XidRule> rules;
+    std::map<std::string, XidBucket> buckets;
+    XidRule sxid_fallback;  // SXids not listed
+    std::map<int, XidRule> sxids;
 
     // The rule for a code; the fallback (code 0) when it is not listed.
     const XidRule& rule(int code) const;
     bool knows(int code) const { return rules.count(code) > 0; }
+    const XidRule& sxid(int code) const;
+    bool knows_sxid(int code) const { return sxids.count(code) > 0; }
+    // The code's immediate bucket, null when it has none (or is unlisted).
+    const XidBucket* immediate_bucket(int code) const;
+    // The code's escalation: its bucket's, with the code's own threshold over it; nullopt when it never escalates.
+    std::optional<XidEscalation> escalation(int code) const;
 };
 
 // The policy text compiled into the binary; equal to data/xid-policy.toml (a unit test checks).
 std::string_view builtin_xid_policy_text();
 const XidPolicy& builtin_xid_policy();
 
-// Parses a policy. `origin` names it in errors ("FILE:LINE: ...") and in XidRule::origin.
-// Syntax errors, unknown keys, bad severities and codes that are not numbers are errors.
+// Parses a complete policy. `origin` names it in errors ("FILE:LINE: ...") and in XidRule::origin.
+// Syntax errors, unknown keys, bad severities, buckets not declared and codes that are not numbers are errors.
 Result<XidPolicy> parse_xid_policy(std::string_view text, const std::string& origin);
-// A site policy file: its entries replace the built-in ones code by code.
+// A site policy file: its entries replace the built-in ones code by code (buckets by name), and may name the
+// buckets either declares.
 Result<XidPolicy> load_xid_policy_file(const std::string& path);
 
 std::optional<Severity> parse_severity(std::string_view s);
+
+// Xid and SXid codes are positive and at most this (the driver prints them as decimal numbers of up to 5 digits).
+inline constexpr int kMaxXidCode = 99999;
 
 }  // namespace gpudx

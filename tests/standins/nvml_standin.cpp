@@ -324,6 +324,14 @@ EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t h, int count, nvmlFiel
                 v.nvmlReturn = nvmlDeviceGetRemappedRows(h, &rows[0], &rows[1], &rows[2], &rows[3]);
                 n = rows[v.fieldId - NVML_FI_DEV_REMAPPED_COR];
                 break;
+            case NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: {
+                // "gpu_recovery_action": N in the device's answers; without it the device answers the way a
+                // driver older than the field does.
+                unsigned action = 0;
+                v.nvmlReturn = field(h, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", "gpu_recovery_action", action);
+                n = action;
+                break;
+            }
             default:
                 v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
         }

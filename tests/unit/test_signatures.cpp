@@ -168,16 +168,19 @@ TEST(Signatures, FieldsAndBlanks) {
 
 TEST(Signatures, GatesAreWhatTheScannerKeeps) {
     auto gates = catalogue_gate_words(builtin_signature_catalogue());
-    EXPECT_NE(std::find(gates.begin(), gates.end(), ": SXid (PCI:"), gates.end());
+    EXPECT_NE(std::find(gates.begin(), gates.end(), "Direct firmware load for nvidia/"), gates.end());
     for (auto& g : gates) EXPECT_GE(g.size(), 4u) << g;
     KernelLogScanOptions o;
     o.extra_words = gates;
-    auto log = scan_kernel_log("[   38.1] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 44\n"
-                               "[   38.2] unrelated line\n",
+    auto log = scan_kernel_log("[   38.1] nvidia 0000:3b:00.0: Direct firmware load for nvidia/580.95.05/gsp_ga10x.bin failed with error -2\n"
+                               "[   38.2] unrelated line\n"
+                               // NVSwitch SXids are the parser's own topic now (the Xid policy's SXid catalogue).
+                               "[   38.3] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 44\n",
                                o);
     ASSERT_TRUE(log);
-    ASSERT_EQ(log->lines.size(), 1u);
+    ASSERT_EQ(log->lines.size(), 2u);
     EXPECT_EQ(log->lines[0].topic, "catalogue");
+    EXPECT_EQ(log->lines[1].topic, "sxid");
 }
 
 TEST(Signatures, FindingNamesTheFactsAndTheGpu) {

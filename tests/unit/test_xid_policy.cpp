@@ -6,16 +6,25 @@
 #include <filesystem>
 #include <fstream>
 
+#include "rules/baseline.hpp"
 #include "rules/check_context.hpp"
+#include "rules/recovery_action.hpp"
 #include "rules/xid_policy.hpp"
+#include "collect/kernel_log_parse.hpp"
 #include "collect/collectors.hpp"
 #include "core/root.hpp"
 #include "test_support.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
 
 using namespace gpudx;
 
 namespace gpudx {
 void check_kernel_log(const CheckContext&, std::vector<Finding>&);
+void check_driver(const CheckContext&, std::vector<Finding>&);
 }
 
 namespace {
@@ -55,18 +64,85 @@ TEST(XidPolicy, BuiltinTextIsTheDataFile) {
 
 TEST(XidPolicy, BuiltinSeverities) {
     const XidPolicy& p = builtin_xid_policy();
-    EXPECT_EQ(p.version, "2026.11.1");
-    for (int code : {48, 74, 79, 95, 119, 120, 140})  // DCGM's fatal set: gpudx agrees
+    EXPECT_EQ(p.version, "2026.12.1");
+    for (int code : {46, 48, 74, 79, 95, 119, 120, 140})  // DCGM's fatal set and RESET_GPU's 46: gpudx agrees
         EXPECT_EQ(p.rule(code).severity, Severity::error) << code;
-    for (int code : {63, 92, 68, 94})  // the disputed codes: see docs/kernel-log.md
+    for (int code : {68, 94})  // the disputed codes: see docs/kernel-log.md
         EXPECT_EQ(p.rule(code).severity, Severity::warning) << code;
-    EXPECT_EQ(p.rule(43).severity, Severity::info);
+    for (int code : {43, 63, 92})  // NVIDIA's IGNORE (63, 92) and an application's own fault (43)
+        EXPECT_EQ(p.rule(code).severity, Severity::info) << code;
     EXPECT_EQ(p.rule(79).meaning, "GPU has fallen off the bus (it no longer answers on PCIe)");
     EXPECT_EQ(p.rule(79).origin, "built-in");
     EXPECT_FALSE(p.knows(4242));
     EXPECT_EQ(p.rule(4242).severity, Severity::warning);
     EXPECT_EQ(p.rule(4242).code, 0);
+    EXPECT_EQ(p.rule(46).immediate, "RESET_GPU");
+    EXPECT_EQ(p.rule(46).mnemonic, "ROBUST_CHANNEL_GPU_TIMEOUT_ERROR");
+    EXPECT_EQ(p.rule(136).immediate, "RESET_GPU");
+    EXPECT_EQ(p.rule(151).immediate, "RESTART_VM");
+    EXPECT_EQ(p.immediate_bucket(79)->recovery, "reboot");
+    EXPECT_EQ(p.immediate_bucket(46)->recovery, "reset");
 }
+
+// Every row of NVIDIA's catalog (tests/fixtures/xid-catalog.tsv, NVIDIA's data as published) is in the policy with
+// NVIDIA's words, and the rows the catalog marks Unused are not (they get the default).
+TEST(XidPolicy, EveryCatalogRowIsParsedFromTheData) {
+    std::string tsv = read_all(std::string(GPUDX_TEST_FIXTURES) + "/xid-catalog.tsv");
+    ASSERT_FALSE(tsv.empty());
+    EXPECT_NE(tsv.find("as of 2025-10-29"), std::string::npos) << "the catalog's date";
+    EXPECT_NE(std::string(builtin_xid_policy_text()).find("2025-10-29"), std::string::npos)
+        << "the policy cites the catalog's date";
+    const XidPolicy& p = builtin_xid_policy();
+    int in_use = 0, unused = 0;
+    std::istringstream lines(tsv);
+    std::string line;
+    while (std::getline(lines, line)) {
+        if (line.empty() || line[0] == '#') continue;
+        std::vector<std::string> f;
+        size_t start = 0;
+        for (size_t tab; (tab = line.find('\t', start)) != std::string::npos; start = tab + 1) f.push_back(line.substr(start, tab - start));
+        f.push_back(line.substr(start));
+        f.resize(5);
+        int code = std::stoi(f[0]);
+        if (f[2] == "Unused") {
+            ++unused;
+            EXPECT_FALSE(p.knows(code)) << code << " is Unused in the catalog";
+            continue;
+        }
+        ++in_use;
+        ASSERT_TRUE(p.knows(code)) << code << " (" << f[1] << ") is in the catalog but not in the policy";
+        const XidRule& r = p.rule(code);
+        EXPECT_EQ(r.mnemonic, f[1]) << code;
+        EXPECT_EQ(r.description, f[2]) << code;
+        EXPECT_EQ(r.immediate, f[3]) << code;
+        EXPECT_EQ(r.investigatory, f[4]) << code;
+        EXPECT_FALSE(r.action.empty()) << code;
+    }
+    EXPECT_EQ(in_use, 109);
+    EXPECT_EQ(unused, 63);
+    EXPECT_EQ(p.rules.size(), 109u) << "a code the catalog does not have in use";
+}
+
+// Where gpudx's severity is not the one the immediate bucket stands for, the data says why.
+TEST(XidPolicy, ASeverityOtherThanTheBucketsHasANote) {
+    const XidPolicy& p = builtin_xid_policy();
+    int differing = 0;
+    for (auto& [code, r] : p.rules) {
+        const XidBucket* b = p.immediate_bucket(code);
+        if (r.immediate.empty()) {
+            EXPECT_FALSE(r.note.empty()) << code << ": NVIDIA gives no bucket, so the note says why gpudx chose "
+                                         << to_string(r.severity);
+            continue;
+        }
+        ASSERT_TRUE(b && b->implies) << code;
+        if (*b->implies == r.severity) continue;
+        ++differing;
+        EXPECT_FALSE(r.note.empty()) << code << " is " << to_string(r.severity) << " though " << r.immediate
+                                     << " implies " << to_string(*b->implies);
+    }
+    EXPECT_GT(differing, 0);
+}
+
 
 TEST(XidPolicy, SiteFileOverridesCodeByCode) {
     auto dir = scratch("xidpolicy");
@@ -83,7 +159,7 @@ TEST(XidPolicy, SiteFileOverridesCodeByCode) {
     EXPECT_EQ(p->rule(79).severity, Severity::error);  // still the built-in rule
     EXPECT_EQ(p->rule(79).origin, "built-in");
     EXPECT_NE(p->version.find("site-3"), std::string::npos);
-    EXPECT_NE(p->version.find("2026.11.1"), std::string::npos);
+    EXPECT_NE(p->version.find("2026.12.1"), std::string::npos);
     std::filesystem::remove_all(dir);
 }
 
@@ -157,7 +233,7 @@ TEST(KernelLogRules, XidIsAttributedToItsGpuWithRepeatsCounted) {
     EXPECT_NE(x79->message.find("python3, torchrun"), std::string::npos);
     EXPECT_EQ(x79->evidence[0].source, log);
     ASSERT_TRUE(x63);
-    EXPECT_EQ(x63->severity, Severity::warning);
+    EXPECT_EQ(x63->severity, Severity::info);  // NVIDIA's IGNORE: the NVML remap-pending finding asks for the reset
     EXPECT_EQ(x63->subjects[0].pci, "0000:00:07.0");
     ASSERT_TRUE(fell);
     EXPECT_EQ(fell->severity, Severity::error);
@@ -207,6 +283,370 @@ TEST(KernelLogRules, TheRealCaptureHasNoKernelLogFindings) {
     EXPECT_TRUE(kernel_log_findings(s).empty());
 }
 
+// ---- site policies with buckets -------------------------------------------------------------------
+
+TEST(XidPolicy, ASiteBucketNobodyDeclaredIsAnErrorWithFileAndLine) {
+    auto dir = scratch("xidbucket");
+    auto path = write_file(dir / "site.toml",
+                           "version = \"site-4\"\n"
+                           "[xid.46]\n"
+                           "meaning = \"m\"\n"
+                           "immediate = \"REBOOT_EVERYTHING\"\n"
+                           "severity = \"error\"\n"
+                           "action = \"a\"\n");
+    auto p = load_xid_policy_file(path);
+    ASSERT_FALSE(p);
+    EXPECT_NE(p.error().message.find(path + ":4"), std::string::npos) << p.error().message;
+    EXPECT_NE(p.error().message.find("REBOOT_EVERYTHING"), std::string::npos);
+    auto inv = write_file(dir / "inv.toml",
+                          "version = \"site-5\"\n[xid.46]\nmeaning = \"m\"\nseverity = \"error\"\naction = \"a\"\n"
+                          "investigatory = \"CALL_SOMEONE\"\n");
+    auto q = load_xid_policy_file(inv);
+    ASSERT_FALSE(q);
+    EXPECT_NE(q.error().message.find(inv + ":6"), std::string::npos) << q.error().message;
+    // A bucket the site declares itself may be named, and a built-in bucket too.
+    auto own = write_file(dir / "own.toml",
+                          "version = \"site-6\"\n[bucket.DRAIN_RACK]\nmeaning = \"drain the rack\"\nimplies = \"error\"\n"
+                          "[xid.46]\nmeaning = \"m\"\nimmediate = \"DRAIN_RACK\"\nseverity = \"error\"\naction = \"a\"\n"
+                          "[xid.13]\nmeaning = \"m\"\nimmediate = \"IGNORE\"\nseverity = \"info\"\naction = \"a\"\n");
+    auto r = load_xid_policy_file(own);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->rule(46).immediate, "DRAIN_RACK");
+    EXPECT_EQ(r->rule(46).mnemonic, "ROBUST_CHANNEL_GPU_TIMEOUT_ERROR");  // NVIDIA's fields stay
+    EXPECT_EQ(r->rule(13).immediate, "IGNORE");
+    // A bad threshold names its line.
+    auto bad = write_file(dir / "bad.toml", "version = \"s\"\n[xid.46]\nmeaning = \"m\"\nseverity = \"error\"\naction = \"a\"\nrepeats = -2\n");
+    auto b = load_xid_policy_file(bad);
+    ASSERT_FALSE(b);
+    EXPECT_NE(b.error().message.find(bad + ":6"), std::string::npos) << b.error().message;
+    std::filesystem::remove_all(dir);
+}
+
+TEST(XidPolicy, EscalationComesFromTheBucketAndTheCodeOverridesIt) {
+    const XidPolicy& p = builtin_xid_policy();
+    auto reset = p.escalation(46);
+    ASSERT_TRUE(reset);
+    EXPECT_EQ(reset->repeats, 2u);
+    EXPECT_EQ(reset->within_s, 3600);
+    EXPECT_NE(reset->action.find("CHECK_MECHANICALS"), std::string::npos);
+    EXPECT_FALSE(p.escalation(13));   // an application's own fault repeats with the application
+    EXPECT_FALSE(p.escalation(63));   // IGNORE never escalates by default
+    EXPECT_FALSE(p.escalation(4242)); // unknown code
+    auto sbe = p.escalation(92);      // IGNORE, but the code asks for it
+    ASSERT_TRUE(sbe);
+    EXPECT_EQ(sbe->repeats, 3u);
+    EXPECT_EQ(sbe->severity, Severity::warning);
+}
+
+// ---- the kernel log: one example line per bucket, chains, Xid 154, repeats, SXids -----------------
+
+namespace {
+std::vector<Finding> findings_for_log(const std::string& name, const std::string& text, const XidPolicy* policy = nullptr) {
+    auto dir = scratch(name);
+    Snapshot s = h200_with_log(write_file(dir / "dmesg.txt", text));
+    auto out = kernel_log_findings(s, policy);
+    std::filesystem::remove_all(dir);
+    return out;
+}
+
+std::vector<const Finding*> with_id(const std::vector<Finding>& fs, std::string_view id) {
+    std::vector<const Finding*> out;
+    for (auto& f : fs)
+        if (f.id == id) out.push_back(&f);
+    return out;
+}
+
+bool alarms(const std::vector<Finding>& fs) {
+    return std::any_of(fs.begin(), fs.end(), [](auto& f) { return f.severity != Severity::info; });
+}
+}  // namespace
+
+TEST(KernelLogRules, AnExampleLineForEachBucketGetsThePolicysSeverityAndNvidiasBuckets) {
+    const XidPolicy& p = builtin_xid_policy();
+    // code -> a line of it; one per immediate bucket the catalog uses.
+    const std::vector<std::pair<int, std::string>> lines = {
+        {13, "NVRM: Xid (PCI:0000:00:06): 13, pid=2121, name=python3, Graphics SM Warp Exception on (GPC 0, TPC 1, SM 0): Out Of Range Address"},  // RESTART_APP
+        {46, "NVRM: Xid (PCI:0000:00:06): 46, pid=9, name=trainer"},                     // RESET_GPU
+        {79, "NVRM: Xid (PCI:0000:00:06): 79, pid=1234, name=python3, GPU has fallen off the bus."},  // RESTART_BM
+        {151, "NVRM: Xid (PCI:0000:00:06): 151, Key rotation Error"},                    // RESTART_VM
+        {63, "NVRM: Xid (PCI:0000:00:06): 63, pid=77, name=app, Row Remapper: New row marked"},  // IGNORE
+        {142, "NVRM: Xid (PCI:0000:00:06): 142, NVENC3 Error"},                          // CONTACT_SUPPORT
+        {54, "NVRM: Xid (PCI:0000:00:06): 54, Auxiliary power is not connected to the GPU board"},  // CHECK_MECHANICALS
+        {159, "NVRM: Xid (PCI:0000:00:06): 159, CHI Non-Data Error"},                    // CHECK_UVM
+        {78, "NVRM: Xid (PCI:0000:00:06): 78, vGPU Start Error"},                        // UPDATE_SWFW
+        {45, "NVRM: Xid (PCI:0000:00:06): 45, pid=1818990, name=python3, Ch 00000001"},  // WORKFLOW_XID_45
+        {48, "NVRM: Xid (PCI:0000:00:06): 48, pid=7, name=app, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0."},  // WORKFLOW_XID_48
+        {74, "NVRM: Xid (PCI:0000:00:06): 74, pid=3, name=nccl, NVLink: fatal error detected on link 11"},  // WORKFLOW_NVLINK_ERR
+        {145, "NVRM: Xid (PCI:0000:00:06): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008 0x00000001 0x00000000 0x00100000 0x00000004)"},  // WORKFLOW_NVLINK5_ERR
+        {154, "NVRM: Xid (PCI:0000:00:06): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"},  // XID_154
+    };
+    std::set<std::string> buckets;
+    for (auto& [code, line] : lines) {
+        auto fs = findings_for_log("bucket" + std::to_string(code), "[  100.000000] " + line + "\n");
+        auto xids = with_id(fs, "kernel_log.xid");
+        ASSERT_EQ(xids.size(), 1u) << line;
+        const Finding& f = *xids[0];
+        const XidRule& r = p.rule(code);
+        buckets.insert(r.immediate);
+        Severity expected = code == 154 ? Severity::error : r.severity;  // 154: the action it states
+        EXPECT_EQ(f.severity, expected) << code;
+        ASSERT_EQ(f.subjects.size(), 1u);
+        EXPECT_EQ(f.subjects[0].uuid, kGpu0Uuid);
+        bool catalog = std::any_of(f.evidence.begin(), f.evidence.end(), [&](auto& e) {
+            return e.source == "NVIDIA Xid catalog" && e.value.find(r.immediate) != std::string::npos;
+        });
+        EXPECT_TRUE(catalog) << code << " carries NVIDIA's buckets";
+        EXPECT_EQ(f.next_step.find("<UUID>"), std::string::npos) << "the UUID is filled in";
+    }
+    std::set<std::string> used;
+    for (auto& [code, r] : p.rules)
+        if (!r.immediate.empty()) used.insert(r.immediate);
+    EXPECT_EQ(buckets, used) << "one example line per immediate bucket the catalog uses";
+}
+
+TEST(KernelLogRules, IgnoreBucketCodesDoNotAlarmAHealthyNode) {
+    const XidPolicy& p = builtin_xid_policy();
+    std::string log;
+    int n = 0;
+    for (auto& [code, r] : p.rules) {
+        if (r.immediate != "IGNORE" || r.severity != Severity::info) continue;
+        log += fmt::format("[  {}.000000] NVRM: Xid (PCI:0000:00:07): {}, {}\n", 100 + n++, code, r.description);
+    }
+    ASSERT_GT(n, 10);
+    auto fs = findings_for_log("ignore", log);
+    EXPECT_EQ(with_id(fs, "kernel_log.xid").size(), static_cast<size_t>(n));
+    EXPECT_FALSE(alarms(fs)) << "an IGNORE-bucket Xid alone is info";
+}
+
+TEST(KernelLogRules, AnXidCausedByAnotherIsAttributedToIt) {
+    auto fs = findings_for_log("chain",
+                               "[  10.000000] NVRM: Xid (PCI:0000:00:06): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x025001c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)\n"
+                               "[  10.100000] NVRM: Xid (PCI:0000:00:06): 45, pid=1818990, name=python3, Ch 00000001 caused by previous Xid 149\n");
+    const Finding* x45 = nullptr;
+    for (auto* f : with_id(fs, "kernel_log.xid"))
+        if (f->message.starts_with("Xid 45")) x45 = f;
+    ASSERT_TRUE(x45);
+    EXPECT_EQ(x45->severity, Severity::info);
+    EXPECT_NE(x45->message.find("caused by Xid 149"), std::string::npos) << x45->message;
+    EXPECT_NE(x45->next_step.find("Xid 149"), std::string::npos);
+    // The signature catalogue's finding carries 149's severity.
+    auto chained = with_id(fs, "kernel_log.xid_caused_by");
+    ASSERT_EQ(chained.size(), 1u);
+    EXPECT_EQ(chained[0]->severity, Severity::error);
+}
+
+TEST(KernelLogRules, Xid154TakesTheSeverityOfTheActionItStates) {
+    struct Case {
+        std::string line;
+        Severity severity;
+        std::string says;
+    };
+    for (auto& c : {Case{"154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)", Severity::error, "GPU reset"},
+                    Case{"154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)", Severity::error, "node reboot"},
+                    Case{"154, GPU recovery action changed from 0x0 (None) to 0x3 (Drain P2P)", Severity::warning, "drain P2P"},
+                    Case{"154, GPU recovery action changed from 0x0 (None) to 0x4 (Drain and Reset)", Severity::error, "drain and reset"},
+                    Case{"154, GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)", Severity::info, "none"},
+                    Case{"154, GPU recovery action changed", Severity::warning, "GPU recovery action changed"}}) {
+        auto fs = findings_for_log("x154", "[  5.000000] NVRM: Xid (PCI:0000:00:07): " + c.line + "\n");
+        auto xids = with_id(fs, "kernel_log.xid");
+        ASSERT_EQ(xids.size(), 1u) << c.line;
+        EXPECT_EQ(xids[0]->severity, c.severity) << c.line;
+        EXPECT_NE(xids[0]->message.find(c.says), std::string::npos) << xids[0]->message;
+    }
+    auto stated = recovery_action_in_text("GPU recovery action changed to 0x2 (Node Reboot Required)");
+    ASSERT_TRUE(stated);
+    EXPECT_EQ(stated->value, 2u);
+    EXPECT_EQ(stated->wording, "Node Reboot Required");
+    EXPECT_FALSE(recovery_action_in_text("GPU recovery action changed"));
+    EXPECT_EQ(recovery_action(9).severity, Severity::warning);  // a value gpudx does not know
+}
+
+// Escalation over a generated log: the same code on one GPU, spaced out, against the policy's threshold.
+std::string repeated(int code, int pci_device, int count, double every_s, double start_s = 100) {
+    std::string out;
+    for (int i = 0; i < count; ++i)
+        out += fmt::format("[{:12.6f}] NVRM: Xid (PCI:0000:00:{:02x}): {}, pid={}, name=python3\n", start_s + i * every_s,
+                           pci_device, code, 4000 + i);
+    return out;
+}
+
+TEST(KernelLogRules, RepeatsPastTheThresholdEscalatePerGpuAndCode) {
+    // RESET_GPU: 2 within an hour escalate, with CHECK_MECHANICALS.
+    auto twice = findings_for_log("rep1", repeated(46, 6, 2, 1800));
+    auto esc = with_id(twice, "kernel_log.xid_repeated");
+    ASSERT_EQ(esc.size(), 1u);
+    EXPECT_EQ(esc[0]->severity, Severity::error);
+    EXPECT_EQ(esc[0]->subjects[0].uuid, kGpu0Uuid);
+    EXPECT_NE(esc[0]->next_step.find("CHECK_MECHANICALS"), std::string::npos);
+    EXPECT_NE(esc[0]->message.find("2 times within 1800 s"), std::string::npos) << esc[0]->message;
+    // Two hours apart: each reset held for an hour; no escalation.
+    EXPECT_TRUE(with_id(findings_for_log("rep2", repeated(46, 6, 2, 7200)), "kernel_log.xid_repeated").empty());
+    // Once on each GPU is not a repeat on one GPU.
+    EXPECT_TRUE(with_id(findings_for_log("rep3", repeated(46, 6, 1, 1) + repeated(46, 7, 1, 1, 200)),
+                        "kernel_log.xid_repeated").empty());
+    // An application's own fault repeats with the application: 50 Xid 13 do not escalate.
+    EXPECT_TRUE(with_id(findings_for_log("rep4", repeated(13, 7, 50, 10)), "kernel_log.xid_repeated").empty());
+    // RESTART_APP codes escalate at 10 within an hour: 9 do not, 10 do.
+    EXPECT_TRUE(with_id(findings_for_log("rep5", repeated(39, 7, 9, 60)), "kernel_log.xid_repeated").empty());
+    EXPECT_EQ(with_id(findings_for_log("rep6", repeated(39, 7, 10, 60)), "kernel_log.xid_repeated").size(), 1u);
+    // 92 (IGNORE) is info alone and a warning at three in a day.
+    auto sbe = findings_for_log("rep7", repeated(92, 7, 3, 3600));
+    ASSERT_EQ(with_id(sbe, "kernel_log.xid_repeated").size(), 1u);
+    EXPECT_EQ(with_id(sbe, "kernel_log.xid_repeated")[0]->severity, Severity::warning);
+    // A site policy raises the threshold for 46.
+    auto dir = scratch("rep-site");
+    auto site = load_xid_policy_file(write_file(dir / "site.toml",
+                                                "version = \"s\"\n[xid.46]\nmeaning = \"m\"\nseverity = \"error\"\n"
+                                                "action = \"a\"\nrepeats = 5\n"));
+    ASSERT_TRUE(site) << site.error().message;
+    EXPECT_TRUE(with_id(findings_for_log("rep8", repeated(46, 6, 4, 60), &*site), "kernel_log.xid_repeated").empty());
+    EXPECT_EQ(with_id(findings_for_log("rep9", repeated(46, 6, 5, 60), &*site), "kernel_log.xid_repeated").size(), 1u);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(KernelLogRules, RepeatsAreCountedFromWallTimesTooAndAcrossAStorm) {
+    // journalctl -k: wall times only.
+    std::string journal = "Nov 30 06:28:08 node kernel: NVRM: Xid (PCI:0000:00:06): 79, pid=1, name=a, GPU has fallen off the bus.\n"
+                          "Nov 30 18:28:08 node kernel: NVRM: Xid (PCI:0000:00:06): 79, pid=2, name=b, GPU has fallen off the bus.\n";
+    auto fs = findings_for_log("wall", journal);
+    auto esc = with_id(fs, "kernel_log.xid_repeated");
+    ASSERT_EQ(esc.size(), 1u);
+    EXPECT_NE(esc[0]->message.find("43200 s"), std::string::npos) << esc[0]->message;
+    // 2000 Xid 46 in the window: one finding, counted.
+    auto storm = findings_for_log("storm", repeated(46, 7, 2000, 0.5));
+    auto s = with_id(storm, "kernel_log.xid_repeated");
+    ASSERT_EQ(s.size(), 1u);
+    EXPECT_NE(s[0]->message.find("2000 times"), std::string::npos) << s[0]->message;
+}
+
+TEST(KernelLogRules, SxidsAreAttributedToTheSwitchAndFatalOnesAreErrors) {
+    auto fs = findings_for_log("sxid",
+                               "[  38.178720] nvidia-nvswitch3: SXid (PCI:0000:86:00.0): 12028, Non-fatal, Link 46 egress non-posted PRIV error (First)\n"
+                               "[  38.180708] nvidia-nvswitch3: SXid (PCI:0000:86:00.0): 12028, Severity 0 Engine instance 46 Sub-engine instance 00\n"
+                               "[  39.000000] nvidia-nvswitch0: SXid (PCI:0000:c2:00.0): 20034, Fatal, Link 28 LTSSM Fault Up\n"
+                               "[  39.100000] nvidia-nvswitch0: SXid (PCI:0000:c2:00.0): 20034, Fatal, Link 29 LTSSM Fault Up\n"
+                               "[  40.000000] nvidia-nvswitch2: SXid (PCI:0000:c4:00.0): 10002, Severity 5 Engine instance 00 Sub-engine instance 00\n"
+                               "[  41.000000] nvidia-nvswitch1: SXid (PCI:0000:c3:00.0): 22013, Link 44 Minion Link DLREQ interrupt\n"
+                               "[  42.000000] nvidia-nvswitch1: SXid (PCI:0000:c3:00.0): 11004, Fatal, Link 02 ingress invalid ACL\n");
+    std::map<std::string, const Finding*> by_switch;
+    for (auto* f : with_id(fs, "kernel_log.sxid")) {
+        ASSERT_EQ(f->subjects.size(), 1u);
+        by_switch[f->subjects[0].pci + " " + f->message.substr(f->message.find("SXid ") + 5, 5)] = f;
+    }
+    ASSERT_EQ(by_switch.size(), 5u);
+    const Finding* nonfatal = by_switch["0000:86:00.0 12028"];
+    ASSERT_TRUE(nonfatal);
+    EXPECT_EQ(nonfatal->severity, Severity::warning);
+    EXPECT_NE(nonfatal->message.find("nvidia-nvswitch3"), std::string::npos) << nonfatal->message;
+    EXPECT_NE(nonfatal->message.find("Non-fatal"), std::string::npos);
+    EXPECT_NE(nonfatal->message.find("at 38.178720"), std::string::npos) << "the detail line is not a second report";
+    const Finding* fatal = by_switch["0000:c2:00.0 20034"];
+    ASSERT_TRUE(fatal);
+    EXPECT_EQ(fatal->severity, Severity::error);
+    EXPECT_NE(fatal->message.find("2 times"), std::string::npos);
+    // An SXid the policy does not know, said Fatal: still an error.
+    ASSERT_TRUE(by_switch["0000:c3:00.0 11004"]);
+    EXPECT_EQ(by_switch["0000:c3:00.0 11004"]->severity, Severity::error);
+    // Missing severity: reported, not dropped, and it says so.
+    for (auto key : {"0000:c4:00.0 10002", "0000:c3:00.0 22013"}) {
+        const Finding* f = by_switch[key];
+        ASSERT_TRUE(f) << key;
+        EXPECT_EQ(f->severity, Severity::warning) << key;
+        EXPECT_NE(f->message.find("no severity stated"), std::string::npos) << f->message;
+    }
+    auto parsed = parse_sxid("nvidia-nvswitch3: SXid (PCI:0000:86:00.0): 12028, Non-fatal, Link 46 egress non-posted PRIV error (First)");
+    ASSERT_TRUE(parsed);
+    EXPECT_EQ(parsed->kind, "sxid_nonfatal");
+    EXPECT_EQ(parsed->device, "0000:86:00.0");
+    EXPECT_EQ(parsed->module, "nvidia-nvswitch3");
+    EXPECT_EQ(parsed->code, 12028);
+    EXPECT_FALSE(parse_sxid("nvidia-nvswitch3: SXid (PCI:0000:86:00.0): , Fatal"));
+    EXPECT_FALSE(parse_sxid("NVRM: Xid (PCI:0000:86:00): 79, GPU has fallen off the bus."));
+    EXPECT_EQ(classify_topic("nvidia-nvswitch3: SXid (PCI:0000:86:00.0): 12028, Non-fatal, x"), "sxid");
+}
+
+// NVML's recovery action per GPU (the stand-in serves each value in tests/scenarios/recovery-action-*): a finding
+// on that GPU with the same severities as Xid 154; not read (an older driver) is no finding.
+TEST(DriverRecoveryAction, EachActionIsAFindingOnItsGpu) {
+    Snapshot base;
+    {
+        Root root(kH200);
+        CollectOptions o;
+        o.probe_driver = false;
+        base = take_snapshot(root, o);
+    }
+    NvmlDevice d;
+    d.index = 1;
+    d.uuid = "GPU-40cd403d-66ba-4608-72b9-5be5031085dc";
+    d.pci = "0000:00:07.0";
+    d.bus_id = "00000000:00:07.0";
+    d.persistence_mode = true;
+    auto run = [&](std::optional<unsigned> action) {
+        Snapshot s = base;
+        NvmlDevice dev = d;
+        dev.gpu_recovery_action = action;
+        if (!action) dev.unsupported.push_back("NVML_FI_DEV_GET_GPU_RECOVERY_ACTION");
+        s.nvml.devices = {dev};
+        DiagnoseOptions o;
+        CheckContext ctx{s, o};
+        std::vector<Finding> out;
+        check_driver(ctx, out);
+        std::vector<Finding> mine;
+        for (auto& f : out)
+            if (f.id == "driver.recovery_action") mine.push_back(f);
+        return mine;
+    };
+    for (auto [value, severity, name] : {std::tuple{1u, Severity::error, "GPU reset"}, std::tuple{2u, Severity::error, "node reboot"},
+                                         std::tuple{3u, Severity::warning, "drain P2P"},
+                                         std::tuple{4u, Severity::error, "drain and reset"},
+                                         std::tuple{7u, Severity::warning, "does not know"}}) {
+        auto fs = run(value);
+        ASSERT_EQ(fs.size(), 1u) << value;
+        EXPECT_EQ(fs[0].severity, severity) << value;
+        EXPECT_NE(fs[0].message.find(name), std::string::npos) << fs[0].message;
+        ASSERT_EQ(fs[0].subjects.size(), 1u);
+        EXPECT_EQ(fs[0].subjects[0].pci, "0000:00:07.0");
+    }
+    EXPECT_TRUE(run(0u).empty()) << "none pending";
+    EXPECT_TRUE(run(std::nullopt).empty()) << "an older driver is not a finding";
+}
+
+// ---- the node record: a reset or reboot Xid back after the reboot --------------------------------
+
+TEST(NodeRecord, AResetOrRebootXidThatRecursAfterTheRebootIsReported) {
+    auto dir = scratch("recur");
+    Snapshot before = h200_with_log(write_file(dir / "before.txt", repeated(79, 6, 1, 1)));
+    before.host.boot_id = "11111111-2222-3333-4444-555555555555";
+    NodeRecord record = make_node_record(before);
+    ASSERT_EQ(record.recovery_xids.size(), 1u);
+    EXPECT_EQ(record.recovery_xids[0].recovery, "reboot");
+    EXPECT_EQ(record.recovery_xids[0].uuid, kGpu0Uuid);
+    // Through JSON and back, as `gpudx baseline save` writes it.
+    auto round = node_record_from_json(node_record_to_json(record));
+    ASSERT_TRUE(round) << round.error().message;
+    EXPECT_EQ(round->boot_id, record.boot_id);
+    ASSERT_EQ(round->recovery_xids.size(), 1u);
+
+    Snapshot after = h200_with_log(write_file(dir / "after.txt", repeated(79, 6, 1, 1, 5000)));
+    after.host.boot_id = "99999999-2222-3333-4444-555555555555";
+    auto fs = diff_against_baseline(*round, after);
+    auto recurs = std::find_if(fs.begin(), fs.end(), [](auto& f) { return f.id == "baseline.xid_recurs_after_reboot"; });
+    ASSERT_NE(recurs, fs.end());
+    EXPECT_EQ(recurs->severity, Severity::error);
+    EXPECT_EQ(recurs->subjects[0].uuid, kGpu0Uuid);
+    EXPECT_NE(recurs->next_step.find("CHECK_MECHANICALS"), std::string::npos);
+    // The same boot: no reboot happened, so nothing recurred after one.
+    after.host.boot_id = before.host.boot_id;
+    auto same = diff_against_baseline(*round, after);
+    EXPECT_TRUE(std::none_of(same.begin(), same.end(), [](auto& f) { return f.id == "baseline.xid_recurs_after_reboot"; }));
+    // Another GPU's Xid after the reboot is not this one recurring.
+    Snapshot other = h200_with_log(write_file(dir / "other.txt", repeated(79, 7, 1, 1, 5000)));
+    other.host.boot_id = "99999999-2222-3333-4444-555555555555";
+    auto fo = diff_against_baseline(*round, other);
+    EXPECT_TRUE(std::none_of(fo.begin(), fo.end(), [](auto& f) { return f.id == "baseline.xid_recurs_after_reboot"; }));
+    std::filesystem::remove_all(dir);
+}
+
 // ---- gpudx xid ------------------------------------------------------------------------------------
 
 TEST(XidCommand, ExplainsKnownAndUnknownCodes) {
@@ -214,7 +654,8 @@ TEST(XidCommand, ExplainsKnownAndUnknownCodes) {
     EXPECT_EQ(rc, 0);
     EXPECT_NE(out.find("Xid 79: GPU has fallen off the bus"), std::string::npos) << out;
     EXPECT_NE(out.find("severity: error"), std::string::npos);
-    EXPECT_NE(out.find("2026.11.1"), std::string::npos);
+    EXPECT_NE(out.find("2026.12.1"), std::string::npos);
+    EXPECT_NE(out.find("immediate RESTART_BM"), std::string::npos) << out;
     auto [rc2, out2] = run_gpudx("xid 4242");
     EXPECT_EQ(rc2, 0);
     EXPECT_NE(out2.find("unknown to this policy"), std::string::npos) << out2;
@@ -228,4 +669,50 @@ TEST(XidCommand, ExplainsKnownAndUnknownCodes) {
     EXPECT_EQ(rc4, 64);
     EXPECT_NE(out4.find(bad + ":3"), std::string::npos) << out4;
     std::filesystem::remove_all(dir);
+}
+
+TEST(XidCommand, TheCatalogsCodesAndBucketsAndBadCodes) {
+    auto [rc, out] = run_gpudx("xid 46");
+    EXPECT_EQ(rc, 0);
+    EXPECT_NE(out.find("Xid 46: GPU stopped processing"), std::string::npos) << out;
+    EXPECT_NE(out.find("immediate RESET_GPU"), std::string::npos) << out;
+    EXPECT_NE(out.find("2 on one GPU within 3600 s"), std::string::npos) << out;
+    for (auto code : {"136", "151"}) {
+        auto [c, o] = run_gpudx(std::string("xid ") + code);
+        EXPECT_EQ(c, 0);
+        EXPECT_EQ(o.find("unknown to this policy"), std::string::npos) << o;
+    }
+    auto [rc2, json] = run_gpudx("xid 154 --format json");
+    EXPECT_EQ(rc2, 0);
+    auto j = nlohmann::json::parse(json);
+    EXPECT_EQ(j["xid"]["immediate"], "XID_154");
+    EXPECT_EQ(j["xid"]["investigatory"], "N/A Informational only regarding another Xid");
+    EXPECT_EQ(j["xid"]["mnemonic"], "GPU_RECOVERY_ACTION_CHANGED");
+    auto [rc3, list] = run_gpudx("xid --list --format json");
+    EXPECT_EQ(rc3, 0);
+    auto l = nlohmann::json::parse(list);
+    EXPECT_EQ(l["codes"].size(), 109u);
+    EXPECT_TRUE(l["buckets"].contains("RESET_GPU"));
+    EXPECT_EQ(l["sxids"].size(), builtin_xid_policy().sxids.size());
+    auto [rc4, text] = run_gpudx("xid --list");
+    EXPECT_NE(text.find("RESET_GPU"), std::string::npos);
+    EXPECT_NE(text.find("NVSwitch SXids"), std::string::npos);
+    auto [rc5, sx] = run_gpudx("xid --sxid 20034");
+    EXPECT_EQ(rc5, 0);
+    EXPECT_NE(sx.find("SXid 20034"), std::string::npos) << sx;
+    // Unused in the catalog: unknown, with the default treatment.
+    auto [rc6, unused] = run_gpudx("xid 14");
+    EXPECT_EQ(rc6, 0);
+    EXPECT_NE(unused.find("unknown to this policy"), std::string::npos);
+    // Bad codes: usage error 64 with a message that says what a code is.
+    for (auto bad : {"-1", "99999999999", "0", "abc", "100000", "4.5"}) {
+        auto [c, o] = run_gpudx(std::string("xid -- ") + bad);
+        EXPECT_EQ(c, 64) << bad << ": " << o;
+        EXPECT_NE(o.find("whole number from 1 to 99999"), std::string::npos) << bad << ": " << o;
+    }
+    auto [rc7, neg] = run_gpudx("xid -1");
+    EXPECT_EQ(rc7, 64) << neg;
+    auto [rc8, big] = run_gpudx("xid 99999999999");
+    EXPECT_EQ(rc8, 64) << big;
+    EXPECT_NE(big.find("99999999999"), std::string::npos) << big;
 }

@@ -110,7 +110,8 @@ private:
         if (!api_.field_values) return false;
         constexpr std::array kIds{NVML_FI_DEV_ECC_CURRENT,  NVML_FI_DEV_ECC_DBE_VOL_TOTAL, NVML_FI_DEV_ECC_DBE_AGG_TOTAL,
                                   NVML_FI_DEV_RETIRED_PENDING, NVML_FI_DEV_REMAPPED_COR, NVML_FI_DEV_REMAPPED_UNC,
-                                  NVML_FI_DEV_REMAPPED_PENDING, NVML_FI_DEV_REMAPPED_FAILURE};
+                                  NVML_FI_DEV_REMAPPED_PENDING, NVML_FI_DEV_REMAPPED_FAILURE,
+                                  NVML_FI_DEV_GET_GPU_RECOVERY_ACTION};
         std::array<nvmlFieldValue_t, kIds.size()> v{};
         for (size_t i = 0; i < kIds.size(); ++i) v[i].fieldId = kIds[i];
         calls_.announce("nvmlDeviceGetFieldValues");
@@ -146,6 +147,12 @@ private:
             dev_.remapped_rows_pending = *rows[2] != 0;
             dev_.remapped_rows_failure = *rows[3] != 0;
         }
+        // A driver older than the field answers it Not Supported or, not knowing the id, Invalid Argument: both
+        // mean "this driver does not say", not an error of the GPU.
+        nvmlFieldValue_t& recovery = v[8];
+        if (recovery.nvmlReturn == NVML_ERROR_INVALID_ARGUMENT) recovery.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        if (auto action = take(recovery, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION"))
+            dev_.gpu_recovery_action = static_cast<unsigned>(*action);
         return true;
     }
 
