@@ -36,6 +36,8 @@ std::vector<CollectorStatus> finish_driver_probes(const CollectContext&, Started
 Snapshot take_snapshot(const Root& root, const CollectOptions& options);
 
 // Helpers for collectors.
+// What a /proc/PID/cgroup file says about a container (runtime, id, cgroup), added to what earlier evidence found.
+void add_container_from_cgroup(const Root& root, const std::string& path, ContainerInfo& c);
 CollectorStatus status_ok(std::string name);
 CollectorStatus status_no_data(std::string name, std::string why, std::string path = {});
 CollectorStatus status_error(std::string name, const Error& e);

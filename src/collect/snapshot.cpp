@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "collect/collectors.hpp"
+#include "collect/process.hpp"
 
 namespace gpudx {
 
@@ -104,6 +105,11 @@ Snapshot take_snapshot(const Root& root, const CollectOptions& options) {
     s.collectors.push_back(run_collector("devices", [&] { return collect_devices(ctx, s.devices); }));
     s.collectors.push_back(run_collector("environment", [&] { return collect_environment(ctx, s.environment); }));
 
+    if (!options.pids.empty())
+        s.collectors.push_back(run_collector("processes", [&] {
+            for (int pid : options.pids) s.processes.push_back(collect_process(root, pid));
+            return status_ok("processes");
+        }));
     if (driver.valid())
         for (auto& st : driver.get()) s.collectors.push_back(std::move(st));
     else {
