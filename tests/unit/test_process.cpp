@@ -99,7 +99,7 @@ fs::path containerised_process_tree() {
     write_file(proc / "status", "Name:\tpython3\nState:\tS (sleeping)\nPPid:\t1\nUid:\t1000\t1000\t1000\t1000\n");
     write_file(proc / "comm", "python3\n");
     write_file(proc / "cgroup",
-               "0::/system.slice/docker-3f2a9c0d1e4b5a6978877665544332211aabbccddeeff00112233445566778.scope\n");
+               "0::/system.slice/docker-3f2a9c0d1e4b5a6978877665544332211aabbccddeeff0011223344556677889.scope\n");
     std::string environ_text = "CUDA_VISIBLE_DEVICES=GPU-00000000-0000-0000-0000-000000000000\0SLURM_JOB_ID=77\0"
                           "LD_LIBRARY_PATH=/opt/app/lib\0SECRET_TOKEN=x\0"s;
     write_file(proc / "environ", environ_text);
@@ -223,7 +223,9 @@ TEST(ProcessRules, JudgeTheContainerisedProcessAsItSeesTheStack) {
     ASSERT_EQ(open[0]->subjects.size(), 1u);
     EXPECT_EQ(open[0]->subjects[0].uuid, "GPU-5b1c2d3e-0000-1111-2222-333344445555");
     EXPECT_EQ(open[0]->subjects[0].pci, "0000:18:00.0");
-    for (auto& finding : d.findings) EXPECT_TRUE(finding.process) << finding.id << " names no process";
+    for (auto& finding : d.findings)
+        if (finding.id.starts_with("process.") || finding.id.starts_with("allocation."))
+            EXPECT_TRUE(finding.process) << finding.id << " names no process";
 }
 
 TEST(ProcessRules, AProcessOnTheHostsOwnLibcudaIsQuiet) {
@@ -243,7 +245,7 @@ TEST(ProcessRules, AProcessOnTheHostsOwnLibcudaIsQuiet) {
     v.libraries = s.libraries;
     s.processes.push_back(v);
     auto d = diagnose(s, {});
-    EXPECT_EQ(d.exit_code, kExitHealthy) << (d.findings.empty() ? "" : d.findings[0].id + ": " + d.findings[0].message);
+    for (auto& f : d.findings) EXPECT_FALSE(f.process) << f.id << ": " << f.message;
 }
 
 TEST(ProcessRules, AnUnreadableProcessSaysHowToReadIt) {
