@@ -192,7 +192,7 @@ void open_gpus(const CheckContext& ctx, const ProcessView& v, std::vector<Findin
 
 void unreadable(const ProcessView& v, std::vector<Finding>& out) {
     bool gone = v.state == kProcessGone;
-    Finding f = rule(gone ? "process.gone" : "process.denied").finding({});
+    Finding f = (gone ? rule("process.gone") : rule("process.denied")).finding({});
     f.message = gone ? fmt::format("process {} is gone: {}", v.pid, v.problem)
                      : fmt::format("process {} cannot be read: {}", v.pid, v.problem);
     f.evidence.push_back({fmt::format("/proc/{}", v.pid), v.problem});
