@@ -10,28 +10,46 @@ gpudx=$build/gpudx target=$build/tests/e2e/gpudx_process_target standins=$build/
 for f in "$gpudx" "$target" "$standins/libcuda.so.1"; do
   [[ -e $f ]] || { echo "missing $f (build first: make build)"; exit 2; }
 done
-coproc TARGET { LD_LIBRARY_PATH=$standins exec "$target" libcuda.so.1; }
-read -r word pid <&"${TARGET[0]}"
-[[ $word == ready ]] || { echo "the target did not start"; exit 2; }
-trap 'exec {TARGET[1]}>&-; wait' EXIT
+# Two processes: one started with this shell's environment (its loader view is the node's: the common case of a
+# job on the host), one with the stand-in libcuda loaded from an application folder on its LD_LIBRARY_PATH (its
+# loader view is read again).
+fifos=$(mktemp -d)
+trap 'exec {same_in}>&- {app_in}>&-; wait; rm -rf "$fifos"' EXIT
+mkfifo "$fifos/same.in" "$fifos/same.out" "$fifos/app.in" "$fifos/app.out"
+"$target" < "$fifos/same.in" > "$fifos/same.out" &
+exec {same_in}> "$fifos/same.in"
+read -r word same < "$fifos/same.out"
+[[ $word == ready ]] || { echo "the first target did not start"; exit 2; }
+LD_LIBRARY_PATH=$standins "$target" libcuda.so.1 < "$fifos/app.in" > "$fifos/app.out" &
+exec {app_in}> "$fifos/app.in"
+read -r word app < "$fifos/app.out"
+[[ $word == ready ]] || { echo "the second target did not start"; exit 2; }
 
-elapsed_us() {  # wall microseconds of one run of the command
-  local s e
-  s=$(date +%s%N); "$@" > /dev/null 2>&1; e=$(date +%s%N)
-  echo $(( (e - s) / 1000 ))
-}
-median_ms() { sort -n | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]/1000}'; }
-
-ref=() with=()
-for ((i = 0; i < runs; i++)); do
-  ref+=("$(elapsed_us "$gpudx" diagnose --no-driver)")
-  with+=("$(elapsed_us "$gpudx" diagnose --no-driver --pid "$pid")")
-done
-r=$(printf '%s\n' "${ref[@]}" | median_ms)
-w=$(printf '%s\n' "${with[@]}" | median_ms)
-added=$(awk -v a="$w" -v b="$r" 'BEGIN{printf "%.2f", a-b}')
-printf '%-52s %10s %8s\n' "what (median of $runs, interleaved)" "ms" "ratio"
-printf '%-52s %10s %8s\n' "gpudx diagnose --no-driver" "$r" "1.00"
-printf '%-52s %10s %8.2f\n' "gpudx diagnose --no-driver --pid $pid" "$w" "$(awk -v a="$w" -v b="$r" 'BEGIN{print a/b}')"
-printf '%-52s %10s %8s\n' "added by --pid (goal: at most 5 ms)" "$added" ""
-awk -v d="$added" 'BEGIN{exit !(d <= 5)}' || { echo "goal missed: --pid adds more than 5 ms"; exit 1; }
+# Wall time on a shared build machine swings by more than the 5 ms measured, so beside the wall medians the table
+# gives the CPU time (user + system, from wait4) each run cost, which contention does not inflate.
+python3 - "$gpudx" "$same" "$app" "$runs" <<'PY'
+import os, statistics, subprocess, sys, time
+gpudx, same, app, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+cases = [("gpudx diagnose --no-driver (reference)", []),
+         ("  --pid: a process with this shell's environment", ["--pid", same]),
+         ("  --pid: a process with libcuda from an app folder", ["--pid", app])]
+wall, cpu = {c: [] for c, _ in cases}, {c: [] for c, _ in cases}
+for _ in range(runs):
+    for name, extra in cases:
+        t0 = time.perf_counter()
+        p = subprocess.Popen([gpudx, "diagnose", "--no-driver"] + extra, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        _, _, ru = os.wait4(p.pid, 0)
+        wall[name].append((time.perf_counter() - t0) * 1000)
+        cpu[name].append((ru.ru_utime + ru.ru_stime) * 1000)
+ref = cases[0][0]
+rw, rc = statistics.median(wall[ref]), statistics.median(cpu[ref])
+print(f"{'what (median of %d, interleaved)' % runs:<52} {'wall ms':>8} {'ratio':>6} {'CPU ms':>8} {'ratio':>6} {'CPU added':>9}")
+missed = False
+for name, _ in cases:
+    w, c = statistics.median(wall[name]), statistics.median(cpu[name])
+    print(f"{name:<52} {w:8.2f} {w / rw:6.2f} {c:8.2f} {c / rc:6.2f} {c - rc:9.2f}")
+    missed |= c - rc > 5
+print("goal (docs/process-view.md): --pid of one process adds at most 5 ms (CPU time): " + ("missed" if missed else "met"))
+sys.exit(1 if missed else 0)
+PY

@@ -304,6 +304,30 @@ std::optional<std::string> read_kmsg() {
     return out;
 }
 
+// /proc/PID/root (or /proc/self/root): a process's root, read as a link to tell whether it is gpudx's own.
+bool is_proc_root_link(std::string_view path) {
+    if (!path.starts_with("/proc/") || !path.ends_with("/root")) return false;
+    auto middle = path.substr(6, path.size() - 6 - 5);
+    return !middle.empty() && middle.find('/') == std::string_view::npos;
+}
+
+// A process's root link is kept as a file holding its target text, never as a real link: a link to "/" in the
+// capture would send the files later captured under it (a process's own root) to this machine's root. A root
+// read through subroot() is a folder of the capture instead, and no link is written there.
+void capture_proc_root_link(CaptureWriter& writer, const std::string& path,
+                            const std::vector<std::pair<std::string, std::shared_ptr<RecordingRoot>>>& subroots) {
+    std::string p = path;
+    if (p == "/proc/self/root") {
+        writer.capture("/proc/self", RecordingRoot::Kind::link);
+        p = fmt::format("/proc/{}/root", ::getpid());
+    }
+    for (auto& [sub, recorder] : subroots)
+        if (sub == p) return;
+    char buf[4096];
+    ssize_t n = ::readlink(p.c_str(), buf, sizeof buf - 1);
+    if (n > 0) writer.write_text(p, std::string(buf, static_cast<size_t>(n)));
+}
+
 }  // namespace
 
 bool is_recorded_variable(std::string_view name) {
@@ -340,10 +364,15 @@ Result<GatherSummary> gather(const GatherOptions& options) {
     // A shared library gpudx only looked at (its presence and name are what matter) is kept as an empty
     // placeholder. Any other file only looked at is copied whole: some are read outside the Root API
     // (pci.ids is mapped through host_path, module files are read by libkmod).
+    auto subroots = root.subroots();
     auto capture_all = [&](const RecordingRoot& recorded, const std::string& prefix) {
         for (auto& [path, kind] : recorded.seen()) {
             // A process's environment may hold secrets: only the variables gpudx judges are written (below).
             if (prefix.empty() && path.starts_with("/proc/") && path.ends_with("/environ")) continue;
+            if (prefix.empty() && kind == RecordingRoot::Kind::link && is_proc_root_link(path)) {
+                capture_proc_root_link(writer, path, subroots);
+                continue;
+            }
             size_t limit = kMaxCapturedFile;
             if (kind == RecordingRoot::Kind::file) limit = recorded.read_limit(path);
             else if (is_shared_library_name(path.substr(path.rfind('/') + 1))) limit = 0;
@@ -351,7 +380,7 @@ Result<GatherSummary> gather(const GatherOptions& options) {
         }
     };
     capture_all(root, {});
-    for (auto& [path, sub] : root.subroots()) capture_all(*sub, path);
+    for (auto& [path, sub] : subroots) capture_all(*sub, path);
     for (auto& p : snapshot.processes) {
         std::string environ_text;
         for (auto& [k, v] : p.environment.variables) environ_text += k + "=" + v + '\0';

@@ -5,6 +5,7 @@
 #include "collect/process.hpp"
 
 #include <cerrno>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -43,7 +44,8 @@ bool is_denied(const Error& e) { return e.sys_errno == EACCES || e.sys_errno == 
 
 class ProcessReader {
 public:
-    ProcessReader(const Root& root, int pid) : root_(root), dir_("/proc/" + std::to_string(pid)) {
+    ProcessReader(const Root& root, int pid, const NodeView& node)
+        : root_(root), node_(node), dir_("/proc/" + std::to_string(pid)) {
         view_.pid = pid;
         view_.state = kProcessRead;
     }
@@ -107,6 +109,11 @@ private:
         auto mine = root_.read_link("/proc/self/ns/mnt");
         auto theirs = root_.read_link(dir_ + "/ns/mnt");
         if (mine && theirs) view_.own_mount_namespace = *mine != *theirs;
+        // Same mount namespace and same root (not chrooted elsewhere): its files are gpudx's own, read directly
+        // rather than through /proc/PID/root (a third of the time: no per-component resolution).
+        auto my_root = root_.read_link("/proc/self/root");
+        auto their_root = root_.read_link(dir_ + "/root");
+        shares_root_ = view_.own_mount_namespace == false && my_root && their_root && *my_root == *their_root;
         return true;
     }
 
@@ -135,28 +142,47 @@ private:
         return true;
     }
 
+    bool same_loader_path(const std::map<std::string, std::string>& node_environment) const {
+        auto value = [](const std::map<std::string, std::string>& env) -> std::optional<std::string> {
+            auto it = env.find("LD_LIBRARY_PATH");
+            return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+        };
+        return value(environment_) == value(node_environment);
+    }
+
     // Its loader's next pick, its container files and its /dev, read inside its own root by the node's collectors.
     void read_own_root() {
-        auto own = root_.subroot(dir_ + "/root");
+        std::shared_ptr<const Root> subroot;
+        if (!shares_root_) subroot = root_.subroot(dir_ + "/root");
+        const Root& own = subroot ? *subroot : root_;
         CollectOptions options;
         options.environment = environment_;
-        CollectContext ctx{*own, options};
+        CollectContext ctx{own, options};
         auto keep = [&](const CollectorStatus& st) {
-            for (auto& p : st.problems) view_.problems.push_back({dir_ + "/root" + p.path, p.message});
+            for (auto& p : st.problems) view_.problems.push_back({(subroot ? dir_ + "/root" : "") + p.path, p.message});
         };
-        keep(collect_libraries(ctx, view_.libraries));
+        if (shares_root_ && node_.libraries && node_.environment && same_loader_path(*node_.environment))
+            view_.libraries = *node_.libraries;
+        else
+            keep(collect_libraries(ctx, view_.libraries));
         keep(collect_environment(ctx, view_.environment));
-        DevicesLayer devices;
-        CollectorStatus st;
-        collect_device_nodes(*own, devices, st);
-        keep(st);
-        view_.device_nodes = std::move(devices.nodes);
+        if (shares_root_ && node_.device_nodes) {
+            view_.device_nodes = *node_.device_nodes;
+        } else {
+            DevicesLayer devices;
+            CollectorStatus st;
+            collect_device_nodes(own, devices, st);
+            keep(st);
+            view_.device_nodes = std::move(devices.nodes);
+        }
     }
 
     const Root& root_;
+    const NodeView& node_;
     std::string dir_;
     ProcessView view_;
     std::map<std::string, std::string> environment_;
+    bool shares_root_ = false;
 };
 
 }  // namespace
@@ -206,10 +232,10 @@ std::map<std::string, std::string> parse_proc_environ(std::string_view text) {
     return env;
 }
 
-ProcessView collect_process(const Root& root, int pid) {
+ProcessView collect_process(const Root& root, int pid, const NodeView& node) {
     // Fault-isolation boundary: a collector (one process's view); what it throws is the view's problem.
     try {
-        return ProcessReader(root, pid).run();
+        return ProcessReader(root, pid, node).run();
     } catch (const std::exception& e) {
         ProcessView v;
         v.pid = pid;

@@ -15,7 +15,16 @@ namespace gpudx {
 // libraries and device nodes are read inside its own root (root.subroot("/proc/PID/root")), with its own
 // LD_LIBRARY_PATH, by the node's collectors. Never throws: a process the caller may not read is kProcessDenied,
 // one that exits before or during the read kProcessGone, each with the file and the reason.
-ProcessView collect_process(const Root& root, int pid);
+//
+// `node`: what gpudx read of the node itself (its loader view, the environment it read it with, its device nodes).
+// A process in gpudx's own mount namespace and root sees the same files, so with the same LD_LIBRARY_PATH its
+// loader view is the node's, and its /dev is: taken as they are instead of read again.
+struct NodeView {
+    const LibrariesLayer* libraries = nullptr;
+    const std::map<std::string, std::string>* environment = nullptr;
+    const std::vector<DeviceNode>* device_nodes = nullptr;
+};
+ProcessView collect_process(const Root& root, int pid, const NodeView& node = {});
 
 // The GPU libraries in /proc/PID/maps text, each file once, in the order first mapped.
 std::vector<MappedLibrary> parse_proc_maps(std::string_view text);

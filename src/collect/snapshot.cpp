@@ -107,7 +107,8 @@ Snapshot take_snapshot(const Root& root, const CollectOptions& options) {
 
     if (!options.pids.empty())
         s.collectors.push_back(run_collector("processes", [&] {
-            for (int pid : options.pids) s.processes.push_back(collect_process(root, pid));
+            NodeView node{&s.libraries, &options.environment, &s.devices.nodes};
+            for (int pid : options.pids) s.processes.push_back(collect_process(root, pid, node));
             return status_ok("processes");
         }));
     if (driver.valid())

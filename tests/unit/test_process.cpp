@@ -223,9 +223,11 @@ TEST(ProcessRules, JudgeTheContainerisedProcessAsItSeesTheStack) {
     ASSERT_EQ(open[0]->subjects.size(), 1u);
     EXPECT_EQ(open[0]->subjects[0].uuid, "GPU-5b1c2d3e-0000-1111-2222-333344445555");
     EXPECT_EQ(open[0]->subjects[0].pci, "0000:18:00.0");
-    for (auto& finding : d.findings)
-        if (finding.id.starts_with("process.") || finding.id.starts_with("allocation."))
+    for (auto& finding : d.findings) {
+        if (finding.id.starts_with("process.") || finding.id.starts_with("allocation.")) {
             EXPECT_TRUE(finding.process) << finding.id << " names no process";
+        }
+    }
 }
 
 TEST(ProcessRules, AProcessOnTheHostsOwnLibcudaIsQuiet) {
@@ -324,7 +326,7 @@ TEST(CollectProcess, ReadsALiveChildOfThisTest) {
     EXPECT_EQ(v.state, kProcessRead) << v.problem;
     EXPECT_EQ(v.uid, static_cast<uint32_t>(::getuid()));
     EXPECT_EQ(v.own_mount_namespace, false);
-    EXPECT_FALSE(v.libraries.libraries.empty()) << "its loader view is read through /proc/PID/root";
+    EXPECT_FALSE(v.libraries.libraries.empty()) << "its loader view (its root is this test's own: read directly)";
 }
 
 }  // namespace
