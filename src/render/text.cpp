@@ -34,8 +34,8 @@ std::string render_process_line(const ProcessView& p) {
     std::string who = strip_control(p.command.empty() ? std::string("?") : p.command);
     if (!p.user.empty()) who += ", user " + strip_control(p.user);
     else if (p.uid) who += fmt::format(", uid {}", *p.uid);
-    if (p.environment.container.in_container)
-        who += ", container " + strip_control(p.environment.container.runtime + " " + p.environment.container.container_id.substr(0, 12));
+    if (const auto& c = p.environment.container; c.in_container)
+        who += ", container " + strip_control(c.container_id.empty() ? c.runtime : c.runtime + " " + c.container_id.substr(0, 12));
     if (!p.slurm_job_id.empty()) who += ", job " + strip_control(p.slurm_job_id);
     std::string line = fmt::format("  pid {} ({}): {}", p.pid, who, p.state);
     if (p.state != kProcessRead) return line + " — " + strip_control(p.problem) + "\n";
