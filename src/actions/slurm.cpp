@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -225,6 +226,83 @@ Result<SlurmDrainResult> apply_slurm_drain(const SlurmDrainOptions& o, int diagn
             break;
     }
     return res;
+}
+
+std::vector<int> parse_scontrol_listpids(std::string_view text, std::string_view job) {
+    std::vector<int> pids;
+    for (auto line : split_lines(text)) {
+        auto f = split_ws(line);
+        if (f.size() < 2) continue;
+        auto pid = parse_uint(f[0]);
+        if (!pid || *pid == 0 || *pid > INT32_MAX) continue;  // the header, or a line that is no row
+        if (f[1] != job && !(f[1].starts_with(job) && f[1].size() > job.size() && f[1][job.size()] == '_')) continue;
+        pids.push_back(static_cast<int>(*pid));
+    }
+    std::sort(pids.begin(), pids.end());
+    pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+    return pids;
+}
+
+namespace {
+
+constexpr int kMaxCgroupDepth = 8;
+
+// Every pid in the cgroup.procs files at and below `dir`.
+void cgroup_procs_below(const Root& root, const std::string& dir, int depth, std::vector<int>& pids) {
+    if (auto text = root.read_file(dir + "/cgroup.procs", 1 << 20))
+        for (auto line : split_lines(*text))
+            if (auto pid = parse_uint(trim(line)); pid && *pid > 0 && *pid <= INT32_MAX) pids.push_back(static_cast<int>(*pid));
+    if (depth >= kMaxCgroupDepth) return;
+    auto names = root.list_dir(dir);
+    if (!names) return;
+    for (auto& n : *names)
+        if (auto st = root.stat(dir + "/" + n); st && st->type == FileType::directory)
+            cgroup_procs_below(root, dir + "/" + n, depth + 1, pids);
+}
+
+// The job_JOB folders under `dir` (system.slice/slurmstepd.scope/job_N on v2, freezer/slurm/uid_U/job_N on v1).
+void find_job_cgroups(const Root& root, const std::string& dir, const std::string& name, int depth,
+                      std::vector<std::string>& found) {
+    if (depth >= kMaxCgroupDepth) return;
+    auto names = root.list_dir(dir);
+    if (!names) return;
+    for (auto& n : *names) {
+        std::string child = dir + "/" + n;
+        auto st = root.stat(child);
+        if (!st || st->type != FileType::directory) continue;
+        if (n == name) found.push_back(child);
+        else find_job_cgroups(root, child, name, depth + 1, found);
+    }
+}
+
+}  // namespace
+
+Result<std::vector<int>> slurm_job_pids(const Root& root, const SlurmJobPidsOptions& o) {
+    if (o.job.empty() || !parse_uint(o.job)) return fail("not a Slurm job id: " + o.job);
+    std::string tried;
+    if (root.is_live()) {
+        SlurmDrainOptions so;
+        so.scontrol = o.scontrol;
+        so.timeout = o.timeout;
+        auto r = scontrol(so, {"listpids", o.job});
+        if (r) {
+            auto pids = parse_scontrol_listpids(r->output, o.job);
+            if (!pids.empty()) return pids;
+            tried = fmt::format("`{} listpids {}` lists no process of it", o.scontrol, o.job);
+        } else {
+            tried = r.error().message;
+        }
+    }
+    std::vector<std::string> dirs;
+    find_job_cgroups(root, "/sys/fs/cgroup", "job_" + o.job, 0, dirs);
+    std::vector<int> pids;
+    for (auto& d : dirs) cgroup_procs_below(root, d, 0, pids);
+    std::sort(pids.begin(), pids.end());
+    pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+    if (!pids.empty()) return pids;
+    return fail(fmt::format("no process of Slurm job {} on this node: {}{}", o.job, tried.empty() ? "" : tried + "; ",
+                            dirs.empty() ? fmt::format("no cgroup job_{} under /sys/fs/cgroup", o.job)
+                                         : fmt::format("its cgroup {} holds no process", dirs.front())));
 }
 
 }  // namespace gpudx

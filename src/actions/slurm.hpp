@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/root.hpp"
 
 namespace gpudx {
 
@@ -76,5 +77,18 @@ struct ProcessResult {
     std::string output;
 };
 Result<ProcessResult> run_process(const std::vector<std::string>& argv, std::chrono::milliseconds timeout);
+
+// The processes of a Slurm job on this node (`gpudx diagnose --slurm-job`): `scontrol listpids JOB`, answered by
+// this node's slurmd (any proctrack plugin), else the cgroup.procs under the job's cgroup (a job_JOB folder
+// under /sys/fs/cgroup, v2 or v1, as proctrack/cgroup makes it). Sorted, each once; an Error saying what was
+// tried when neither names a process.
+struct SlurmJobPidsOptions {
+    std::string job;
+    std::string scontrol = "scontrol";
+    std::chrono::milliseconds timeout{20000};
+};
+Result<std::vector<int>> slurm_job_pids(const Root& root, const SlurmJobPidsOptions& o);
+// The PID column of `scontrol listpids JOB` rows whose JOBID is the job (or one of its array tasks "JOB_N").
+std::vector<int> parse_scontrol_listpids(std::string_view text, std::string_view job);
 
 }  // namespace gpudx

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -6,6 +7,7 @@
 
 #include "app/command.hpp"
 #include "app/common.hpp"
+#include "core/text.hpp"
 #include "rules/diagnose.hpp"
 #include "rules/xid_policy.hpp"
 #include "rules/baseline.hpp"
@@ -29,7 +31,41 @@ struct DiagnoseCmdOptions {
     bool drain = false;
     std::string slurm_node;
     std::string scontrol;
+    std::vector<int> pids;
+    std::string slurm_job;
 };
+
+std::string scontrol_path(const DiagnoseCmdOptions& o) {
+    if (!o.scontrol.empty()) return o.scontrol;
+    if (const char* v = std::getenv("GPUDX_SCONTROL"); v && *v) return v;
+    return "scontrol";
+}
+
+// --pid and --slurm-job: the processes whose own view is judged beside the node's (docs/process-view.md). False,
+// having said why, when the job has no process here: nothing of what was asked can be judged.
+bool resolve_processes(const DiagnoseCmdOptions& o, NodeOptions& node) {
+    node.pids = o.pids;
+    if (o.slurm_job.empty()) return true;
+    if (!parse_uint(o.slurm_job)) throw UsageError{"--slurm-job " + o.slurm_job + ": not a Slurm job id (a number)"};
+    SlurmJobPidsOptions so;
+    so.job = o.slurm_job;
+    so.scontrol = scontrol_path(o);
+    auto pids = slurm_job_pids(Root(o.node.root), so);
+    if (!pids) {
+        std::fprintf(stderr, "gpudx: --slurm-job %s: %s\n", o.slurm_job.c_str(), pids.error().message.c_str());
+        return false;
+    }
+    for (int pid : *pids)
+        if (std::find(node.pids.begin(), node.pids.end(), pid) == node.pids.end()) node.pids.push_back(pid);
+    return true;
+}
+
+// Exit 3 when processes were named and none of them could be read: nothing was judged for what was asked.
+int process_exit_code(const Snapshot& s, const NodeOptions& node, int exit_code) {
+    if (node.pids.empty() || exit_code == kExitErrors) return exit_code;
+    bool any_read = std::any_of(s.processes.begin(), s.processes.end(), [](auto& p) { return p.state == kProcessRead; });
+    return any_read ? exit_code : kExitUnknown;
+}
 
 // Drains or resumes this node in Slurm once the report is out (docs/integration.md). Failing to talk to Slurm
 // is its own exit code, so a health checker never mistakes it for a verdict about the GPUs.
@@ -38,8 +74,7 @@ int drain_or_resume(const DiagnoseCmdOptions& o, const Diagnosis& d) {
     std::map<std::string, std::string> env;
     if (const char* v = std::getenv("SLURMD_NODENAME")) env["SLURMD_NODENAME"] = v;
     so.node = o.slurm_node.empty() ? default_slurm_node_name(env) : o.slurm_node;
-    if (!o.scontrol.empty()) so.scontrol = o.scontrol;
-    else if (const char* v = std::getenv("GPUDX_SCONTROL"); v && *v) so.scontrol = v;
+    so.scontrol = scontrol_path(o);
     auto r = apply_slurm_drain(so, d.exit_code, slurm_reason(d));
     if (!r) {
         std::fprintf(stderr, "gpudx: --drain: %s\n", r.error().message.c_str());
@@ -81,6 +116,7 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
         if (!loaded) throw UsageError{o.from + ": " + loaded.error().message};
         s = std::move(*loaded);
     } else {
+        if (!resolve_processes(o, node)) return kExitUnknown;
         s = collect_node(node);
     }
     if (node.signatures) dopts.signatures = node.signatures;
@@ -88,6 +124,7 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
     dopts.since = o.node.since;
     if (baseline) dopts.extra_findings = diff_against_baseline(*baseline, s);
     Diagnosis d = diagnose(s, dopts);
+    d.exit_code = process_exit_code(s, node, d.exit_code);
     std::string text;
     int exit_code = d.exit_code;
     if (o.format == "json") {
@@ -141,6 +178,18 @@ CommandRegistrar reg{
                         "Site signature catalogue (TOML, format of data/signatures.toml; see `gpudx explain --list`): "
                         "its signatures replace built-in ones of the same id")
              ->type_name("FILE");
+         cmd.add_option("--pid", o->pids,
+                                    "Also judge this process as it sees the GPU stack (repeatable): what it has mapped, "
+                                    "what its loader picks, its environment, container and open GPUs, read from "
+                                    "/proc/PID without entering it")
+                         ->type_name("PID")
+                         ->check(CLI::Range(1, 2147483647))
+                         ->excludes(from);
+         cmd.add_option("--slurm-job", o->slurm_job,
+                        "Also judge every process of this Slurm job on this node (scontrol listpids, else the job's "
+                        "cgroup)")
+             ->type_name("JOBID")
+             ->excludes(from);
          cmd.add_flag("-v,--verbose", o->verbose, "Also show info findings and collector timings");
          auto* drain = cmd.add_flag("--drain", o->drain,
                       "Slurm: drain this node on an error finding (reason: the --format slurm line); resume it when "
@@ -149,9 +198,9 @@ CommandRegistrar reg{
                         "Slurm node name for --drain (default: SLURMD_NODENAME, else the short host name)")
              ->type_name("NAME")
              ->needs(drain);
-         cmd.add_option("--scontrol", o->scontrol, "scontrol to run for --drain (default: $GPUDX_SCONTROL, else scontrol)")
-             ->type_name("PATH")
-             ->needs(drain);
+         cmd.add_option("--scontrol", o->scontrol,
+                        "scontrol to run for --drain and --slurm-job (default: $GPUDX_SCONTROL, else scontrol)")
+             ->type_name("PATH");
          cmd.footer(
              "Layers, bottom up: pcie, module, kernel_log, libraries, devices, driver, container, allocation.\n"
              "The failure boundary is the lowest layer with an error; fix it first.\n\n"
@@ -161,6 +210,8 @@ CommandRegistrar reg{
              "3 unknown.\n\n"
              "Examples:\n  gpudx diagnose\n  gpudx diagnose --root tests/fixtures/h200x2 --expect-gpus 2\n"
              "  gpudx diagnose --baseline /var/lib/gpudx/node.json\n"
+             "  gpudx diagnose --no-driver --pid 4242          # that process's libraries, environment, container, GPUs\n"
+             "  gpudx diagnose --slurm-job 1234               # every process of the job on this node\n"
              "  gpudx diagnose --from node.json --format json\n"
              "  gpudx diagnose --format prom -o /var/lib/prometheus/node-exporter/gpudx.prom\n"
              "  gpudx diagnose --format slurm --drain      # as Slurm's HealthCheckProgram (docs/integration.md)\n\n"

@@ -48,6 +48,11 @@ CommandRegistrar reg{{"gather", "Capture what gpudx reads on this node as a tree
                               ->capture_default_str()
                               ->check(CLI::Range(0.05, 600.0));
                           cmd.add_flag("--no-driver", o->node.no_driver, "Do not load NVML or the CUDA driver");
+                          cmd.add_option("--pid", o->node.pids,
+                                         "Also capture this process's view (repeatable): its /proc/PID files and what "
+                                         "it reads in its own root, replayed by `diagnose --root OUT --pid PID`")
+                              ->type_name("PID")
+                              ->check(CLI::Range(1, 2147483647));
                           cmd.add_option("--driver-lib-dir", o->node.driver_lib_dir,
                                          "Load libnvidia-ml.so.1 and libcuda.so.1 from DIR")
                               ->type_name("DIR");
@@ -57,7 +62,9 @@ CommandRegistrar reg{{"gather", "Capture what gpudx reads on this node as a tree
                               "in the format\ndescribed in docs/capture-format.md, and what NVML and the CUDA driver answered "
                               "(_driver/answers.json),\nwhich the stand-in libraries of tests/standins replay.\n\n"
                               "Examples:\n  gpudx gather node17.tar.gz\n  gpudx gather --dir /tmp/node17 && gpudx "
-                              "diagnose --root /tmp/node17");
+                              "diagnose --root /tmp/node17\n  gpudx gather --pid 4242 job.tar.gz   # replay: gpudx "
+                              "diagnose --root DIR --pid 4242\n\nOf a process only the GPU-related variables of its "
+                              "environment are written (docs/process-view.md).");
                           return [o] { return run_gather(*o); };
                       }}};
 

@@ -82,6 +82,7 @@ CollectOptions make_collect_options(const NodeOptions& o, const Root& root) {
     c.all_devices = o.all_devices;
     c.probe_cuda = !o.no_cuda;
     if (!o.driver_lib_dir.empty()) c.driver_library_dir = o.driver_lib_dir;
+    c.pids = o.pids;
     return c;
 }
 

@@ -3,6 +3,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -24,6 +25,7 @@ struct NodeOptions {
     std::string driver_lib_dir;
     // Kernel-log lines are kept for this catalogue's words (a site catalogue, `--signatures`); null: built-in.
     const SignatureCatalogue* signatures = nullptr;
+    std::vector<int> pids;  // --pid, and --slurm-job's processes: read as each sees the GPU stack
 };
 
 // --root, --kernel-log, --since, --deadline, --no-driver, --all-devices, --driver-lib-dir

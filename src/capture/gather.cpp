@@ -32,7 +32,20 @@ namespace {
 // Reads the live machine like Root("/") and remembers every path it was asked about.
 class RecordingRoot : public Root {
 public:
-    RecordingRoot() : Root("/") {}
+    // `base`: "/" for the node; a process's /proc/PID/root for the files read inside its own root.
+    explicit RecordingRoot(const std::string& base = "/") : Root(base) {}
+    // A process's root is recorded too, by a recorder of its own: its paths are the process's, not the node's.
+    std::shared_ptr<const Root> subroot(std::string_view p) const override {
+        auto child = std::make_shared<RecordingRoot>(is_live() ? std::string(p) : base().string() + std::string(p));
+        std::lock_guard lock(mu_);
+        subroots_.emplace_back(std::string(p), child);
+        return child;
+    }
+    // Each root read through subroot(), under the in-root path it was made for.
+    std::vector<std::pair<std::string, std::shared_ptr<RecordingRoot>>> subroots() const {
+        std::lock_guard lock(mu_);
+        return subroots_;
+    }
     Result<std::string> read_file(std::string_view p, size_t max) const override {
         note(p, Kind::file);
         {
@@ -74,6 +87,7 @@ private:
     mutable std::mutex mu_;
     mutable std::set<std::pair<std::string, Kind>> seen_;
     mutable std::map<std::string, size_t> read_limits_;
+    mutable std::vector<std::pair<std::string, std::shared_ptr<RecordingRoot>>> subroots_;
 };
 
 constexpr size_t kMaxCapturedFile = 64 * 1024 * 1024;
@@ -95,7 +109,10 @@ public:
     // `read_limit`: the most bytes gpudx reads of the file, 0 when it only looked at it (a library is only
     // opened to tell a link recorded as a file from an ELF object), so a larger file is kept as an empty
     // placeholder: it exists, as in the live tree, and replays the same.
-    void capture(const std::string& path, RecordingRoot::Kind kind, size_t read_limit = kMaxCapturedFile) {
+    // `prefix`: where the root the path was read in lies on this machine and in the capture alike ("" for the
+    // node, "/proc/PID/root" for a process's own root); links are followed inside it.
+    void capture(const std::string& path, RecordingRoot::Kind kind, size_t read_limit = kMaxCapturedFile,
+                 const std::string& prefix = {}) {
         std::vector<std::string> todo;
         for (auto c : split(path, '/'))
             if (!c.empty() && c != ".") todo.emplace_back(c);
@@ -112,13 +129,13 @@ public:
             std::string next = cur + "/" + c;
             bool last = todo.empty();
             struct stat st;
-            if (::lstat(next.c_str(), &st) != 0) return;
+            if (::lstat((prefix + next).c_str(), &st) != 0) return;
             if (S_ISLNK(st.st_mode) && (!last || kind != RecordingRoot::Kind::link || true)) {
                 char buf[4096];
-                ssize_t n = ::readlink(next.c_str(), buf, sizeof buf - 1);
+                ssize_t n = ::readlink((prefix + next).c_str(), buf, sizeof buf - 1);
                 if (n < 0 || ++links > 40) return;
                 std::string target(buf, static_cast<size_t>(n));
-                write_link(next, target);
+                write_link(prefix + next, target);
                 if (last && kind == RecordingRoot::Kind::link) return;
                 if (target.starts_with("/")) cur.clear();
                 std::vector<std::string> parts;
@@ -129,10 +146,10 @@ public:
             }
             cur = next;
             if (S_ISDIR(st.st_mode)) {
-                ensure_dir(cur);
-                if (last && kind == RecordingRoot::Kind::dir) capture_listing(cur);
+                ensure_dir(prefix + cur);
+                if (last && kind == RecordingRoot::Kind::dir) capture_listing(prefix + cur);
             } else if (last) {
-                capture_object(cur, st, read_limit);
+                capture_object(prefix + cur, st, read_limit);
             }
         }
     }
@@ -287,6 +304,30 @@ std::optional<std::string> read_kmsg() {
     return out;
 }
 
+// /proc/PID/root (or /proc/self/root): a process's root, read as a link to tell whether it is gpudx's own.
+bool is_proc_root_link(std::string_view path) {
+    if (!path.starts_with("/proc/") || !path.ends_with("/root")) return false;
+    auto middle = path.substr(6, path.size() - 6 - 5);
+    return !middle.empty() && middle.find('/') == std::string_view::npos;
+}
+
+// A process's root link is kept as a file holding its target text, never as a real link: a link to "/" in the
+// capture would send the files later captured under it (a process's own root) to this machine's root. A root
+// read through subroot() is a folder of the capture instead, and no link is written there.
+void capture_proc_root_link(CaptureWriter& writer, const std::string& path,
+                            const std::vector<std::pair<std::string, std::shared_ptr<RecordingRoot>>>& subroots) {
+    std::string p = path;
+    if (p == "/proc/self/root") {
+        writer.capture("/proc/self", RecordingRoot::Kind::link);
+        p = fmt::format("/proc/{}/root", ::getpid());
+    }
+    for (auto& [sub, recorder] : subroots)
+        if (sub == p) return;
+    char buf[4096];
+    ssize_t n = ::readlink(p.c_str(), buf, sizeof buf - 1);
+    if (n > 0) writer.write_text(p, std::string(buf, static_cast<size_t>(n)));
+}
+
 }  // namespace
 
 bool is_recorded_variable(std::string_view name) {
@@ -323,11 +364,27 @@ Result<GatherSummary> gather(const GatherOptions& options) {
     // A shared library gpudx only looked at (its presence and name are what matter) is kept as an empty
     // placeholder. Any other file only looked at is copied whole: some are read outside the Root API
     // (pci.ids is mapped through host_path, module files are read by libkmod).
-    for (auto& [path, kind] : root.seen()) {
-        size_t limit = kMaxCapturedFile;
-        if (kind == RecordingRoot::Kind::file) limit = root.read_limit(path);
-        else if (is_shared_library_name(path.substr(path.rfind('/') + 1))) limit = 0;
-        writer.capture(path, kind, limit);
+    auto subroots = root.subroots();
+    auto capture_all = [&](const RecordingRoot& recorded, const std::string& prefix) {
+        for (auto& [path, kind] : recorded.seen()) {
+            // A process's environment may hold secrets: only the variables gpudx judges are written (below).
+            if (prefix.empty() && path.starts_with("/proc/") && path.ends_with("/environ")) continue;
+            if (prefix.empty() && kind == RecordingRoot::Kind::link && is_proc_root_link(path)) {
+                capture_proc_root_link(writer, path, subroots);
+                continue;
+            }
+            size_t limit = kMaxCapturedFile;
+            if (kind == RecordingRoot::Kind::file) limit = recorded.read_limit(path);
+            else if (is_shared_library_name(path.substr(path.rfind('/') + 1))) limit = 0;
+            writer.capture(path, kind, limit, prefix);
+        }
+    };
+    capture_all(root, {});
+    for (auto& [path, sub] : subroots) capture_all(*sub, path);
+    for (auto& p : snapshot.processes) {
+        std::string environ_text;
+        for (auto& [k, v] : p.environment.variables) environ_text += k + "=" + v + '\0';
+        if (p.state == kProcessRead) writer.write_text(fmt::format("/proc/{}/environ", p.pid), environ_text);
     }
 
     std::string env;

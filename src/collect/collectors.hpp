@@ -36,6 +36,9 @@ std::vector<CollectorStatus> finish_driver_probes(const CollectContext&, Started
 // Every layer; never throws; one collector's failure never loses the others.
 Snapshot take_snapshot(const Root& root, const CollectOptions& options);
 
+// What a /proc/PID/cgroup file says about a container (runtime, id, cgroup), added to what earlier evidence found.
+void add_container_from_cgroup(const Root& root, const std::string& path, ContainerInfo& c);
+
 // Helpers for collectors.
 CollectorStatus status_ok(Collector c);
 CollectorStatus status_no_data(Collector c, std::string why, std::string path = {});

@@ -28,6 +28,8 @@ struct CollectOptions {
     std::optional<std::string> driver_library_dir;
     // Words whose kernel-log lines are kept beside the parser's own topics: the signature catalogue's gates.
     std::vector<std::string> kernel_log_words;
+    // Processes to read as each sees the GPU stack (`--pid`, `--slurm-job`): the snapshot's processes.
+    std::vector<int> pids;
 };
 
 struct CollectContext {

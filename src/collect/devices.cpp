@@ -72,7 +72,7 @@ DeviceNode describe_node(const Root& root, const std::string& path, const std::m
     return n;
 }
 
-void collect_nodes(const Root& root, DevicesLayer& layer, CollectorStatus& status) {
+void collect_nodes_in(const Root& root, DevicesLayer& layer, CollectorStatus& status) {
     auto dev = root.list_dir("/dev");
     if (!dev) {
         status.problems.push_back({"/dev", dev.error().message});
@@ -112,6 +112,23 @@ void record_unknown_nodes(const Root& root, const DevicesLayer& layer, Collector
             if (auto st = root.stat(n.path); !st) status.problems.push_back({n.path, st.error().message});
 }
 
+// The GPU device files among a process's open files (the entries of PROC_DIR/fd), sorted, each once.
+std::vector<std::string> gpu_devices_among(const Root& root, const std::string& proc_dir, const std::vector<std::string>& fds) {
+    std::vector<std::string> devices;
+    unsigned n = 0;
+    for (auto& fd : fds) {
+        if (++n > kMaxFdsPerProcess) break;
+        auto target = root.read_link(proc_dir + "/fd/" + fd);
+        if (!target) continue;
+        auto t = trim(*target);
+        if (!is_gpu_device_path(t)) continue;
+        std::string dev(t);
+        if (std::find(devices.begin(), devices.end(), dev) == devices.end()) devices.push_back(dev);
+    }
+    std::sort(devices.begin(), devices.end());
+    return devices;
+}
+
 void collect_holders(const Root& root, DevicesLayer& layer, CollectorStatus& status) {
     auto proc = root.list_dir("/proc");
     if (!proc) {
@@ -135,18 +152,8 @@ void collect_holders(const Root& root, DevicesLayer& layer, CollectorStatus& sta
         }
         ++layer.processes_scanned;
         DeviceHolder h;
-        unsigned n = 0;
-        for (auto& fd : *fds) {
-            if (++n > kMaxFdsPerProcess) break;
-            auto target = root.read_link(base + "/fd/" + fd);
-            if (!target) continue;
-            auto t = trim(*target);
-            if (!is_gpu_device_path(t)) continue;
-            std::string dev(t);
-            if (std::find(h.devices.begin(), h.devices.end(), dev) == h.devices.end()) h.devices.push_back(dev);
-        }
+        h.devices = gpu_devices_among(root, base, *fds);
         if (h.devices.empty()) continue;
-        std::sort(h.devices.begin(), h.devices.end());
         h.pid = static_cast<int>(*pid);
         auto status_text = root.read_file(base + "/status", 1 << 16);
         ProcStatus st;
@@ -181,10 +188,21 @@ void collect_holders(const Root& root, DevicesLayer& layer, CollectorStatus& sta
 
 }  // namespace
 
+void collect_device_nodes(const Root& root, DevicesLayer& layer, CollectorStatus& status) {
+    collect_nodes_in(root, layer, status);
+    record_unknown_nodes(root, layer, status);
+}
+
+Result<std::vector<std::string>> open_gpu_devices(const Root& root, int pid) {
+    std::string base = "/proc/" + std::to_string(pid);
+    auto fds = root.list_dir(base + "/fd");
+    if (!fds) return std::unexpected(fds.error());
+    return gpu_devices_among(root, base, *fds);
+}
+
 CollectorStatus collect_devices(const CollectContext& ctx, DevicesLayer& layer) {
     auto st = status_ok(Collector::devices);
-    collect_nodes(ctx.root, layer, st);
-    record_unknown_nodes(ctx.root, layer, st);
+    collect_device_nodes(ctx.root, layer, st);
     collect_holders(ctx.root, layer, st);
     return st;
 }

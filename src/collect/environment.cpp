@@ -23,8 +23,10 @@ bool is_gpu_variable(std::string_view key) {
     return key.starts_with("KUBERNETES_");
 }
 
+}  // namespace
+
 // Fills runtime and id from a cgroup file's owner, keeping what earlier evidence found.
-void read_cgroup(const Root& root, const std::string& path, ContainerInfo& c) {
+void add_container_from_cgroup(const Root& root, const std::string& path, ContainerInfo& c) {
     auto text = root.read_file(path, 1 << 16);
     if (!text) return;
     auto lines = parse_proc_cgroup(*text);
@@ -41,8 +43,6 @@ void read_cgroup(const Root& root, const std::string& path, ContainerInfo& c) {
     }
     if (c.cgroup.empty()) c.cgroup = primary_cgroup_path(lines);
 }
-
-}  // namespace
 
 std::map<std::string, std::string> load_environment(const Root& root) {
     std::map<std::string, std::string> env;
@@ -86,8 +86,8 @@ CollectorStatus collect_environment(const CollectContext& ctx, EnvironmentLayer&
         if (c.runtime.empty()) c.runtime = "podman";
         c.evidence.push_back("/run/.containerenv exists");
     }
-    read_cgroup(root, "/proc/1/cgroup", c);
-    if (root.is_live()) read_cgroup(root, "/proc/self/cgroup", c);
+    add_container_from_cgroup(root, "/proc/1/cgroup", c);
+    if (root.is_live()) add_container_from_cgroup(root, "/proc/self/cgroup", c);
     if (auto it = ctx.options.environment.find("KUBERNETES_SERVICE_HOST"); it != ctx.options.environment.end()) {
         c.in_container = true;
         c.runtime = "kubernetes";

@@ -163,6 +163,14 @@ LdSoConf parse_ld_so_conf(std::string_view text) {
     return conf;
 }
 
+std::optional<std::string> versioned_soname(std::string_view name, std::string_view stem) {
+    if (!name.starts_with(stem) || name.size() < stem.size() + 2 || name[stem.size()] != '.') return std::nullopt;
+    auto rest = name.substr(stem.size() + 1);
+    auto major = rest.substr(0, rest.find('.'));
+    if (major.empty() || !parse_uint(major)) return std::nullopt;
+    return std::string(stem) + "." + std::string(major);
+}
+
 std::string library_version_from_name(std::string_view file_name, std::string_view soname, bool keep_soname_version) {
     auto so = soname.find(".so");
     if (so == std::string_view::npos) return {};

@@ -3,6 +3,7 @@
 // (the old "ld.so-1.7.0" table followed by the "glibc-ld.so.cache1.1" table, and the new table alone),
 // and the text `ldconfig -p` prints, for captures that recorded only that.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,10 @@ LdSoConf parse_ld_so_conf(std::string_view text);
 // ("libcudart.so.12.4.127", "libcudart.so.12") -> "12.4.127". A name that is only the soname gives "" unless
 // keep_soname_version (libcudart.so.13 -> "13": for the runtime the soname carries the major version).
 std::string library_version_from_name(std::string_view file_name, std::string_view soname, bool keep_soname_version);
+
+// The soname of a library whose soname carries its major version: ("libcudart.so.12.4.127", "libcudart.so") ->
+// "libcudart.so.12"; nullopt when the name is not the stem followed by a number.
+std::optional<std::string> versioned_soname(std::string_view name, std::string_view stem);
 
 // True for entries a 64-bit x86 process can load (libc6 type, x86-64 required flag).
 bool ld_cache_entry_is_x86_64(int32_t flags);

@@ -48,15 +48,6 @@ std::string parent_dir(std::string_view path) {
     return std::string(path.substr(0, pos));
 }
 
-// "libcudart.so.12.4.127" -> "libcudart.so.12" for the stem "libcudart.so".
-std::optional<std::string> soname_of(std::string_view name, std::string_view stem) {
-    if (!name.starts_with(stem) || name.size() < stem.size() + 2 || name[stem.size()] != '.') return std::nullopt;
-    auto rest = name.substr(stem.size() + 1);
-    auto major = rest.substr(0, rest.find('.'));
-    if (major.empty() || !parse_uint(major)) return std::nullopt;
-    return std::string(stem) + "." + std::string(major);
-}
-
 class LibraryScan {
 public:
     LibraryScan(const CollectContext& ctx, LibrariesLayer& layer, CollectorStatus& status)
@@ -76,9 +67,9 @@ public:
         for (auto stem : kVersionedStems) {
             for (auto& d : dirs_)
                 for (auto& n : d.names)
-                    if (auto so = soname_of(n, stem)) versioned.insert(*so);
+                    if (auto so = versioned_soname(n, stem)) versioned.insert(*so);
             for (auto& e : cache_.entries)
-                if (auto so = soname_of(e.name, stem)) versioned.insert(*so);
+                if (auto so = versioned_soname(e.name, stem)) versioned.insert(*so);
         }
         for (auto& so : versioned) sonames.emplace_back(so, true);
         for (auto& [so, keep] : sonames) {

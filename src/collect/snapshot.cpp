@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "collect/collectors.hpp"
+#include "collect/process.hpp"
 
 #include "core/clock.hpp"
 
@@ -86,6 +87,12 @@ Snapshot take_snapshot(const Root& root, const CollectOptions& options) {
     s.collectors.push_back(run_collector(Collector::devices, [&] { return collect_devices(ctx, s.devices); }));
     s.collectors.push_back(run_collector(Collector::environment, [&] { return collect_environment(ctx, s.environment); }));
 
+    if (!options.pids.empty())
+        s.collectors.push_back(run_collector(Collector::processes, [&] {
+            NodeView node{&s.libraries, &options.environment, &s.devices.nodes};
+            for (int pid : options.pids) s.processes.push_back(collect_process(root, pid, node));
+            return status_ok(Collector::processes);
+        }));
     if (driver.valid())
         for (auto& st : driver.get()) s.collectors.push_back(std::move(st));
     else {

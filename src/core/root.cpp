@@ -136,6 +136,12 @@ Result<std::string> Root::resolve(std::string_view path, bool follow_last, bool 
     return join_path(done);
 }
 
+std::shared_ptr<const Root> Root::subroot(std::string_view path) const {
+    std::string inner(path);
+    if (!inner.starts_with("/")) inner.insert(0, "/");
+    return std::make_shared<Root>(live_ ? inner : base_.string() + inner);
+}
+
 Result<std::filesystem::path> Root::host_path(std::string_view path) const {
     auto r = resolve(path, true, true);
     if (!r) return std::unexpected(r.error());

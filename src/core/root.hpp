@@ -9,6 +9,7 @@
 //    (`0o20666`), optionally followed by `MAJOR:MINOR` and the owner (`uid=0 gid=109`).
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -48,6 +49,10 @@ public:
     // Type, mode and device numbers; follows links. Knows `.devnode` records.
     virtual Result<FileInfo> stat(std::string_view path) const;
     bool exists(std::string_view path) const { return stat(path).has_value(); }
+
+    // The tree under an in-root directory as a root of its own, read through this one's files: a process's
+    // /proc/PID/root, live or in a capture. A recording root (gather) records what is read through it too.
+    virtual std::shared_ptr<const Root> subroot(std::string_view path) const;
 
     // The path on this machine where an in-root path lives after following links inside the root,
     // for libraries that want a real path (libkmod). Never escapes the root.

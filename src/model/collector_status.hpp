@@ -9,10 +9,14 @@ namespace gpudx {
 
 // The sources of evidence a snapshot is collected from, named in it as their statuses are ("kernel_log",
 // "nvml"); rules declare which ones they read.
-enum class Collector : uint8_t { host, pcie, module, kernel_log, libraries, devices, environment, nvml, cuda, rocm_smi };
+enum class Collector : uint8_t {
+    host, pcie, module, kernel_log, libraries, devices, environment, nvml, cuda, rocm_smi,
+    processes,  // only with diagnose --pid / --slurm-job
+};
 inline constexpr Collector kAllCollectors[] = {
     Collector::host,    Collector::pcie,        Collector::module, Collector::kernel_log, Collector::libraries,
-    Collector::devices, Collector::environment, Collector::nvml,   Collector::cuda,       Collector::rocm_smi};
+    Collector::devices, Collector::environment, Collector::nvml,   Collector::cuda,       Collector::rocm_smi,
+    Collector::processes};
 std::string_view to_string(Collector c);
 std::optional<Collector> parse_collector(std::string_view name);
 

@@ -38,6 +38,14 @@ std::string describe(const GpuRef& g) {
     return g.uuid + " (" + g.pci + ")";
 }
 
+std::string describe(const ProcessRef& p) {
+    std::string s = "pid " + std::to_string(p.pid) + " (" + (p.command.empty() ? std::string("command unknown") : p.command);
+    if (!p.user.empty()) s += ", user " + p.user;
+    if (!p.container.empty()) s += ", container " + p.container;
+    if (!p.job.empty()) s += ", job " + p.job;
+    return s + ")";
+}
+
 const char* to_string(LayerState s) {
     switch (s) {
         case LayerState::ok: return "ok";

@@ -23,6 +23,15 @@ struct GpuRef {
     auto operator<=>(const GpuRef&) const = default;
 };
 
+// The process a finding is about (`gpudx diagnose --pid`): every output names it beside the finding.
+struct ProcessRef {
+    int pid = 0;
+    std::string command;    // /proc/PID/comm
+    std::string user;       // name, else "uid N"; empty when unknown
+    std::string container;  // runtime and id ("docker 3f2a9c0d1e4b"); empty when not in one
+    std::string job;        // Slurm job id; empty when none
+};
+
 struct Evidence {
     std::string source;  // file path or driver call
     std::string value;   // the exact value seen there
@@ -37,6 +46,7 @@ struct Finding {
     std::string message;
     std::vector<Evidence> evidence;
     std::string next_step;
+    std::optional<ProcessRef> process;  // set by the per-process rules only
 };
 
 const char* to_string(Layer l);
@@ -44,6 +54,8 @@ const char* to_string(Severity s);
 std::optional<Layer> parse_layer(std::string_view s);
 // One line naming a GPU: "GPU-7e37... (0000:00:06.0)".
 std::string describe(const GpuRef& g);
+// "pid 4242 (python, user alice, container docker 3f2a9c0d1e4b, job 17)".
+std::string describe(const ProcessRef& p);
 // The finding as every JSON output writes it (docs/output-formats.md).
 nlohmann::json finding_to_json(const Finding& f);
 

@@ -15,6 +15,12 @@ nlohmann::json finding_to_json(const Finding& f) {
     auto& ev = j["evidence"] = nlohmann::json::array();
     for (auto& e : f.evidence) ev.push_back({{"source", e.source}, {"value", e.value}});
     j["next_step"] = f.next_step;
+    if (f.process)
+        j["process"] = {{"pid", f.process->pid},
+                        {"command", f.process->command},
+                        {"user", f.process->user},
+                        {"container", f.process->container},
+                        {"job", f.process->job}};
     return j;
 }
 

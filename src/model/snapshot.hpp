@@ -15,6 +15,7 @@
 #include "model/libraries.hpp"
 #include "model/module.hpp"
 #include "model/pcie.hpp"
+#include "model/process.hpp"
 
 namespace gpudx {
 
@@ -36,6 +37,7 @@ struct Snapshot {
     CudaLayer cuda;
     RocmSmiLayer rocm_smi;  // in JSON only when probed (rocm_smi.probed)
     std::vector<CollectorStatus> collectors;
+    std::vector<ProcessView> processes;  // `--pid`: each process's own view; in JSON only when there are some
 
     const CollectorStatus* collector(std::string_view name) const;
     const CollectorStatus* collector(Collector c) const;

@@ -45,6 +45,8 @@ std::string_view to_string(Collector c) {
             return "cuda";
         case Collector::rocm_smi:
             return "rocm_smi";
+        case Collector::processes:
+            return "processes";
     }
     return "?";
 }
@@ -105,6 +107,10 @@ nlohmann::json snapshot_to_json(const Snapshot& s) {
         layer_to_json(cj, c);
         cs.push_back(std::move(cj));
     }
+    if (!s.processes.empty()) {
+        auto& ps = j[key<&Snapshot::processes>] = nlohmann::json::array();
+        for (auto& p : s.processes) layer_to_json(ps.emplace_back(), p);
+    }
     repair_utf8(j);
     return j;
 }
@@ -135,6 +141,8 @@ Result<Snapshot> snapshot_from_json(const nlohmann::json& input) {
                 layer_from_json(cj, c);
                 s.collectors.push_back(std::move(c));
             }
+        if (j.contains(key<&Snapshot::processes>))
+            for (auto& pj : j[key<&Snapshot::processes>]) layer_from_json(pj, s.processes.emplace_back());
     } catch (const nlohmann::json::exception& e) {
         return fail(std::string("snapshot does not match the schema: ") + e.what());
     }

@@ -89,7 +89,7 @@ inline constexpr std::string_view snapshot_key = schema_detail::find_key<Member>
 namespace gpudx {
 
 GPUDX_SCHEMA_TABLE(Snapshot, false, schema_version, gpudx_version, collected_at, root, host, pcie, module, kernel_log,
-                   libraries, devices, environment, nvml, cuda, rocm_smi, collectors)
+                   libraries, devices, environment, nvml, cuda, rocm_smi, collectors, processes)
 
 GPUDX_SCHEMA(ReadProblem, path, message)
 GPUDX_SCHEMA(CollectorStatus, name, state, message, path, duration_ms, problems)
@@ -132,6 +132,10 @@ GPUDX_SCHEMA(LibrariesLayer, ld_library_path, ld_so_cache_format, ld_so_cache_so
 GPUDX_SCHEMA(DeviceNode, path, type, major, minor, mode, gid, group, caller_can_open)
 GPUDX_SCHEMA(DeviceHolder, pid, name, uid, state, cgroup, container_id, slurm_job_id, cgroup_exists, devices)
 GPUDX_SCHEMA(DevicesLayer, nodes, holders, processes_scanned, processes_unreadable)
+
+GPUDX_SCHEMA(MappedLibrary, soname, path, version, deleted)
+GPUDX_SCHEMA(ProcessView, pid, state, problem, command, uid, user, slurm_job_id, own_mount_namespace, mapped, libraries,
+             environment, device_nodes, open_devices, problems)
 
 GPUDX_SCHEMA(NvmlProcess, pid, name, used_memory)
 GPUDX_SCHEMA(NvlinkState, link, active)

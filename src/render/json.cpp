@@ -1,6 +1,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/json_support.hpp"
+#include "model/layer_json.hpp"
 #include "render/report.hpp"
 
 namespace gpudx {
@@ -28,6 +29,11 @@ nlohmann::json diagnosis_to_json(const Snapshot& s, const Diagnosis& d) {
     for (auto& c : s.collectors)
         cols.push_back({{"name", c.name}, {"state", to_string(c.state)}, {"message", c.message}, {"path", c.path},
                         {"duration_ms", c.duration_ms}});
+    // --pid: each process's own view, as the snapshot records it (docs/output-formats.md).
+    if (!s.processes.empty()) {
+        auto& ps = j["processes"] = nlohmann::json::array();
+        for (auto& p : s.processes) layer_to_json(ps.emplace_back(), p);
+    }
     repair_utf8(j);
     return j;
 }

@@ -29,6 +29,25 @@ std::string state_word(LayerState s, const Palette& p) {
     return "?";
 }
 
+// "  pid 4242 python (uid 1000 alice): read; mapped libcuda.so.1 535.104.05 /opt/app/lib/libcuda.so.535.104.05".
+std::string render_process_line(const ProcessView& p) {
+    std::string who = strip_control(p.command.empty() ? std::string("?") : p.command);
+    if (!p.user.empty()) who += ", user " + strip_control(p.user);
+    else if (p.uid) who += fmt::format(", uid {}", *p.uid);
+    if (const auto& c = p.environment.container; c.in_container)
+        who += ", container " + strip_control(c.container_id.empty() ? c.runtime : c.runtime + " " + c.container_id.substr(0, 12));
+    if (!p.slurm_job_id.empty()) who += ", job " + strip_control(p.slurm_job_id);
+    std::string line = fmt::format("  pid {} ({}): {}", p.pid, who, p.state);
+    if (p.state != kProcessRead) return line + " — " + strip_control(p.problem) + "\n";
+    std::string mapped;
+    for (auto& m : p.mapped)
+        mapped += fmt::format("{}{} {} {}", mapped.empty() ? "" : "; ", m.soname, m.version.empty() ? "?" : m.version,
+                              strip_control(m.path));
+    line += mapped.empty() ? "; no GPU library mapped" : "; mapped " + mapped;
+    if (!p.open_devices.empty()) line += fmt::format("; {} GPU device file(s) open", p.open_devices.size());
+    return line + "\n";
+}
+
 }  // namespace
 
 std::string render_diagnosis_text(const Snapshot& s, const Diagnosis& d, const RenderOptions& o) {
@@ -67,6 +86,11 @@ std::string render_diagnosis_text(const Snapshot& s, const Diagnosis& d, const R
         out += fmt::format("{}Failure boundary: {}{}. Fix this layer first; the layers above it are not trusted.\n\n",
                            p.red(), to_string(*d.boundary), p.reset());
     }
+    if (!s.processes.empty()) {
+        out += "Processes, as each sees the GPU stack:\n";
+        for (auto& p : s.processes) out += render_process_line(p);
+        out += "\n";
+    }
     unsigned shown = 0;
     for (auto& f : d.findings) {
         if (f.severity == Severity::info && !o.verbose) continue;
@@ -75,6 +99,7 @@ std::string render_diagnosis_text(const Snapshot& s, const Diagnosis& d, const R
                    : f.severity == Severity::warning ? p.yellow() + "WARN " + p.reset()
                                                      : "info ";
         out += fmt::format("{} [{}] {}\n", sev, f.id, strip_control(f.message));
+        if (f.process) out += fmt::format("      process: {}\n", strip_control(describe(*f.process)));
         for (auto& g : f.subjects) out += fmt::format("      gpu: {}\n", strip_control(describe(g)));
         for (auto& e : f.evidence)
             out += fmt::format("      {}evidence: {} = {}{}\n", p.dim(), strip_control(e.source), strip_control(e.value), p.reset());

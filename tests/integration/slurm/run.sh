@@ -7,11 +7,12 @@
 #   3. a node drained by "someone else" (reason "admin maintenance") stays drained, healthy or not;
 #   4. a job runs with Prolog=examples/slurm/prolog.sh: its allocation record carries the job id and the GPU
 #      Slurm gave it (gres on stand-in device files), by UUID and PCI address.
+#   5. `diagnose --slurm-job` finds a running job's process on this node (scontrol listpids) and judges it.
 # Starts exactly three daemons, records their PIDs, and stops exactly those PIDs on exit.
-# Usage: run.sh GPUDX SOURCE_DIR WORK_DIR. Exit 77 (skip) without the packages or root, unless
+# Usage: run.sh GPUDX SOURCE_DIR WORK_DIR [PROCESS_TARGET]. Exit 77 (skip) without the packages or root, unless
 # GPUDX_REQUIRE_INTEGRATION=1.
 set -euo pipefail
-gpudx=$(realpath "$1") src=$(realpath "$2") work=$3
+gpudx=$(realpath "$1") src=$(realpath "$2") work=$3 target=${4:+$(realpath "$4")}
 source "$src/tests/integration/lib.sh"
 export PATH="$PATH:/usr/sbin:/sbin"
 require_cmd slurmctld slurmd munged munge scontrol sinfo srun python3
@@ -219,4 +220,30 @@ else:
 PY
 wait_for 30 grep -q "epilog job=$job_id" "$T/epilog.log" || fail "the epilog did not run"
 wait_for 30 is_idle || fail "node not idle after the job and epilog: $(node_state) $(node_field Reason)"
+
+# 5. diagnose --slurm-job: a running job's process on this node, found through `scontrol listpids` (slurmd
+# answers it; proctrack/linuxproc above), judged as it sees the GPU stack. Its stdin is srun's, held open by
+# this script: closing it ends the job, no sleep.
+if [[ -n $target ]]; then
+  coproc JOB { exec timeout 120 srun -N1 -n1 --job-name=gpudx-pid "$target"; }
+  read -r word tpid <&"${JOB[0]}" || fail "the job's process did not start"
+  [[ $word == ready ]] || fail "the job's process said: $word $tpid"
+  pid_job=$(squeue -h -n gpudx-pid -o %i | head -n1)
+  [[ -n $pid_job ]] || fail "squeue does not list the job"
+  set +e
+  "$gpudx" diagnose --no-driver --slurm-job "$pid_job" --format json > "$work/slurm-job.json"
+  rc=$?
+  set -e
+  exec {JOB[1]}>&-
+  wait "$JOB_PID" 2>/dev/null || true
+  [[ $rc == 0 || $rc == 2 ]] || fail "diagnose --slurm-job $pid_job: exit $rc"
+  python3 - "$work/slurm-job.json" "$pid_job" "$tpid" <<'PY'
+import json, sys
+doc, job, pid = json.load(open(sys.argv[1])), sys.argv[2], int(sys.argv[3])
+views = {p["pid"]: p for p in doc["processes"]}
+assert pid in views, f"process {pid} of job {job} not judged: {sorted(views)}"
+assert views[pid]["state"] == "read" and views[pid]["slurm_job_id"] == job, views[pid]
+PY
+  echo "diagnose --slurm-job $pid_job judged its process $tpid"
+fi
 echo "PASS"

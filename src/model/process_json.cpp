@@ -1,0 +1,6 @@
+#include "model/json_support.hpp"
+#include "model/layer_json.hpp"
+
+namespace gpudx {
+GPUDX_DEFINE_LAYER_JSON(ProcessView)
+}  // namespace gpudx
