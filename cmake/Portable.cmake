@@ -17,3 +17,8 @@ foreach(symbol __libc_single_threaded arc4random _dl_find_object pthread_cond_cl
   add_link_options(LINKER:-u,${symbol})
 endforeach()
 add_link_options(-static-libstdc++ -static-libgcc)
+# exp, exp2, log, log2 and pow bind to their glibc 2.29 versions when linked against 2.31: each call goes to
+# glibc_compat.c's __wrap_ of it instead, which calls the 2.2.5 version (the static SQLite calls them).
+foreach(symbol exp exp2 log log2 pow)
+  add_link_options(LINKER:--wrap=${symbol})
+endforeach()

@@ -11,7 +11,7 @@
 #include "rules/baseline.hpp"
 #include "actions/slurm.hpp"
 #include "render/formats.hpp"
-#include "render/report.hpp"
+#include "render/report_format.hpp"
 
 namespace gpudx::app {
 namespace {
@@ -88,28 +88,12 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
     dopts.since = o.node.since;
     if (baseline) dopts.extra_findings = diff_against_baseline(*baseline, s);
     Diagnosis d = diagnose(s, dopts);
-    std::string text;
-    int exit_code = d.exit_code;
-    if (o.format == "json") {
-        text = diagnosis_to_json(s, d).dump(2) + "\n";
-    } else if (o.format == "prom") {
-        text = render_prometheus(s, d);
-    } else if (o.format == "slurm") {
-        text = slurm_reason(d) + "\n";
-    } else if (o.format == "npd") {
-        auto r = node_problem_detector(d);
-        text = r.message + "\n";
-        exit_code = r.exit_code;
-    } else if (o.format == "nagios") {
-        auto r = nagios(s, d);
-        text = r.message + "\n";
-        exit_code = r.exit_code;
-    } else {
-        RenderOptions r;
-        r.color = o.output.empty() && stdout_is_terminal();
-        r.verbose = o.verbose;
-        text = render_diagnosis_text(s, d, r);
-    }
+    RenderOptions r;
+    r.color = o.output.empty() && stdout_is_terminal();
+    r.verbose = o.verbose;
+    auto report = render_report(s, d, o.format, r);
+    std::string text = std::move(report.text);
+    int exit_code = report.exit_code;
     write_output(o.output, text);
     if (o.drain && drain_or_resume(o, d) != 0) return kExitSchedulerFailed;
     return exit_code;
