@@ -225,11 +225,11 @@ void Agent::start_follower() {
     } else if (!root_.is_live() && root_.exists("/_commands/dmesg.txt")) {
         // A capture: its saved log is what the diagnosis reads, so it is what is followed.
         auto p = root_.host_path("/_commands/dmesg.txt");
-        follow_source_ = p ? *p : std::string();
+        follow_source_ = p ? p->string() : std::string();
         file = true;
     } else {
         auto p = root_.host_path("/dev/kmsg");
-        follow_source_ = p ? *p : "/dev/kmsg";
+        follow_source_ = p ? p->string() : std::string("/dev/kmsg");
     }
     follower_ = std::thread([this, file] {
         FollowSink sink;

@@ -13,7 +13,6 @@
 
 #include <fmt/format.h>
 
-#include "core/text.hpp"
 
 namespace gpudx {
 namespace {
@@ -150,16 +149,15 @@ public:
     void check() {
         struct stat st{};
         if (::stat(path_.c_str(), &st) != 0) {
+            // Gone from its name (removed, or renamed away by a rotation): what is still written to the open
+            // file is read until a new one takes the name, as tail -F does.
             int err = errno;
-            if (fd_ >= 0) {
-                read_to_end();  // what was written before it went
-                split_.flush(sink_.line);
-                close_file();
-            }
+            read_to_end();
+            vanished_ = fd_ >= 0 || had_file_;
             report(fmt::format("{}: {}; following it again when it reappears", path_, std::strerror(err)));
             return;
         }
-        if (fd_ >= 0 && (st.st_ino != ino_ || st.st_dev != dev_)) {
+        if (fd_ >= 0 && (vanished_ || st.st_ino != ino_ || st.st_dev != dev_)) {
             read_to_end();  // the rotated-away file's last lines
             split_.flush(sink_.line);
             close_file();
@@ -167,7 +165,7 @@ public:
             if (!open_file()) return;
         } else if (fd_ < 0) {
             if (!open_file()) return;
-            if (had_file_) sink_.note(fmt::format("{}: following again, from its start", path_));
+            if (had_file_before_) sink_.note(fmt::format("{}: following again, from its start", path_));
         } else if (st.st_size < offset_) {
             sink_.note(fmt::format("{}: truncated (to {} bytes from {}); reading it again from its start", path_,
                                    static_cast<long long>(st.st_size), static_cast<long long>(offset_)));
@@ -191,7 +189,9 @@ private:
         ino_ = st.st_ino;
         dev_ = st.st_dev;
         offset_ = 0;
+        had_file_before_ = had_file_;
         had_file_ = true;
+        vanished_ = false;
         last_problem_.clear();
         return true;
     }
@@ -229,7 +229,8 @@ private:
     ino_t ino_ = 0;
     dev_t dev_ = 0;
     off_t offset_ = 0;
-    bool had_file_ = false;
+    bool had_file_ = false, had_file_before_ = false;
+    bool vanished_ = false;  // the name was gone since the file was opened: what takes it is a new file
     std::string last_problem_;
     LineSplitter split_;
     std::vector<char> buf_ = std::vector<char>(kReadChunk);
