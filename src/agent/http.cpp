@@ -31,6 +31,12 @@ void configure(httplib::Server& s, const HttpHandler& handler) {
     s.set_read_timeout(5, 0);
     s.set_write_timeout(5, 0);
     s.set_payload_max_length(64 * 1024);
+    // SO_REUSEADDR, and not cpp-httplib's SO_REUSEPORT: a restart may bind over its old connections' TIME_WAIT,
+    // but a second agent on the same port is refused instead of sharing it.
+    s.set_socket_options([](int sock) {
+        int yes = 1;
+        ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
     s.Get(R"(/.*)", [handler](const httplib::Request& req, httplib::Response& res) {
         HttpRequest r;
         r.path = req.path;

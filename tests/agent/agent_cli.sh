@@ -22,14 +22,14 @@ echo "healthy: $(head -1 "$work/status.txt")"
 # 2. An Xid 79 appended: drained at once, with gpudx's reason naming the GPU.
 before=$(kernel_log_diagnoses)
 xid79 >> "$log"
-wait_for "the drain" grep -q DRAIN "$slurm/state"
+wait_for "the drain" 'grep -q DRAIN "$slurm/state"'
 reason=$(cat "$slurm/reason")
 [[ $reason == "gpudx: "*"$gpu_pci"* ]] || fail "drain reason: $reason"
 grep -q "^update nodename=vm state=drain reason=gpudx: " "$slurm/calls" || fail "scontrol calls: $(cat "$slurm/calls")"
 echo "drained: $reason"
 
 # 3. The events: the finding that appeared, with the GPU, and the drain.
-wait_for "the drain event" test "$(json_field /v1/events "sum(e['kind'] == 'drained' for e in j['events'])")" == 1
+wait_for "the drain event" 'test "$(count_events drained)" == 1'
 kinds=$(json_field /v1/events "' '.join(e['kind'] for e in j['events'])")
 [[ $kinds == *appeared*drained* ]] || fail "events: $kinds"
 appeared_pci=$(json_field /v1/events "[e['gpu']['pci'] for e in j['events'] if e['kind'] == 'appeared' and e['severity'] == 'error'][0]")
@@ -42,7 +42,7 @@ grep -q "drained" "$work/events.txt" || fail "gpudx events: $(cat "$work/events.
 # 4. The same Xid again: judged (a kernel-log diagnosis more), but the node is not drained twice.
 done_before=$(kernel_log_diagnoses)
 xid79 >> "$log"
-wait_for "the second Xid's diagnosis" test "$(kernel_log_diagnoses)" -gt "$done_before"
+wait_for "the second Xid's diagnosis" 'test "$(kernel_log_diagnoses)" -gt "$done_before"'
 [[ $(drain_calls) == 1 ]] || fail "drained twice for one event: $(cat "$slurm/calls")"
 
 # 5. Over the unix socket (STATE_DIR/agent.sock by default), JSON as diagnose --format json plus the agent's part.
@@ -58,9 +58,9 @@ EOF
 
 # 6. The log rotated to one without the Xid: the finding clears and gpudx resumes its own drain.
 cp "$root/_commands/dmesg.txt" "$log.new" && mv "$log.new" "$log"
-wait_for "the resume" test "$(cat "$slurm/state")" == IDLE
+wait_for "the resume" 'test "$(cat "$slurm/state")" == IDLE'
 grep -q '^update nodename=vm state=resume' "$slurm/calls" || fail "no resume call: $(cat "$slurm/calls")"
-wait_for "the cleared event" test "$(json_field /v1/events "sum(e['kind'] == 'cleared' for e in j['events'])")" -ge 1
+wait_for "the cleared event" 'test "$(count_events cleared)" -ge 1'
 
 # 7. A second agent on the same port: a clear error, exit 64.
 set +e
@@ -81,7 +81,7 @@ set -e
 [[ $rc == 69 ]] && grep -q "no gpudx agent answers" "$work/noagent.err" || fail "events without an agent: exit $rc: $(cat "$work/noagent.err")"
 [[ $frc == 0 ]] && grep -q "one-shot diagnosis" "$work/fallback.err" || fail "status fallback: exit $frc: $(cat "$work/fallback.err")"
 start_agent
-n=$(json_field /v1/events "sum(e['kind'] == 'drained' for e in j['events'])")
+n=$(count_events drained)
 [[ $n == 1 ]] || fail "after a restart the store holds $n drain events"
 stop_agent
 echo PASS

@@ -19,9 +19,9 @@ aside=$(json_field /v1/status "j['agent']['store']['moved_aside']")
 
 # 2. The followed file vanishes and comes back: said, and followed again.
 rm "$log"
-wait_for "the vanished file's note" grep -q "No such file" "$work/agent.err"
+wait_for "the vanished file's note" 'grep -q "No such file" "$work/agent.err"'
 xid79 > "$log"
-wait_for "the drain after the file came back" grep -q DRAIN "$slurm/state"
+wait_for "the drain after the file came back" 'grep -q DRAIN "$slurm/state"'
 stop_agent
 
 # 3. A full disk: the agent keeps serving, says the store cannot be written, and still lists the events.
@@ -31,13 +31,13 @@ setup_node
 (ulimit -f 64; exec "$gpudx" agent --root "$root" --kernel-log "$log" --listen "127.0.0.1:$port" \
    --state-dir "$state" --drain --node vm --scontrol "$fake" --no-driver --interval 3600 2>>"$work/agent.err") &
 agent_pid=$!
-wait_for "the agent answers" agent_answers
+wait_for "the agent answers" 'agent_answers'
 cycles=0
 while [[ $(json_field /v1/status "j['agent']['store']['writable']") == True ]]; do
   (( ++cycles <= 60 )) || fail "the store never filled up"
   done_before=$(kernel_log_diagnoses)
   if (( cycles % 2 )); then xid79 >> "$log"; else cp "$root/_commands/dmesg.txt" "$log.new"; mv "$log.new" "$log"; fi
-  wait_for "diagnosis $cycles" test "$(kernel_log_diagnoses)" -gt "$done_before"
+  wait_for "diagnosis $cycles" 'test "$(kernel_log_diagnoses)" -gt "$done_before"'
 done
 problem=$(json_field /v1/status "j['agent']['store']['problem']")
 [[ $problem == *"cannot write the event store"* ]] || fail "store problem: $problem"
@@ -45,7 +45,7 @@ problem=$(json_field /v1/status "j['agent']['store']['problem']")
 # Still serving, and the events the disk refused are listed from memory.
 done_before=$(kernel_log_diagnoses)
 xid79 >> "$log"
-wait_for "a diagnosis with the disk full" test "$(kernel_log_diagnoses)" -gt "$done_before"
+wait_for "a diagnosis with the disk full" 'test "$(kernel_log_diagnoses)" -gt "$done_before"'
 pending=$(json_field /v1/events "sum(e['id'] == 0 for e in j['events'])")
 (( pending >= 1 )) || fail "no pending events listed"
 "$gpudx" status --url "$url" --format slurm >/dev/null || [[ $? == 1 ]] || fail "status with the disk full"

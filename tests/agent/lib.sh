@@ -38,11 +38,12 @@ start_agent() {
 
 agent_answers() { "$gpudx" status --url "$url" --no-fallback --format slurm >/dev/null 2>&1 || [[ $? != 69 ]]; }
 
-# wait_for WHAT COMMAND...: until COMMAND succeeds; fails after 60 s (a safety net, not a measure).
+# wait_for WHAT CONDITION: until the shell CONDITION (evaluated anew each time) holds; fails after 60 s (a
+# safety net, not a measure).
 wait_for() {
-  local what=$1; shift
+  local what=$1 condition=$2
   local deadline=$((SECONDS + 60))
-  until "$@"; do
+  until eval "$condition"; do
     kill -0 "${agent_pid:-0}" 2>/dev/null || fail "the agent exited while waiting for: $what"
     (( SECONDS < deadline )) || fail "gave up waiting for: $what"
     sleep 0.05
@@ -58,6 +59,9 @@ for line in body.splitlines():
         print(line.split()[-1]); break
 EOF
 }
+
+# count_events KIND: how many events of that kind /v1/events lists.
+count_events() { json_field /v1/events "sum(e['kind'] == '$1' for e in j['events'])"; }
 
 kernel_log_diagnoses() { metric 'gpudx_agent_diagnoses_total{trigger="kernel_log"}'; }
 drain_calls() { grep -c '^update' "$slurm/calls" 2>/dev/null || true; }
