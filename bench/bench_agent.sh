@@ -24,7 +24,7 @@ exec bash "$src/tests/slurm/fake_scontrol.sh" "\$@"
 EOF
 chmod +x "$work/scontrol"
 fake=$work/scontrol
-start_agent --interval 60
+agent_interval=60 start_agent
 
 pct() { sort -n | awk -v p="$1" '{a[NR]=$1} END {i=int(NR*p/100+0.999); if (i<1) i=1; printf "%.1f", a[i]}'; }
 

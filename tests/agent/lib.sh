@@ -28,10 +28,11 @@ setup_node() {
   url=http://127.0.0.1:$port
 }
 
-# start_agent [EXTRA ARGS...]: the contract's command line, in the background; $agent_pid.
+# start_agent [EXTRA ARGS...]: the contract's command line, in the background; $agent_pid. The full
+# diagnosis comes every $agent_interval seconds (default: an hour, so only the kernel log triggers one).
 start_agent() {
   "$gpudx" agent --root "$root" --kernel-log "$log" --listen "127.0.0.1:$port" --state-dir "$state" \
-    --drain --node vm --scontrol "$fake" --no-driver --interval 3600 "$@" 2>>"$work/agent.err" &
+    --drain --node vm --scontrol "$fake" --no-driver --interval "${agent_interval:-3600}" "$@" 2>>"$work/agent.err" &
   agent_pid=$!
   wait_for "the agent answers" agent_answers
 }
