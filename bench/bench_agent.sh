@@ -33,7 +33,7 @@ pct() { sort -n | awk -v p="$1" '{a[NR]=$1} END {i=int(NR*p/100+0.999); if (i<1)
 for ((i = 0; i < events; i++)); do
   t0=$(date +%s%N)
   xid79 >> "$log"
-  wait_for "drain $i" 'grep -q DRAIN "$slurm/state"'
+  wait_for "drain $i" 'grep -qs DRAIN "$slurm/state"'
   t1=$(grep 'state=drain' "$work/stamps" | tail -1 | cut -d' ' -f1)
   echo $(( (t1 - t0) / 1000 )) >> "$work/latencies"   # microseconds
   cp "$root/_commands/dmesg.txt" "$log.new" && mv "$log.new" "$log"   # healthy again: resumed

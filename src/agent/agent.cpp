@@ -637,12 +637,12 @@ HttpResponse Agent::status_response(const HttpRequest& r) {
     std::string format = r.query.contains("format") ? r.query.at("format") : "json";
     if (!is_report_format(format))
         return {400, "application/json",
-                nlohmann::json({{"error", "format must be one of text, json, prom, slurm, npd, nagios"}}).dump() + "\n", {}};
+                json_text(nlohmann::json({{"error", "format must be one of text, json, prom, slurm, npd, nagios"}})) + "\n", {}};
     HttpResponse res;
     if (format == "json") {
         auto j = diagnosis_to_json(p->snapshot, p->diagnosis);
         j["agent"] = agent_json();
-        res.body = j.dump(2) + "\n";
+        res.body = json_text(j, 2) + "\n";
         res.headers.emplace_back("X-Gpudx-Exit-Code", std::to_string(p->diagnosis.exit_code));
         return res;
     }
@@ -657,7 +657,7 @@ HttpResponse Agent::status_response(const HttpRequest& r) {
 
 HttpResponse Agent::events_response(const HttpRequest& r) {
     auto bad = [](const std::string& why) {
-        return HttpResponse{400, "application/json", nlohmann::json({{"error", why}}).dump() + "\n", {}};
+        return HttpResponse{400, "application/json", json_text(nlohmann::json({{"error", why}})) + "\n", {}};
     };
     int64_t since = 0, after = 0;
     size_t limit = kDefaultEventLimit;
@@ -687,7 +687,7 @@ HttpResponse Agent::events_response(const HttpRequest& r) {
         }
     }
     HttpResponse res;
-    res.body = nlohmann::json({{"events", events}}).dump(2) + "\n";
+    res.body = json_text({{"events", events}}, 2) + "\n";
     return res;
 }
 
@@ -701,11 +701,9 @@ HttpResponse Agent::handle(const HttpRequest& r) {
     }
     if (r.path == "/v1/status") return status_response(r);
     if (r.path == "/v1/events") return events_response(r);
-    return {404, "application/json",
-            nlohmann::json({{"error", "no such endpoint: " + r.path}, {"endpoints", {"/metrics", "/v1/status", "/v1/events"}}})
-                    .dump() +
-                "\n",
-            {}};
+    nlohmann::json unknown = {{"error", "no such endpoint: " + r.path},
+                              {"endpoints", {"/metrics", "/v1/status", "/v1/events"}}};
+    return {404, "application/json", json_text(unknown) + "\n", {}};
 }
 
 }  // namespace

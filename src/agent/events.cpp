@@ -140,6 +140,10 @@ std::optional<int64_t> parse_event_time(std::string_view text, int64_t now) {
     return *wall * 1000 + frac_ms;
 }
 
+std::string json_text(const nlohmann::json& j, int indent) {
+    return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 int64_t now_ms() {
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
         .count();

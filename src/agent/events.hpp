@@ -46,5 +46,7 @@ std::string format_event_time(int64_t time_ms);
 std::optional<int64_t> parse_event_time(std::string_view text, int64_t now_ms);
 
 int64_t now_ms();
+// JSON as text with invalid UTF-8 (a file name, a log line) replaced instead of thrown on.
+std::string json_text(const nlohmann::json& j, int indent = -1);
 
 }  // namespace gpudx

@@ -158,7 +158,7 @@ bool EventStore::write(const std::vector<AgentEvent*>& events) {
         insert.bind(6, e->gpu_uuid);
         insert.bind(7, e->gpu_pci);
         insert.bind(8, e->message);
-        insert.bind(9, e->evidence.dump());
+        insert.bind(9, json_text(e->evidence));
         if (insert.step() != SQLITE_DONE) return failed("insert");
         e->id = sqlite3_last_insert_rowid(db_);
         sqlite3_reset(insert.get());

@@ -22,7 +22,7 @@ echo "healthy: $(head -1 "$work/status.txt")"
 # 2. An Xid 79 appended: drained at once, with gpudx's reason naming the GPU.
 before=$(kernel_log_diagnoses)
 xid79 >> "$log"
-wait_for "the drain" 'grep -q DRAIN "$slurm/state"'
+wait_for "the drain" 'grep -qs DRAIN "$slurm/state"'
 reason=$(cat "$slurm/reason")
 [[ $reason == "gpudx: "*"$gpu_pci"* ]] || fail "drain reason: $reason"
 grep -q "^update nodename=vm state=drain reason=gpudx: " "$slurm/calls" || fail "scontrol calls: $(cat "$slurm/calls")"

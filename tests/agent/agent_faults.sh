@@ -21,7 +21,7 @@ aside=$(json_field /v1/status "j['agent']['store']['moved_aside']")
 rm "$log"
 wait_for "the vanished file's note" 'grep -q "No such file" "$work/agent.err"'
 xid79 > "$log"
-wait_for "the drain after the file came back" 'grep -q DRAIN "$slurm/state"'
+wait_for "the drain after the file came back" 'grep -qs DRAIN "$slurm/state"'
 stop_agent
 
 # 3. A full disk: the agent keeps serving, says the store cannot be written, and still lists the events.

@@ -9,7 +9,7 @@ setup_node
 trap '[[ -n ${agent_pid:-} ]] && kill -KILL "$agent_pid" 2>/dev/null; true' EXIT
 start_agent
 xid79 >> "$log"
-wait_for "the drain" 'grep -q DRAIN "$slurm/state"'
+wait_for "the drain" 'grep -qs DRAIN "$slurm/state"'
 python3 -c "import sys,urllib.request; sys.stdout.write(urllib.request.urlopen('$url/metrics').read().decode())" > "$work/metrics.txt"
 grep -q '^gpudx_finding{' "$work/metrics.txt" || fail "no gpudx_finding series"
 grep -q '^gpudx_agent_events_total{kind="drained"} 1' "$work/metrics.txt" || fail "no drained event counted"
