@@ -2,9 +2,7 @@
 #include <unistd.h>
 
 #include <climits>
-#include <cstdlib>
 #include <filesystem>
-#include <map>
 
 #include <fmt/format.h>
 
@@ -14,8 +12,6 @@
 #include "app/command.hpp"
 #include "app/common.hpp"
 #include "core/error.hpp"
-#include "rules/signatures.hpp"
-#include "rules/xid_policy.hpp"
 
 namespace gpudx::app {
 namespace {
@@ -34,9 +30,7 @@ struct AgentCmdOptions {
     std::optional<unsigned> expect_gpus;
     std::string xid_policy;
     std::string signatures;
-    bool drain = false;
-    std::string slurm_node;
-    std::string scontrol;
+    DrainCliOptions drain;
 };
 
 // This very binary, so the child that collects is the same gpudx as the agent.
@@ -67,22 +61,9 @@ int run_agent_command(const AgentCmdOptions& o) {
     AgentOptions a;
     a.root = o.node.root;
     a.state_dir = o.state_dir;
-    XidPolicy xid_policy;
-    if (!o.xid_policy.empty()) {
-        auto p = load_xid_policy_file(o.xid_policy);
-        if (!p) throw UsageError{p.error().message};
-        xid_policy = std::move(*p);
-        a.diagnose.xid_policy = &xid_policy;
-    }
-    SignatureCatalogue signatures;
+    JudgeFiles judge_files;
     NodeOptions node = o.node;
-    if (!o.signatures.empty()) {
-        auto c = load_signature_catalogue_file(o.signatures);
-        if (!c) throw UsageError{c.error().message};
-        signatures = std::move(*c);
-        node.signatures = &signatures;
-        a.diagnose.signatures = &signatures;
-    }
+    load_judge_files(o.xid_policy, o.signatures, judge_files, a.diagnose, node);
     Root root(o.node.root);
     a.collect = make_collect_options(node, root);
     a.kernel_log_words = a.collect.kernel_log_words;
@@ -109,14 +90,8 @@ int run_agent_command(const AgentCmdOptions& o) {
         throw UsageError{"--retain " + o.retain + ": an age such as 30d, 12h or 90m"};
     a.store.max_age_ms = -*retain;
     a.store.max_bytes = static_cast<int64_t>(o.max_store_mb * 1024 * 1024);
-    a.drain = o.drain;
-    if (o.drain) {
-        std::map<std::string, std::string> env;
-        if (const char* v = std::getenv("SLURMD_NODENAME")) env["SLURMD_NODENAME"] = v;
-        a.slurm.node = o.slurm_node.empty() ? default_slurm_node_name(env) : o.slurm_node;
-        if (!o.scontrol.empty()) a.slurm.scontrol = o.scontrol;
-        else if (const char* v = std::getenv("GPUDX_SCONTROL"); v && *v) a.slurm.scontrol = v;
-    }
+    a.drain = o.drain.drain;
+    if (a.drain) a.slurm = slurm_drain_options(o.drain);
     return run_agent(a);
 }
 
@@ -148,15 +123,9 @@ CommandRegistrar reg{
              ->type_name("FILE");
          cmd.add_option("--signatures", o->signatures, "Site signature catalogue (TOML, as for diagnose)")
              ->type_name("FILE");
-         auto* drain = cmd.add_flag("--drain", o->drain,
-                                    "Slurm: drain this node at once on an error finding; resume it when healthy again, "
-                                    "only if gpudx drained it");
-         cmd.add_option("--node", o->slurm_node, "Slurm node name for --drain (default: SLURMD_NODENAME, else the host name)")
-             ->type_name("NAME")
-             ->needs(drain);
-         cmd.add_option("--scontrol", o->scontrol, "scontrol to run for --drain (default: $GPUDX_SCONTROL, else scontrol)")
-             ->type_name("PATH")
-             ->needs(drain);
+         add_drain_options(cmd, o->drain,
+                           "Slurm: drain this node at once on an error finding; resume it when healthy again, only "
+                           "if gpudx drained it");
          cmd.footer(
              "Follows /dev/kmsg (or --kernel-log FILE, like tail -F) and judges every new line by the signature\n"
              "catalogue at once; re-diagnoses the node every --interval seconds. A finding that appears or clears\n"

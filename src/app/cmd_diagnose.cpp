@@ -26,21 +26,13 @@ struct DiagnoseCmdOptions {
     std::string xid_policy;
     std::string signatures;
     std::string baseline;
-    bool drain = false;
-    std::string slurm_node;
-    std::string scontrol;
+    DrainCliOptions drain;
 };
 
 // Drains or resumes this node in Slurm once the report is out (docs/integration.md). Failing to talk to Slurm
 // is its own exit code, so a health checker never mistakes it for a verdict about the GPUs.
 int drain_or_resume(const DiagnoseCmdOptions& o, const Diagnosis& d) {
-    SlurmDrainOptions so;
-    std::map<std::string, std::string> env;
-    if (const char* v = std::getenv("SLURMD_NODENAME")) env["SLURMD_NODENAME"] = v;
-    so.node = o.slurm_node.empty() ? default_slurm_node_name(env) : o.slurm_node;
-    if (!o.scontrol.empty()) so.scontrol = o.scontrol;
-    else if (const char* v = std::getenv("GPUDX_SCONTROL"); v && *v) so.scontrol = v;
-    auto r = apply_slurm_drain(so, d.exit_code, slurm_reason(d));
+    auto r = apply_slurm_drain(slurm_drain_options(o.drain), d.exit_code, slurm_reason(d));
     if (!r) {
         std::fprintf(stderr, "gpudx: --drain: %s\n", r.error().message.c_str());
         return kExitSchedulerFailed;
@@ -50,7 +42,7 @@ int drain_or_resume(const DiagnoseCmdOptions& o, const Diagnosis& d) {
 }
 
 int run_diagnose(const DiagnoseCmdOptions& o) {
-    if (o.drain && !o.from.empty())
+    if (o.drain.drain && !o.from.empty())
         throw UsageError{"--drain acts on the node gpudx runs on: it cannot be combined with --from"};
     // The input files first: a mistake in one is told before the node is probed (which can take the deadline).
     std::optional<NodeRecord> baseline;
@@ -60,21 +52,9 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
         baseline = std::move(*record);
     }
     DiagnoseOptions dopts;
-    XidPolicy xid_policy;
-    if (!o.xid_policy.empty()) {
-        auto p = load_xid_policy_file(o.xid_policy);
-        if (!p) throw UsageError{p.error().message};
-        xid_policy = std::move(*p);
-        dopts.xid_policy = &xid_policy;
-    }
-    SignatureCatalogue signatures;
+    JudgeFiles judge_files;
     NodeOptions node = o.node;
-    if (!o.signatures.empty()) {
-        auto c = load_signature_catalogue_file(o.signatures);
-        if (!c) throw UsageError{c.error().message};
-        signatures = std::move(*c);
-        node.signatures = &signatures;
-    }
+    load_judge_files(o.xid_policy, o.signatures, judge_files, dopts, node);
     Snapshot s;
     if (!o.from.empty()) {
         auto loaded = load_snapshot_file(o.from);
@@ -83,7 +63,6 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
     } else {
         s = collect_node(node);
     }
-    if (node.signatures) dopts.signatures = node.signatures;
     dopts.expect_gpus = o.expect_gpus;
     dopts.since = o.node.since;
     if (baseline) dopts.extra_findings = diff_against_baseline(*baseline, s);
@@ -95,7 +74,7 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
     std::string text = std::move(report.text);
     int exit_code = report.exit_code;
     write_output(o.output, text);
-    if (o.drain && drain_or_resume(o, d) != 0) return kExitSchedulerFailed;
+    if (o.drain.drain && drain_or_resume(o, d) != 0) return kExitSchedulerFailed;
     return exit_code;
 }
 
@@ -126,16 +105,9 @@ CommandRegistrar reg{
                         "its signatures replace built-in ones of the same id")
              ->type_name("FILE");
          cmd.add_flag("-v,--verbose", o->verbose, "Also show info findings and collector timings");
-         auto* drain = cmd.add_flag("--drain", o->drain,
-                      "Slurm: drain this node on an error finding (reason: the --format slurm line); resume it when "
-                      "healthy again, but only if gpudx drained it");
-         cmd.add_option("--node", o->slurm_node,
-                        "Slurm node name for --drain (default: SLURMD_NODENAME, else the short host name)")
-             ->type_name("NAME")
-             ->needs(drain);
-         cmd.add_option("--scontrol", o->scontrol, "scontrol to run for --drain (default: $GPUDX_SCONTROL, else scontrol)")
-             ->type_name("PATH")
-             ->needs(drain);
+         add_drain_options(cmd, o->drain,
+                           "Slurm: drain this node on an error finding (reason: the --format slurm line); resume it "
+                           "when healthy again, but only if gpudx drained it");
          cmd.footer(
              "Layers, bottom up: pcie, module, kernel_log, libraries, devices, driver, container, allocation.\n"
              "The failure boundary is the lowest layer with an error; fix it first.\n\n"

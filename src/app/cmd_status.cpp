@@ -69,6 +69,7 @@ struct StatusOptions {
     AgentClientOptions client;
     NodeOptions node;
     std::string format = "text";
+    std::string output;
     bool verbose = false;
     bool no_fallback = false;
 };
@@ -78,7 +79,7 @@ int run_status(const StatusOptions& o) {
     std::string query = "/v1/status?format=" + o.format + (o.verbose ? "&verbose=1" : "");
     auto reply = http_get(where, query, timeout(o.client));
     if (reply && reply->status == 200) {
-        write_output("", reply->body);
+        write_output(o.output, reply->body);
         auto code = reply->headers.find("x-gpudx-exit-code");
         return code == reply->headers.end() ? kExitUnknown : static_cast<int>(parse_int(code->second).value_or(kExitUnknown));
     }
@@ -92,10 +93,10 @@ int run_status(const StatusOptions& o) {
     Snapshot s = collect_node(o.node);
     Diagnosis d = diagnose(s, DiagnoseOptions{.since = o.node.since});
     RenderOptions r;
-    r.color = stdout_is_terminal();
+    r.color = o.output.empty() && stdout_is_terminal();
     r.verbose = o.verbose;
     auto report = render_report(s, d, o.format, r);
-    write_output("", report.text);
+    write_output(o.output, report.text);
     return report.exit_code;
 }
 
@@ -169,6 +170,7 @@ CommandRegistrar status_reg{
          add_node_options(cmd, o->node);
          cmd.add_option("--format", o->format, "text (default), json, prom, slurm, npd, nagios: as for diagnose")
              ->check(CLI::IsMember({"text", "json", "prom", "slurm", "npd", "nagios"}));
+         cmd.add_option("-o,--output", o->output, "Write to FILE (atomically) instead of stdout")->type_name("FILE");
          cmd.add_flag("-v,--verbose", o->verbose, "Also show info findings and collector timings");
          cmd.add_flag("--no-fallback", o->no_fallback, "Without an agent, exit 69 instead of diagnosing once");
          cmd.footer("Prints what `gpudx diagnose` would, from the agent's last diagnosis (answered from memory), and\n"
@@ -176,7 +178,8 @@ CommandRegistrar status_reg{
                     "codes). Without an agent it says so on stderr and diagnoses once with the node options\n"
                     "(--root, --no-driver, ...); with --no-fallback it exits 69.\n\n"
                     "Examples:\n  gpudx status\n  gpudx status --format json --url http://127.0.0.1:9400\n"
-                    "  gpudx status --format npd      # node-problem-detector, from the agent when it runs");
+                    "  gpudx status --format npd      # node-problem-detector, from the agent when it runs\n"
+                    "  gpudx status --format prom -o /var/lib/prometheus/node-exporter/gpudx.prom");
          return [o] { return run_status(*o); };
      }}};
 
