@@ -68,6 +68,7 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
 constexpr size_t kKeptNotes = 20;
 constexpr size_t kDefaultEventLimit = 1000;
 constexpr size_t kMaxEventLimit = 100000;
+constexpr size_t kEventPage = 500;
 
 // What the endpoints serve: one diagnosis, rendered once when it is made.
 struct Published {
@@ -676,18 +677,38 @@ HttpResponse Agent::events_response(const HttpRequest& r) {
         if (!v || *v == 0) return bad("limit=" + it->second + ": not a positive number");
         limit = std::min<size_t>(*v, kMaxEventLimit);
     }
-    nlohmann::json events = nlohmann::json::array();
+    // Written event by event, a page of the store at a time: 10,000 events never sit in memory as one JSON
+    // document, and the main loop's writes wait for one page at most.
+    HttpResponse res;
+    res.body = "{\"events\": [";
+    size_t n = 0;
+    auto add = [&](const AgentEvent& e) {
+        res.body += n++ == 0 ? "\n" : ",\n";
+        res.body += json_text(event_to_json(e));
+    };
+    int64_t cursor = after;
+    for (;;) {
+        std::vector<AgentEvent> page;
+        {
+            std::lock_guard lock(store_mutex_);
+            if (!store_) {
+                for (const auto& e : memory_events_)
+                    if (e.time_ms >= since && page.size() < limit) page.push_back(e);
+                for (const auto& e : page) add(e);
+                break;
+            }
+            page = store_->query(since, cursor, std::min(kEventPage, limit - n));
+        }
+        for (const auto& e : page) add(e), cursor = e.id;
+        if (page.size() < kEventPage || n >= limit) break;
+    }
     {
         std::lock_guard lock(store_mutex_);
-        if (store_) {
-            for (const auto& e : store_->query(since, after, limit)) events.push_back(event_to_json(e));
-        } else {
-            for (const auto& e : memory_events_)
-                if (e.time_ms >= since && events.size() < limit) events.push_back(event_to_json(e));
-        }
+        if (store_)
+            for (const auto& e : store_->pending(since))
+                if (n < limit) add(e);
     }
-    HttpResponse res;
-    res.body = json_text({{"events", events}}, 2) + "\n";
+    res.body += "\n]}\n";
     return res;
 }
 
@@ -700,7 +721,12 @@ HttpResponse Agent::handle(const HttpRequest& r) {
         return res;
     }
     if (r.path == "/v1/status") return status_response(r);
-    if (r.path == "/v1/events") return events_response(r);
+    if (r.path == "/v1/events") {
+        auto res = events_response(r);
+        // A large answer's buffers go back to the system once sent (its copy in the response stays until then).
+        if (res.body.size() > (1u << 20)) ::malloc_trim(0);
+        return res;
+    }
     nlohmann::json unknown = {{"error", "no such endpoint: " + r.path},
                               {"endpoints", {"/metrics", "/v1/status", "/v1/events"}}};
     return {404, "application/json", json_text(unknown) + "\n", {}};
@@ -720,6 +746,9 @@ int run_agent(const AgentOptions& o) {
     pthread_sigmask(SIG_BLOCK, &stop, nullptr);
     ::signal(SIGPIPE, SIG_IGN);
     ::signal(SIGXFSZ, SIG_IGN);
+    // Two malloc arenas, not one per thread: what an answer allocates in a server thread is reused by the next
+    // instead of staying resident in an arena of its own.
+    ::mallopt(M_ARENA_MAX, 2);
     int sfd = ::signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sfd < 0) {
         std::fprintf(stderr, "gpudx agent: signalfd: %s\n", std::strerror(errno));

@@ -217,8 +217,13 @@ std::vector<AgentEvent> EventStore::query(int64_t since_ms, int64_t after_id, si
             }
         }
     }
+    return out;
+}
+
+std::vector<AgentEvent> EventStore::pending(int64_t since_ms) const {
+    std::vector<AgentEvent> out;
     for (const auto& e : pending_)
-        if (out.size() < limit && e.time_ms >= since_ms) out.push_back(e);
+        if (e.time_ms >= since_ms) out.push_back(e);
     return out;
 }
 

@@ -47,9 +47,10 @@ public:
     // Stores the events in one transaction, each given its id (the events not written keep 0 and wait).
     // False when the write failed (a full disk): the events wait in memory and go with the next append.
     bool append(std::vector<AgentEvent>& events);
-    // Events with time >= since_ms and id > after_id, oldest first, at most `limit`; then the pending ones
-    // (id 0) with time >= since_ms.
+    // Stored events with time >= since_ms and id > after_id, oldest first, at most `limit`.
     std::vector<AgentEvent> query(int64_t since_ms, int64_t after_id, size_t limit);
+    // The events waiting in memory for a write to succeed (id 0), with time >= since_ms.
+    std::vector<AgentEvent> pending(int64_t since_ms) const;
     // Deletes events older than max_age and the oldest while the pages in use exceed max_bytes.
     void prune(int64_t now);
     EventStoreStatus status() const;
