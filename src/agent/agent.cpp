@@ -105,7 +105,8 @@ private:
     void rediagnose_kernel_log();
     void take_inbox();
     void record(std::vector<AgentEvent> events);
-    void drain_or_resume(const Diagnosis& d, bool changed);
+    // The drain, resume or failure to record, if any (recorded by the caller with the findings' events).
+    std::optional<AgentEvent> drain_or_resume(const Diagnosis& d, bool changed);
     void note(std::string message);
 
     // The endpoints, from the servers' threads.
@@ -401,8 +402,10 @@ void Agent::diagnose_and_publish(Snapshot s, const std::string& trigger, double 
         ++diagnoses_by_trigger_[trigger];
     }
     bool changed = !events.empty() || !before;
+    // Slurm first: the node leaves service before the events are written (one commit, one fsync, for all).
+    if (o_.drain)
+        if (auto drained = drain_or_resume(p->diagnosis, changed)) events.push_back(std::move(*drained));
     record(std::move(events));
-    if (o_.drain) drain_or_resume(p->diagnosis, changed);
     // A diagnosis allocates and frees megabytes (the snapshot's JSON); give them back between runs.
     ::malloc_trim(0);
 }
@@ -423,26 +426,25 @@ void Agent::rediagnose_kernel_log() {
     diagnose_and_publish(std::move(s), "kernel_log", started);
 }
 
-void Agent::drain_or_resume(const Diagnosis& d, bool changed) {
+std::optional<AgentEvent> Agent::drain_or_resume(const Diagnosis& d, bool changed) {
     // Only when the findings changed (or the last attempt failed): one event, one scontrol update at most.
-    if (!changed && !drain_failing_) return;
+    if (!changed && !drain_failing_) return std::nullopt;
     std::string reason = slurm_reason(d);
     auto r = apply_slurm_drain(o_.slurm, d.exit_code, reason);
     AgentEvent e;
     e.time_ms = now_ms();
     if (!r) {
         std::string message = "--drain: " + r.error().message;
-        if (!drain_failing_ || message != drain_state_) {
-            e.kind = "drain_failed";
-            e.message = message;
-            std::fprintf(stderr, "gpudx agent: %s\n", message.c_str());
-            record({e});
-        }
+        bool news = !drain_failing_ || message != drain_state_;
         set_drain_state(true, message);
-        return;
+        if (!news) return std::nullopt;
+        e.kind = "drain_failed";
+        e.message = message;
+        std::fprintf(stderr, "gpudx agent: %s\n", message.c_str());
+        return e;
     }
     set_drain_state(false, r->message);
-    if (r->action != SlurmAction::drain && r->action != SlurmAction::resume) return;
+    if (r->action != SlurmAction::drain && r->action != SlurmAction::resume) return std::nullopt;
     e.kind = r->action == SlurmAction::drain ? "drained" : "resumed";
     e.message = r->message;
     // The reason names the finding and its GPU: "gpudx: <check> <UUID> <PCI address>".
@@ -457,7 +459,7 @@ void Agent::drain_or_resume(const Diagnosis& d, bool changed) {
             break;
         }
     std::fprintf(stderr, "gpudx agent: %s\n", r->message.c_str());
-    record({e});
+    return e;
 }
 
 void Agent::take_inbox() {
