@@ -145,4 +145,3 @@ GPUDX_COMPAT int pthread_rwlock_clockwrlock(pthread_rwlock_t* lock, clockid_t cl
     int rc = realtime_deadline(clock, deadline, &wall);
     return rc ? rc : pthread_rwlock_timedwrlock(lock, &wall);
 }
-
