@@ -17,3 +17,11 @@ foreach(symbol __libc_single_threaded arc4random _dl_find_object pthread_cond_cl
   add_link_options(LINKER:-u,${symbol})
 endforeach()
 add_link_options(-static-libstdc++ -static-libgcc)
+
+# exp, exp2, log, log2 and pow bind to their glibc 2.29 versions when linked against 2.31: in what links the
+# static SQLite, each call goes to glibc_compat_math.c's __wrap_ of it instead, which calls the 2.2.5 version
+# (CMakeLists.txt's gpudx_sqlite3 adds the library and the --wrap options).
+add_library(gpudx_glibc_compat_math STATIC ${PROJECT_SOURCE_DIR}/src/core/glibc_compat_math.c)
+set_target_properties(gpudx_glibc_compat_math PROPERTIES C_VISIBILITY_PRESET hidden)
+target_compile_options(gpudx_glibc_compat_math PRIVATE ${GPUDX_WARNINGS})
+target_link_libraries(gpudx_glibc_compat_math PUBLIC m)

@@ -27,11 +27,11 @@ endforeach()
 # try_compile projects read this file again and need the same sysroot.
 list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES GPUDX_SYSROOT)
 
-# The header-only libraries, each by its own folder of the host's /usr/include (CMakeLists.txt's
+# The header-only libraries, each by its own folder of the host's /usr/include (and SQLite's one header) (CMakeLists.txt's
 # GPUDX_HEADERS_DIR), and GoogleTest built from the host's sources (tests/CMakeLists.txt's GPUDX_GTEST_SOURCE).
 if(CMAKE_BINARY_DIR AND NOT CMAKE_BINARY_DIR MATCHES "/CMakeFiles/CMakeScratch/|/CMakeFiles/CMakeTmp")
   set(headers "${CMAKE_BINARY_DIR}/portable-headers")
-  foreach(lib nlohmann CLI fmt toml++)
+  foreach(lib nlohmann CLI fmt toml++ sqlite3.h)
     if(NOT EXISTS "${headers}/${lib}")
       file(MAKE_DIRECTORY "${headers}")
       file(CREATE_LINK "/usr/include/${lib}" "${headers}/${lib}" SYMBOLIC)

@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev libkmod-dev
   libgtest-dev libgmock-dev libbenchmark-dev pci.ids kmod python3 xz-utils strace
+  libsqlite3-dev sqlite3  # the agent's event store (libsqlite3.a, linked statically); sqlite3: its tests' checks
   debian-archive-keyring  # scripts/fetch-sysroot.sh checks the Debian 11 packages of the portable build with it
 )
 if [[ "${1:-}" == "--with-integration" ]]; then

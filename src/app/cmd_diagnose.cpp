@@ -13,7 +13,7 @@
 #include "rules/baseline.hpp"
 #include "actions/slurm.hpp"
 #include "render/formats.hpp"
-#include "render/report.hpp"
+#include "render/report_format.hpp"
 
 namespace gpudx::app {
 namespace {
@@ -28,18 +28,10 @@ struct DiagnoseCmdOptions {
     std::string xid_policy;
     std::string signatures;
     std::string baseline;
-    bool drain = false;
-    std::string slurm_node;
-    std::string scontrol;
+    DrainCliOptions drain;
     std::vector<int> pids;
     std::string slurm_job;
 };
-
-std::string scontrol_path(const DiagnoseCmdOptions& o) {
-    if (!o.scontrol.empty()) return o.scontrol;
-    if (const char* v = std::getenv("GPUDX_SCONTROL"); v && *v) return v;
-    return "scontrol";
-}
 
 // --pid and --slurm-job: the processes whose own view is judged beside the node's (docs/process-view.md). False,
 // having said why, when the job has no process here: nothing of what was asked can be judged.
@@ -49,7 +41,7 @@ bool resolve_processes(const DiagnoseCmdOptions& o, NodeOptions& node) {
     if (!parse_uint(o.slurm_job)) throw UsageError{"--slurm-job " + o.slurm_job + ": not a Slurm job id (a number)"};
     SlurmJobPidsOptions so;
     so.job = o.slurm_job;
-    so.scontrol = scontrol_path(o);
+    so.scontrol = slurm_drain_options(o.drain).scontrol;
     auto pids = slurm_job_pids(Root(o.node.root), so);
     if (!pids) {
         std::fprintf(stderr, "gpudx: --slurm-job %s: %s\n", o.slurm_job.c_str(), pids.error().message.c_str());
@@ -70,12 +62,7 @@ int process_exit_code(const Snapshot& s, const NodeOptions& node, int exit_code)
 // Drains or resumes this node in Slurm once the report is out (docs/integration.md). Failing to talk to Slurm
 // is its own exit code, so a health checker never mistakes it for a verdict about the GPUs.
 int drain_or_resume(const DiagnoseCmdOptions& o, const Diagnosis& d) {
-    SlurmDrainOptions so;
-    std::map<std::string, std::string> env;
-    if (const char* v = std::getenv("SLURMD_NODENAME")) env["SLURMD_NODENAME"] = v;
-    so.node = o.slurm_node.empty() ? default_slurm_node_name(env) : o.slurm_node;
-    so.scontrol = scontrol_path(o);
-    auto r = apply_slurm_drain(so, d.exit_code, slurm_reason(d));
+    auto r = apply_slurm_drain(slurm_drain_options(o.drain), d.exit_code, slurm_reason(d));
     if (!r) {
         std::fprintf(stderr, "gpudx: --drain: %s\n", r.error().message.c_str());
         return kExitSchedulerFailed;
@@ -85,7 +72,7 @@ int drain_or_resume(const DiagnoseCmdOptions& o, const Diagnosis& d) {
 }
 
 int run_diagnose(const DiagnoseCmdOptions& o) {
-    if (o.drain && !o.from.empty())
+    if (o.drain.drain && !o.from.empty())
         throw UsageError{"--drain acts on the node gpudx runs on: it cannot be combined with --from"};
     // The input files first: a mistake in one is told before the node is probed (which can take the deadline).
     std::optional<NodeRecord> baseline;
@@ -95,21 +82,9 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
         baseline = std::move(*record);
     }
     DiagnoseOptions dopts;
-    XidPolicy xid_policy;
-    if (!o.xid_policy.empty()) {
-        auto p = load_xid_policy_file(o.xid_policy);
-        if (!p) throw UsageError{p.error().message};
-        xid_policy = std::move(*p);
-        dopts.xid_policy = &xid_policy;
-    }
-    SignatureCatalogue signatures;
+    JudgeFiles judge_files;
     NodeOptions node = o.node;
-    if (!o.signatures.empty()) {
-        auto c = load_signature_catalogue_file(o.signatures);
-        if (!c) throw UsageError{c.error().message};
-        signatures = std::move(*c);
-        node.signatures = &signatures;
-    }
+    load_judge_files(o.xid_policy, o.signatures, judge_files, dopts, node);
     Snapshot s;
     if (!o.from.empty()) {
         auto loaded = load_snapshot_file(o.from);
@@ -119,36 +94,19 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
         if (!resolve_processes(o, node)) return kExitUnknown;
         s = collect_node(node);
     }
-    if (node.signatures) dopts.signatures = node.signatures;
     dopts.expect_gpus = o.expect_gpus;
     dopts.since = o.node.since;
     if (baseline) dopts.extra_findings = diff_against_baseline(*baseline, s);
     Diagnosis d = diagnose(s, dopts);
     d.exit_code = process_exit_code(s, node, d.exit_code);
-    std::string text;
-    int exit_code = d.exit_code;
-    if (o.format == "json") {
-        text = diagnosis_to_json(s, d).dump(2) + "\n";
-    } else if (o.format == "prom") {
-        text = render_prometheus(s, d);
-    } else if (o.format == "slurm") {
-        text = slurm_reason(d) + "\n";
-    } else if (o.format == "npd") {
-        auto r = node_problem_detector(d);
-        text = r.message + "\n";
-        exit_code = r.exit_code;
-    } else if (o.format == "nagios") {
-        auto r = nagios(s, d);
-        text = r.message + "\n";
-        exit_code = r.exit_code;
-    } else {
-        RenderOptions r;
-        r.color = o.output.empty() && stdout_is_terminal();
-        r.verbose = o.verbose;
-        text = render_diagnosis_text(s, d, r);
-    }
+    RenderOptions r;
+    r.color = o.output.empty() && stdout_is_terminal();
+    r.verbose = o.verbose;
+    auto report = render_report(s, d, o.format, r);
+    std::string text = std::move(report.text);
+    int exit_code = report.exit_code;
     write_output(o.output, text);
-    if (o.drain && drain_or_resume(o, d) != 0) return kExitSchedulerFailed;
+    if (o.drain.drain && drain_or_resume(o, d) != 0) return kExitSchedulerFailed;
     return exit_code;
 }
 
@@ -191,16 +149,10 @@ CommandRegistrar reg{
              ->type_name("JOBID")
              ->excludes(from);
          cmd.add_flag("-v,--verbose", o->verbose, "Also show info findings and collector timings");
-         auto* drain = cmd.add_flag("--drain", o->drain,
-                      "Slurm: drain this node on an error finding (reason: the --format slurm line); resume it when "
-                      "healthy again, but only if gpudx drained it");
-         cmd.add_option("--node", o->slurm_node,
-                        "Slurm node name for --drain (default: SLURMD_NODENAME, else the short host name)")
-             ->type_name("NAME")
-             ->needs(drain);
-         cmd.add_option("--scontrol", o->scontrol,
-                        "scontrol to run for --drain and --slurm-job (default: $GPUDX_SCONTROL, else scontrol)")
-             ->type_name("PATH");
+         add_drain_options(cmd, o->drain,
+                           "Slurm: drain this node on an error finding (reason: the --format slurm line); resume it "
+                           "when healthy again, but only if gpudx drained it",
+                           /*scontrol_needs_drain=*/false);
          cmd.footer(
              "Layers, bottom up: pcie, module, kernel_log, libraries, devices, driver, container, allocation.\n"
              "The failure boundary is the lowest layer with an error; fix it first.\n\n"

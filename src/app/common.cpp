@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <map>
 
 #include "collect/collectors.hpp"
 #include "collect/kernel_log_parse.hpp"
@@ -94,6 +96,47 @@ Snapshot collect_node(const NodeOptions& o) {
     Root root(o.root);
     auto opts = make_collect_options(o, root);
     return take_snapshot(root, opts);
+}
+
+void add_drain_options(CLI::App& cmd, DrainCliOptions& o, const std::string& drain_help, bool scontrol_needs_drain) {
+    auto* drain = cmd.add_flag("--drain", o.drain, drain_help);
+    cmd.add_option("--node", o.node, "Slurm node name for --drain (default: SLURMD_NODENAME, else the short host name)")
+        ->type_name("NAME")
+        ->needs(drain);
+    auto* scontrol =
+        cmd.add_option("--scontrol", o.scontrol,
+                       scontrol_needs_drain ? "scontrol to run for --drain (default: $GPUDX_SCONTROL, else scontrol)"
+                                            : "scontrol to run for --drain and --slurm-job (default: $GPUDX_SCONTROL, "
+                                              "else scontrol)")
+            ->type_name("PATH");
+    if (scontrol_needs_drain) scontrol->needs(drain);
+}
+
+SlurmDrainOptions slurm_drain_options(const DrainCliOptions& o) {
+    SlurmDrainOptions so;
+    std::map<std::string, std::string> env;
+    if (const char* v = std::getenv("SLURMD_NODENAME")) env["SLURMD_NODENAME"] = v;
+    so.node = o.node.empty() ? default_slurm_node_name(env) : o.node;
+    if (!o.scontrol.empty()) so.scontrol = o.scontrol;
+    else if (const char* v = std::getenv("GPUDX_SCONTROL"); v && *v) so.scontrol = v;
+    return so;
+}
+
+void load_judge_files(const std::string& xid_policy, const std::string& signatures, JudgeFiles& files,
+                      DiagnoseOptions& diagnose, NodeOptions& node) {
+    if (!xid_policy.empty()) {
+        auto p = load_xid_policy_file(xid_policy);
+        if (!p) throw UsageError{p.error().message};
+        files.xid_policy = std::move(*p);
+        diagnose.xid_policy = &files.xid_policy;
+    }
+    if (!signatures.empty()) {
+        auto c = load_signature_catalogue_file(signatures);
+        if (!c) throw UsageError{c.error().message};
+        files.signatures = std::move(*c);
+        node.signatures = &files.signatures;
+        diagnose.signatures = &files.signatures;
+    }
 }
 
 void write_output(const std::string& path, const std::string& text) {

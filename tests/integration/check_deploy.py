@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Checks the deployment files under deploy/: they parse, and say what gpudx needs them to say.
 
-- kubernetes/npd-gpudx.json: a node-problem-detector custom plugin config that runs `gpudx diagnose --format
-  npd` within NPD's 5 s timeout; the command it names is run (with --root pointed at captures) and must exit
+- kubernetes/npd-gpudx.json: a node-problem-detector custom plugin config that runs `gpudx status --format
+  npd` (the agent's diagnosis when it runs, else one of its own) or `gpudx diagnose --format npd` within NPD's
+  5 s timeout; the command it names is run (with --root pointed at captures) and must exit
   0/1/2 with a message of at most 80 characters on one line.
 - kubernetes/daemonset.yaml: parsed with PyYAML when installed (else that part is skipped): a privileged
   DaemonSet with read-only hostPath mounts of /sys, /proc, /dev, /var/log under /host, running
-  `gpudx diagnose --root /host ... --format prom -o`.
+  `gpudx agent --root /host` with its --state-dir on a writable hostPath and its --listen port declared.
 - systemd units: `systemd-analyze verify` when available (else skipped), with gpudx's path replaced by the
   built binary; any warning is a failure."""
 import argparse, json, os, re, shutil, subprocess, sys
@@ -34,7 +35,10 @@ def npd(src, gpudx, work):
         check(r.get("timeout") == "5s", "npd: rule timeout is not 5s")
         check(r.get("path", "").endswith("/gpudx"), f"npd: rule path {r.get('path')}")
         args = r.get("args", [])
-        check(args[:3] == ["diagnose", "--format", "npd"], f"npd: args {args}")
+        check(args[:3] in (["diagnose", "--format", "npd"], ["status", "--format", "npd"]), f"npd: args {args}")
+        if args[0] == "status":
+            check("--timeout" in args and float(args[args.index("--timeout") + 1]) < 5,
+                  "npd: status --timeout must stay below the 5 s timeout")
         # The driver deadline must leave room inside NPD's timeout.
         if "--deadline" in args:
             check(float(args[args.index("--deadline") + 1]) < 5, "npd: --deadline must stay below the 5 s timeout")
@@ -84,9 +88,14 @@ def daemonset(src):
         if not m.get("readOnly"):
             check(not m["mountPath"].startswith("/host"), f"daemonset: host mount {m['mountPath']} is writable")
     script = " ".join(c.get("command", []) + c.get("args", []))
-    check(re.search(r"gpudx diagnose --root /host", script) is not None, "daemonset: does not run gpudx diagnose --root /host")
-    m = re.search(r"--format prom -o (\S+)", script)
-    check(m is not None and os.path.dirname(m.group(1)) in mounts, "daemonset: prom file not written to a mounted dir")
+    check(re.search(r"gpudx agent --root /host", script) is not None, "daemonset: does not run gpudx agent --root /host")
+    m = re.search(r"--state-dir (\S+)", script)
+    state = mounts.get(m.group(1)) if m else None
+    check(state is not None and not state.get("readOnly") and volumes[state["name"]].get("hostPath") is not None,
+          "daemonset: the agent's --state-dir is not a writable hostPath mount (its events would not outlive the pod)")
+    m = re.search(r"--listen \S+:(\d+)", script)
+    ports = [p.get("containerPort") for p in c.get("ports", [])]
+    check(m is not None and int(m.group(1)) in ports, "daemonset: the agent's --listen port is not a containerPort")
     notes.append("daemonset.yaml: parsed and checked")
 
 

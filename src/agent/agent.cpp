@@ -1,0 +1,775 @@
+#include "agent/agent.hpp"
+
+#include <fcntl.h>
+#include <malloc.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "agent/follow.hpp"
+#include "agent/http.hpp"
+#include "agent/notify.hpp"
+#include "collect/collectors.hpp"
+#include "collect/kernel_log_parse.hpp"
+#include "core/root.hpp"
+#include "core/text.hpp"
+#include "render/formats.hpp"
+#include "render/report.hpp"
+#include "render/report_format.hpp"
+#include "rules/diagnose.hpp"
+#include "rules/signatures.hpp"
+
+extern char** environ;
+
+namespace gpudx {
+
+bool kernel_line_matters(std::string_view line, const std::vector<std::string>& words) {
+    auto format = detect_line_format(line);
+    std::string_view message = line;
+    if (format != KernelLogFormat::unknown) {
+        auto parsed = parse_log_line(line, format);
+        if (parsed.continuation) return false;
+        if (parsed.recognised) message = parsed.message;
+    }
+    if (!classify_topic(message).empty()) return true;
+    std::string lower = to_lower(message);
+    for (const auto& w : words)
+        if (!w.empty() && lower.find(to_lower(w)) != std::string::npos) return true;
+    return false;
+}
+
+namespace {
+
+std::string join(const std::vector<std::string>& parts, std::string_view sep) {
+    std::string out;
+    for (const auto& p : parts) out += (out.empty() ? "" : std::string(sep)) + p;
+    return out;
+}
+
+constexpr size_t kKeptNotes = 20;
+constexpr size_t kDefaultEventLimit = 1000;
+constexpr size_t kMaxEventLimit = 100000;
+constexpr size_t kEventPage = 500;
+
+// What the endpoints serve: one diagnosis, rendered once when it is made.
+struct Published {
+    Snapshot snapshot;
+    Diagnosis diagnosis;
+    std::string prom;
+    int64_t time_ms = 0;
+    std::string trigger;  // start, interval, kernel_log
+    double duration_ms = 0;
+};
+
+// What a full collection in the child gave.
+struct Collected {
+    std::optional<Snapshot> snapshot;
+    std::string problem;  // why there is none
+    bool stopping = false;  // a signal came while it ran
+};
+
+class Agent {
+public:
+    Agent(const AgentOptions& o, int signal_fd) : o_(o), signal_fd_(signal_fd), root_(o.root) {}
+    int run();
+
+private:
+    // Setup, in the main thread.
+    int open_listeners();
+    void open_store();
+    void start_follower();
+    void stop_all();
+
+    // The main loop's work.
+    Collected collect_full();
+    void diagnose_and_publish(Snapshot s, const std::string& trigger, double started_ms);
+    void rediagnose_kernel_log();
+    void take_inbox();
+    void record(std::vector<AgentEvent> events);
+    // The drain, resume or failure to record, if any (recorded by the caller with the findings' events).
+    std::optional<AgentEvent> drain_or_resume(const Diagnosis& d, bool changed);
+    void note(std::string message);
+
+    // The endpoints, from the servers' threads.
+    HttpResponse handle(const HttpRequest& r);
+    HttpResponse status_response(const HttpRequest& r);
+    HttpResponse events_response(const HttpRequest& r);
+    std::string agent_metrics();
+    nlohmann::json agent_json();
+    std::shared_ptr<const Published> published() const;
+
+    const AgentOptions& o_;
+    int signal_fd_;
+    Root root_;
+    int64_t started_ms_ = now_ms();
+    SystemdNotifier systemd_;
+
+    std::vector<std::unique_ptr<HttpServer>> servers_;
+    std::vector<std::string> serving_;
+
+    mutable std::mutex published_mutex_;
+    std::shared_ptr<const Published> published_;
+
+    std::mutex store_mutex_;
+    std::unique_ptr<EventStore> store_;
+    std::string store_problem_;  // when there is no store at all
+    std::deque<AgentEvent> memory_events_;  // the events, when there is no store
+
+    // The follower thread and what it hands over.
+    std::thread follower_;
+    int follower_stop_ = -1;  // eventfd: the follower stops when it is readable
+    int wake_ = -1;           // eventfd: the main loop has lines or notes to take
+    std::string follow_source_;
+    std::mutex inbox_mutex_;
+    uint64_t inbox_matched_ = 0;
+    std::vector<std::string> inbox_notes_;
+    std::atomic<uint64_t> lines_read_{0}, lines_matched_{0}, kmsg_lost_{0};
+
+    mutable std::mutex notes_mutex_;
+    std::deque<std::pair<int64_t, std::string>> notes_;
+
+    std::mutex counters_mutex_;
+    std::map<std::string, uint64_t> events_by_kind_;
+    std::map<std::string, uint64_t> diagnoses_by_trigger_;
+
+    // Slurm: the last outcome, so a failure is said once while it lasts and retried (under counters_mutex_:
+    // /v1/status reads it).
+    bool drain_failing_ = false;
+    std::string drain_state_;
+    void set_drain_state(bool failing, std::string state) {
+        std::lock_guard lock(counters_mutex_);
+        drain_failing_ = failing;
+        drain_state_ = std::move(state);
+    }
+    bool collect_failing_ = false;
+};
+
+std::shared_ptr<const Published> Agent::published() const {
+    std::lock_guard lock(published_mutex_);
+    return published_;
+}
+
+void Agent::note(std::string message) {
+    std::fprintf(stderr, "gpudx agent: %s\n", message.c_str());
+    {
+        std::lock_guard lock(notes_mutex_);
+        notes_.emplace_back(now_ms(), message);
+        while (notes_.size() > kKeptNotes) notes_.pop_front();
+    }
+    record({agent_note(std::move(message), now_ms())});
+}
+
+int Agent::open_listeners() {
+    HttpHandler handler = [this](const HttpRequest& r) { return handle(r); };
+    if (o_.listen) {
+        auto address = parse_listen_address(*o_.listen);
+        if (!address) {
+            std::fprintf(stderr, "gpudx agent: %s\n", address.error().message.c_str());
+            return kExitAgentCannotStart;
+        }
+        auto server = HttpServer::listen_tcp(*address, handler);
+        if (!server) {
+            std::fprintf(stderr, "gpudx agent: %s\n", server.error().message.c_str());
+            return kExitAgentCannotStart;
+        }
+        servers_.push_back(std::move(*server));
+    }
+    if (!o_.socket_path.empty()) {
+        auto server = HttpServer::listen_unix(o_.socket_path, handler);
+        if (!server) {
+            std::fprintf(stderr, "gpudx agent: %s\n", server.error().message.c_str());
+            return kExitAgentCannotStart;
+        }
+        servers_.push_back(std::move(*server));
+    }
+    for (auto& s : servers_) serving_.push_back(s->where());
+    return 0;
+}
+
+void Agent::open_store() {
+    EventStoreOptions so = o_.store;
+    if (so.path.empty()) so.path = (std::filesystem::path(o_.state_dir) / "events.db").string();
+    auto store = EventStore::open(so);
+    std::lock_guard lock(store_mutex_);
+    if (!store) {
+        store_problem_ = store.error().message + " (events are kept in memory only)";
+        return;
+    }
+    store_ = std::move(*store);
+    if (auto st = store_->status(); !st.moved_aside.empty()) std::fprintf(stderr, "gpudx agent: %s\n", st.problem.c_str());
+}
+
+void Agent::start_follower() {
+    follower_stop_ = ::eventfd(0, EFD_CLOEXEC);
+    wake_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    bool file = o_.collect.kernel_log_file.has_value();
+    if (file) {
+        follow_source_ = *o_.collect.kernel_log_file;
+    } else if (!root_.is_live() && root_.exists("/_commands/dmesg.txt")) {
+        // A capture: its saved log is what the diagnosis reads, so it is what is followed.
+        auto p = root_.host_path("/_commands/dmesg.txt");
+        follow_source_ = p ? p->string() : std::string();
+        file = true;
+    } else {
+        auto p = root_.host_path("/dev/kmsg");
+        follow_source_ = p ? p->string() : std::string("/dev/kmsg");
+    }
+    follower_ = std::thread([this, file] {
+        FollowSink sink;
+        sink.line = [this](std::string_view line) {
+            lines_read_.fetch_add(1, std::memory_order_relaxed);
+            if (!kernel_line_matters(line, o_.kernel_log_words)) return;
+            lines_matched_.fetch_add(1, std::memory_order_relaxed);
+            {
+                std::lock_guard lock(inbox_mutex_);
+                ++inbox_matched_;
+            }
+            uint64_t one = 1;
+            (void)!::write(wake_, &one, sizeof one);
+        };
+        sink.note = [this](std::string message) {
+            {
+                std::lock_guard lock(inbox_mutex_);
+                inbox_notes_.push_back(std::move(message));
+            }
+            uint64_t one = 1;
+            (void)!::write(wake_, &one, sizeof one);
+        };
+        sink.lost = [this](uint64_t n) { kmsg_lost_.fetch_add(n, std::memory_order_relaxed); };
+        if (file) follow_file(follow_source_, follower_stop_, sink);
+        else follow_kmsg(follow_source_, follower_stop_, sink);
+    });
+}
+
+void Agent::stop_all() {
+    if (follower_.joinable()) {
+        uint64_t one = 1;
+        (void)!::write(follower_stop_, &one, sizeof one);
+        follower_.join();
+    }
+    for (auto& s : servers_) s->stop();
+    servers_.clear();
+    if (follower_stop_ >= 0) ::close(follower_stop_);
+    if (wake_ >= 0) ::close(wake_);
+}
+
+// The child's stdout, read until it ends, the deadline passes or a signal comes (then the child is killed).
+Collected Agent::collect_full() {
+    Collected out;
+    if (o_.snapshot_command.empty()) {
+        out.problem = "no snapshot command";
+        return out;
+    }
+    std::vector<char*> argv;
+    for (const auto& a : o_.snapshot_command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    int pipefd[2];
+    if (::pipe2(pipefd, O_CLOEXEC) != 0) {
+        out.problem = fmt::format("pipe: {}", std::strerror(errno));
+        return out;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    // The agent blocks SIGTERM and ignores SIGPIPE; the child starts as any program does.
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGPIPE);
+    sigaddset(&defaults, SIGXFSZ);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+    pid_t pid = 0;
+    int rc = ::posix_spawn(&pid, argv[0], &fa, &attr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    ::close(pipefd[1]);
+    if (rc != 0) {
+        ::close(pipefd[0]);
+        out.problem = fmt::format("cannot run {}: {}", o_.snapshot_command[0], std::strerror(rc));
+        return out;
+    }
+    std::string text;
+    auto deadline = std::chrono::steady_clock::now() + o_.snapshot_timeout;
+    bool killed = false;
+    char buf[65536];
+    for (;;) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+            out.problem = fmt::format("the collection did not finish within {} s (killed)", o_.snapshot_timeout.count() / 1000);
+            killed = true;
+            break;
+        }
+        pollfd p[2] = {{pipefd[0], POLLIN, 0}, {signal_fd_, POLLIN, 0}};
+        int n = ::poll(p, 2, static_cast<int>(left.count()));
+        if (n < 0 && errno == EINTR) continue;
+        if (p[1].revents & POLLIN) {
+            out.stopping = true;
+            killed = true;
+            break;
+        }
+        if (n <= 0) continue;
+        ssize_t got = ::read(pipefd[0], buf, sizeof buf);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;
+        text.append(buf, static_cast<size_t>(got));
+    }
+    ::close(pipefd[0]);
+    if (killed) ::kill(-pid, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (killed) return out;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        out.problem = WIFEXITED(status) ? fmt::format("the collection exited {}", WEXITSTATUS(status))
+                                        : fmt::format("the collection was killed by signal {}", WTERMSIG(status));
+        return out;
+    }
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded()) {
+        out.problem = "the collection printed no JSON snapshot";
+        return out;
+    }
+    auto s = snapshot_from_json(j);
+    if (!s) {
+        out.problem = "the collection's snapshot: " + s.error().message;
+        return out;
+    }
+    out.snapshot = std::move(*s);
+    return out;
+}
+
+void Agent::record(std::vector<AgentEvent> events) {
+    if (events.empty()) return;
+    {
+        std::lock_guard lock(counters_mutex_);
+        for (const auto& e : events) ++events_by_kind_[e.kind];
+    }
+    std::lock_guard lock(store_mutex_);
+    if (store_) {
+        bool was_writable = store_->status().writable;
+        store_->append(events);
+        store_->prune(now_ms());
+        auto st = store_->status();
+        if (was_writable && !st.writable) std::fprintf(stderr, "gpudx agent: %s\n", st.problem.c_str());
+        return;
+    }
+    for (auto& e : events) memory_events_.push_back(std::move(e));
+    while (memory_events_.size() > o_.store.max_pending) memory_events_.pop_front();
+}
+
+void Agent::diagnose_and_publish(Snapshot s, const std::string& trigger, double started_ms) {
+    auto p = std::make_shared<Published>();
+    p->diagnosis = diagnose(s, o_.diagnose);
+    p->snapshot = std::move(s);
+    p->prom = render_prometheus(p->snapshot, p->diagnosis);
+    p->time_ms = now_ms();
+    p->trigger = trigger;
+    p->duration_ms = static_cast<double>(now_ms()) - started_ms;
+    auto before = published();
+    std::vector<Finding> previous = before ? before->diagnosis.findings : std::vector<Finding>{};
+    auto events = diff_findings(previous, p->diagnosis.findings, p->time_ms);
+    {
+        std::lock_guard lock(published_mutex_);
+        published_ = p;
+    }
+    {
+        std::lock_guard lock(counters_mutex_);
+        ++diagnoses_by_trigger_[trigger];
+    }
+    bool changed = !events.empty() || !before;
+    // Slurm first: the node leaves service before the events are written (one commit, one fsync, for all).
+    if (o_.drain)
+        if (auto drained = drain_or_resume(p->diagnosis, changed)) events.push_back(std::move(*drained));
+    record(std::move(events));
+    // A diagnosis allocates and frees megabytes (the snapshot's JSON); give them back between runs.
+    ::malloc_trim(0);
+}
+
+void Agent::rediagnose_kernel_log() {
+    auto before = published();
+    if (!before) return;
+    double started = static_cast<double>(now_ms());
+    Snapshot s = before->snapshot;
+    CollectContext ctx{root_, o_.collect};
+    KernelLog log;
+    CollectorStatus st = collect_kernel_log(ctx, log);
+    s.kernel_log = std::move(log);
+    bool replaced = false;
+    for (auto& c : s.collectors)
+        if (c.name == st.name) c = st, replaced = true;
+    if (!replaced) s.collectors.push_back(st);
+    diagnose_and_publish(std::move(s), "kernel_log", started);
+}
+
+std::optional<AgentEvent> Agent::drain_or_resume(const Diagnosis& d, bool changed) {
+    // Only when the findings changed (or the last attempt failed): one event, one scontrol update at most.
+    if (!changed && !drain_failing_) return std::nullopt;
+    std::string reason = slurm_reason(d);
+    auto r = apply_slurm_drain(o_.slurm, d.exit_code, reason);
+    AgentEvent e;
+    e.time_ms = now_ms();
+    if (!r) {
+        std::string message = "--drain: " + r.error().message;
+        bool news = !drain_failing_ || message != drain_state_;
+        set_drain_state(true, message);
+        if (!news) return std::nullopt;
+        e.kind = "drain_failed";
+        e.message = message;
+        std::fprintf(stderr, "gpudx agent: %s\n", message.c_str());
+        return e;
+    }
+    set_drain_state(false, r->message);
+    if (r->action != SlurmAction::drain && r->action != SlurmAction::resume) return std::nullopt;
+    e.kind = r->action == SlurmAction::drain ? "drained" : "resumed";
+    e.message = r->message;
+    // The reason names the finding and its GPU: "gpudx: <check> <UUID> <PCI address>".
+    auto words = split_ws(r->action == SlurmAction::drain ? std::string_view(reason) : std::string_view(r->before.reason));
+    if (words.size() >= 2) e.finding = std::string(words[1]);
+    for (const auto& f : d.findings)
+        if (f.id == e.finding && !f.subjects.empty()) {
+            e.gpu_uuid = f.subjects.front().uuid;
+            e.gpu_pci = f.subjects.front().pci;
+            e.layer = to_string(f.layer);
+            e.severity = to_string(f.severity);
+            break;
+        }
+    std::fprintf(stderr, "gpudx agent: %s\n", r->message.c_str());
+    return e;
+}
+
+void Agent::take_inbox() {
+    uint64_t count = 0;
+    (void)!::read(wake_, &count, sizeof count);
+    uint64_t matched = 0;
+    std::vector<std::string> notes;
+    {
+        std::lock_guard lock(inbox_mutex_);
+        std::swap(matched, inbox_matched_);
+        std::swap(notes, inbox_notes_);
+    }
+    for (auto& n : notes) note(std::move(n));
+    // However many lines arrived since the last look, one re-read of the kernel log judges them all.
+    if (matched > 0) rediagnose_kernel_log();
+}
+
+int Agent::run() {
+    if (int rc = open_listeners(); rc != 0) return rc;
+    open_store();
+    {
+        std::lock_guard lock(store_mutex_);
+        if (!store_problem_.empty()) std::fprintf(stderr, "gpudx agent: %s\n", store_problem_.c_str());
+    }
+    // Followed before the first diagnosis, so a line written while it runs is not missed.
+    start_follower();
+    record({agent_note(fmt::format("gpudx agent {} started; following {}; serving {}", GPUDX_VERSION, follow_source_,
+                                   serving_.empty() ? std::string("nothing") : join(serving_, ", ")),
+                       now_ms())});
+    auto full = [&](const char* trigger) {
+        double started = static_cast<double>(now_ms());
+        Collected c = collect_full();
+        if (c.stopping) return false;
+        if (!c.snapshot) {
+            if (!collect_failing_) note("collecting the node failed: " + c.problem + "; the kernel-log layer goes on");
+            collect_failing_ = true;
+            auto before = published();
+            if (before) return true;
+            // Nothing to serve yet: the host layers in this process (no driver: no child to fork here).
+            CollectOptions host_only = o_.collect;
+            host_only.probe_driver = false;
+            host_only.driver_not_probed_reason = "the agent's collection failed: " + c.problem;
+            c.snapshot = take_snapshot(root_, host_only);
+        } else {
+            collect_failing_ = false;
+        }
+        diagnose_and_publish(std::move(*c.snapshot), trigger, started);
+        return true;
+    };
+    for (auto& s : servers_) s->start();
+    if (!full("start")) {
+        stop_all();
+        return 0;
+    }
+    systemd_.notify(fmt::format("READY=1\nSTATUS=serving {}", join(serving_, ", ")));
+    using clock = std::chrono::steady_clock;
+    auto next_full = clock::now() + o_.interval;
+    auto watchdog = systemd_.watchdog_interval();
+    auto next_ping = clock::now() + watchdog.value_or(std::chrono::hours(24));
+    for (;;) {
+        auto now = clock::now();
+        auto wake_at = std::min(next_full, watchdog ? next_ping : next_full);
+        int timeout = static_cast<int>(
+            std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(wake_at - now).count()));
+        pollfd p[2] = {{signal_fd_, POLLIN, 0}, {wake_, POLLIN, 0}};
+        int n = ::poll(p, 2, timeout);
+        if (n < 0 && errno != EINTR) break;
+        if (p[0].revents & POLLIN) break;
+        if (p[1].revents & POLLIN) take_inbox();
+        now = clock::now();
+        if (now >= next_full) {
+            if (!full("interval")) break;
+            next_full = clock::now() + o_.interval;
+        }
+        if (watchdog && clock::now() >= next_ping) {
+            systemd_.notify("WATCHDOG=1");
+            next_ping = clock::now() + *watchdog;
+        }
+    }
+    systemd_.notify("STOPPING=1");
+    stop_all();
+    record({agent_note("gpudx agent stopped", now_ms())});
+    return 0;
+}
+
+// ---- the endpoints
+
+nlohmann::json Agent::agent_json() {
+    nlohmann::json j;
+    j["version"] = GPUDX_VERSION;
+    j["started"] = format_event_time(started_ms_);
+    j["uptime_s"] = static_cast<double>(now_ms() - started_ms_) / 1000.0;
+    j["serving"] = serving_;
+    j["kernel_log"] = {{"source", follow_source_},
+                       {"lines_read", lines_read_.load()},
+                       {"lines_matched", lines_matched_.load()},
+                       {"kmsg_records_lost", kmsg_lost_.load()}};
+    if (auto p = published())
+        j["last_diagnosis"] = {{"time", format_event_time(p->time_ms)},
+                               {"trigger", p->trigger},
+                               {"duration_ms", p->duration_ms}};
+    {
+        std::lock_guard lock(store_mutex_);
+        nlohmann::json s;
+        if (store_) {
+            auto st = store_->status();
+            s = {{"writable", st.writable},     {"stored", st.stored},   {"pending", st.pending},
+                 {"dropped", st.dropped},       {"problem", st.problem}, {"moved_aside", st.moved_aside},
+                 {"write_failures", st.write_failures}};
+        } else {
+            s = {{"writable", false}, {"stored", 0}, {"pending", memory_events_.size()}, {"problem", store_problem_}};
+        }
+        j["store"] = s;
+    }
+    if (o_.drain) {
+        std::lock_guard lock(counters_mutex_);
+        j["drain"] = {{"node", o_.slurm.node}, {"last", drain_state_}, {"failing", drain_failing_}};
+    }
+    nlohmann::json notes = nlohmann::json::array();
+    {
+        std::lock_guard lock(notes_mutex_);
+        for (const auto& [t, m] : notes_) notes.push_back({{"time", format_event_time(t)}, {"message", m}});
+    }
+    j["notes"] = notes;
+    return j;
+}
+
+std::string Agent::agent_metrics() {
+    std::string out;
+    auto family = [&](const char* name, const char* type, const char* help) {
+        out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+    };
+    {
+        std::lock_guard lock(counters_mutex_);
+        family("gpudx_agent_events_total", "counter", "Events the agent recorded since it started, by kind.");
+        for (const char* kind : {"appeared", "cleared", "drained", "resumed", "drain_failed", "agent"})
+            out += fmt::format("gpudx_agent_events_total{{kind=\"{}\"}} {}\n", kind,
+                               events_by_kind_.contains(kind) ? events_by_kind_.at(kind) : 0);
+        family("gpudx_agent_diagnoses_total", "counter", "Diagnoses the agent made since it started, by trigger.");
+        for (const char* trigger : {"start", "interval", "kernel_log"})
+            out += fmt::format("gpudx_agent_diagnoses_total{{trigger=\"{}\"}} {}\n", trigger,
+                               diagnoses_by_trigger_.contains(trigger) ? diagnoses_by_trigger_.at(trigger) : 0);
+    }
+    family("gpudx_agent_kernel_log_lines_total", "counter", "Lines read from the followed kernel log.");
+    out += fmt::format("gpudx_agent_kernel_log_lines_total {}\n", lines_read_.load());
+    family("gpudx_agent_kernel_log_lines_matched_total", "counter",
+           "Followed kernel-log lines that a topic or the signature catalogue recognised.");
+    out += fmt::format("gpudx_agent_kernel_log_lines_matched_total {}\n", lines_matched_.load());
+    family("gpudx_agent_kmsg_records_lost_total", "counter",
+           "Kernel log records overwritten in the ring buffer before the agent read them.");
+    out += fmt::format("gpudx_agent_kmsg_records_lost_total {}\n", kmsg_lost_.load());
+    bool writable = false;
+    uint64_t pending = 0;
+    {
+        std::lock_guard lock(store_mutex_);
+        if (store_) {
+            auto st = store_->status();
+            writable = st.writable;
+            pending = st.pending;
+        } else {
+            pending = memory_events_.size();
+        }
+    }
+    family("gpudx_agent_store_writable", "gauge", "Whether the last write to the event store succeeded (1) or not (0).");
+    out += fmt::format("gpudx_agent_store_writable {}\n", writable ? 1 : 0);
+    family("gpudx_agent_store_pending_events", "gauge", "Events held in memory because the event store refused them.");
+    out += fmt::format("gpudx_agent_store_pending_events {}\n", pending);
+    if (auto p = published()) {
+        family("gpudx_agent_last_diagnosis_timestamp_seconds", "gauge", "When the agent's current diagnosis was made.");
+        out += fmt::format("gpudx_agent_last_diagnosis_timestamp_seconds {:.3f}\n", static_cast<double>(p->time_ms) / 1000.0);
+    }
+    return out;
+}
+
+HttpResponse Agent::status_response(const HttpRequest& r) {
+    auto p = published();
+    if (!p) return {503, "application/json", R"({"error":"the first diagnosis is still running"})" "\n", {}};
+    std::string format = r.query.contains("format") ? r.query.at("format") : "json";
+    if (!is_report_format(format))
+        return {400, "application/json",
+                json_text(nlohmann::json({{"error", "format must be one of text, json, prom, slurm, npd, nagios"}})) + "\n", {}};
+    HttpResponse res;
+    if (format == "json") {
+        auto j = diagnosis_to_json(p->snapshot, p->diagnosis);
+        j["agent"] = agent_json();
+        res.body = json_text(j, 2) + "\n";
+        res.headers.emplace_back("X-Gpudx-Exit-Code", std::to_string(p->diagnosis.exit_code));
+        return res;
+    }
+    RenderOptions ro;
+    ro.verbose = r.query.contains("verbose");
+    auto report = render_report(p->snapshot, p->diagnosis, format, ro);
+    res.content_type = "text/plain; charset=utf-8";
+    res.body = std::move(report.text);
+    res.headers.emplace_back("X-Gpudx-Exit-Code", std::to_string(report.exit_code));
+    return res;
+}
+
+HttpResponse Agent::events_response(const HttpRequest& r) {
+    auto bad = [](const std::string& why) {
+        return HttpResponse{400, "application/json", json_text(nlohmann::json({{"error", why}})) + "\n", {}};
+    };
+    int64_t since = 0, after = 0;
+    size_t limit = kDefaultEventLimit;
+    if (auto it = r.query.find("since"); it != r.query.end()) {
+        auto t = parse_event_time(it->second, now_ms());
+        if (!t) return bad("since=" + it->second + ": not Unix seconds, an ISO 8601 time or an age (15m, 2h, 7d)");
+        since = *t;
+    }
+    if (auto it = r.query.find("after"); it != r.query.end()) {
+        auto v = parse_int(it->second);
+        if (!v) return bad("after=" + it->second + ": not an event id");
+        after = *v;
+    }
+    if (auto it = r.query.find("limit"); it != r.query.end()) {
+        auto v = parse_uint(it->second);
+        if (!v || *v == 0) return bad("limit=" + it->second + ": not a positive number");
+        limit = std::min<size_t>(*v, kMaxEventLimit);
+    }
+    // Written event by event, a page of the store at a time: 10,000 events never sit in memory as one JSON
+    // document, and the main loop's writes wait for one page at most.
+    HttpResponse res;
+    res.body = "{\"events\": [";
+    size_t n = 0;
+    auto add = [&](const AgentEvent& e) {
+        res.body += n++ == 0 ? "\n" : ",\n";
+        res.body += json_text(event_to_json(e));
+    };
+    int64_t cursor = after;
+    for (;;) {
+        std::vector<AgentEvent> page;
+        {
+            std::lock_guard lock(store_mutex_);
+            if (!store_) {
+                for (const auto& e : memory_events_)
+                    if (e.time_ms >= since && page.size() < limit) page.push_back(e);
+                for (const auto& e : page) add(e);
+                break;
+            }
+            page = store_->query(since, cursor, std::min(kEventPage, limit - n));
+        }
+        for (const auto& e : page) add(e), cursor = e.id;
+        if (page.size() < kEventPage || n >= limit) break;
+    }
+    {
+        std::lock_guard lock(store_mutex_);
+        if (store_)
+            for (const auto& e : store_->pending(since))
+                if (n < limit) add(e);
+    }
+    res.body += "\n]}\n";
+    return res;
+}
+
+HttpResponse Agent::handle(const HttpRequest& r) {
+    if (r.path == "/metrics") {
+        auto p = published();
+        HttpResponse res;
+        res.content_type = "text/plain; version=0.0.4; charset=utf-8";
+        res.body = (p ? p->prom : std::string()) + agent_metrics();
+        return res;
+    }
+    if (r.path == "/v1/status") return status_response(r);
+    if (r.path == "/v1/events") {
+        auto res = events_response(r);
+        // A large answer's buffers go back to the system once sent (its copy in the response stays until then).
+        if (res.body.size() > (1u << 20)) ::malloc_trim(0);
+        return res;
+    }
+    nlohmann::json unknown = {{"error", "no such endpoint: " + r.path},
+                              {"endpoints", {"/metrics", "/v1/status", "/v1/events"}}};
+    return {404, "application/json", json_text(unknown) + "\n", {}};
+}
+
+}  // namespace
+
+int run_agent(const AgentOptions& o) {
+    // The signals that stop the agent are taken by the main loop alone, through a signalfd; every thread
+    // started from here on inherits the mask. A client gone mid-answer must not kill the agent (SIGPIPE), nor a
+    // file-size limit reached by the event store (SIGXFSZ: the write fails and is reported instead).
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+    ::signal(SIGXFSZ, SIG_IGN);
+    // Two malloc arenas, not one per thread: what an answer allocates in a server thread is reused by the next
+    // instead of staying resident in an arena of its own.
+    ::mallopt(M_ARENA_MAX, 2);
+    int sfd = ::signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0) {
+        std::fprintf(stderr, "gpudx agent: signalfd: %s\n", std::strerror(errno));
+        return kExitAgentCannotStart;
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(o.state_dir, ec);
+    if (ec) {
+        std::fprintf(stderr, "gpudx agent: --state-dir %s: %s\n", o.state_dir.c_str(), ec.message().c_str());
+        ::close(sfd);
+        return kExitAgentCannotStart;
+    }
+    int rc = 0;
+    {
+        Agent agent(o, sfd);
+        rc = agent.run();
+    }
+    ::close(sfd);
+    return rc;
+}
+
+}  // namespace gpudx

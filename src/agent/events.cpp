@@ -1,0 +1,152 @@
+#include "agent/events.hpp"
+
+#include <time.h>
+
+#include <chrono>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "collect/kernel_log_parse.hpp"
+#include "core/text.hpp"
+
+namespace gpudx {
+
+std::string finding_key(const Finding& f) {
+    std::string key = f.id;
+    for (const auto& s : f.subjects) key += "|" + s.uuid + "@" + s.pci;
+    return key;
+}
+
+namespace {
+
+AgentEvent finding_event(const Finding& f, const char* kind, int64_t time_ms) {
+    AgentEvent e;
+    e.time_ms = time_ms;
+    e.kind = kind;
+    e.finding = f.id;
+    e.layer = to_string(f.layer);
+    e.severity = to_string(f.severity);
+    if (!f.subjects.empty()) {
+        e.gpu_uuid = f.subjects.front().uuid;
+        e.gpu_pci = f.subjects.front().pci;
+    }
+    e.message = f.message;
+    for (const auto& ev : f.evidence) e.evidence.push_back({{"source", ev.source}, {"value", ev.value}});
+    if (f.subjects.size() > 1)
+        for (const auto& s : f.subjects) e.evidence.push_back({{"source", "subject"}, {"value", describe(s)}});
+    return e;
+}
+
+std::map<std::string, const Finding*> by_key(const std::vector<Finding>& findings) {
+    std::map<std::string, const Finding*> m;
+    for (const auto& f : findings)
+        if (f.severity != Severity::info) m.emplace(finding_key(f), &f);
+    return m;
+}
+
+}  // namespace
+
+std::vector<AgentEvent> diff_findings(const std::vector<Finding>& before, const std::vector<Finding>& after,
+                                      int64_t time_ms) {
+    auto old_keys = by_key(before), new_keys = by_key(after);
+    std::vector<AgentEvent> events;
+    for (const auto& f : after)
+        if (f.severity != Severity::info && !old_keys.contains(finding_key(f)))
+            events.push_back(finding_event(f, "appeared", time_ms));
+    for (const auto& f : before)
+        if (f.severity != Severity::info && !new_keys.contains(finding_key(f)))
+            events.push_back(finding_event(f, "cleared", time_ms));
+    return events;
+}
+
+AgentEvent agent_note(std::string message, int64_t time_ms) {
+    AgentEvent e;
+    e.time_ms = time_ms;
+    e.kind = "agent";
+    e.message = std::move(message);
+    return e;
+}
+
+std::string format_event_time(int64_t time_ms) {
+    time_t secs = static_cast<time_t>(time_ms / 1000);
+    struct tm tm{};
+    ::gmtime_r(&secs, &tm);
+    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                       tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(time_ms % 1000));
+}
+
+nlohmann::json event_to_json(const AgentEvent& e) {
+    nlohmann::json j = {{"id", e.id},           {"time", format_event_time(e.time_ms)},
+                        {"time_ms", e.time_ms}, {"kind", e.kind},
+                        {"finding", e.finding}, {"layer", e.layer},
+                        {"severity", e.severity}, {"gpu", {{"uuid", e.gpu_uuid}, {"pci", e.gpu_pci}}},
+                        {"message", e.message}, {"evidence", e.evidence}};
+    return j;
+}
+
+AgentEvent event_from_json(const nlohmann::json& j) {
+    auto text = [&](const nlohmann::json& o, const char* key) {
+        auto it = o.find(key);
+        return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    auto number = [&](const char* key) {
+        auto it = j.find(key);
+        return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : int64_t{0};
+    };
+    AgentEvent e;
+    if (!j.is_object()) return e;
+    e.id = number("id");
+    e.time_ms = number("time_ms");
+    e.kind = text(j, "kind");
+    e.finding = text(j, "finding");
+    e.layer = text(j, "layer");
+    e.severity = text(j, "severity");
+    if (auto g = j.find("gpu"); g != j.end() && g->is_object()) {
+        e.gpu_uuid = text(*g, "uuid");
+        e.gpu_pci = text(*g, "pci");
+    }
+    e.message = text(j, "message");
+    if (auto ev = j.find("evidence"); ev != j.end() && ev->is_array()) e.evidence = *ev;
+    return e;
+}
+
+std::optional<int64_t> parse_event_time(std::string_view text, int64_t now) {
+    text = trim(text);
+    if (text.empty()) return std::nullopt;
+    // An age before now: 90s, 15m, 2h, 7d.
+    static constexpr std::pair<char, int64_t> kUnits[] = {{'s', 1000}, {'m', 60'000}, {'h', 3'600'000}, {'d', 86'400'000}};
+    for (auto [unit, ms] : kUnits) {
+        if (text.size() > 1 && text.back() == unit) {
+            auto n = parse_double(text.substr(0, text.size() - 1));
+            if (!n || *n < 0) return std::nullopt;
+            return now - static_cast<int64_t>(*n * static_cast<double>(ms));
+        }
+    }
+    if (auto secs = parse_double(text)) return static_cast<int64_t>(*secs * 1000.0);
+    // ISO 8601: the kernel-log parser reads it (an offset or "Z" included); a fraction is taken off first.
+    std::string iso(text);
+    int64_t frac_ms = 0;
+    if (auto dot = iso.find('.'); dot != std::string::npos) {
+        auto end = iso.find_first_not_of("0123456789", dot + 1);
+        if (end == std::string::npos) end = iso.size();
+        std::string digits = iso.substr(dot + 1, end - dot - 1);
+        digits.resize(3, '0');
+        frac_ms = parse_int(digits).value_or(0);
+        iso.erase(dot, end - dot);
+    }
+    auto wall = parse_wall_time(iso, 1970);
+    if (!wall) return std::nullopt;
+    return *wall * 1000 + frac_ms;
+}
+
+std::string json_text(const nlohmann::json& j, int indent) {
+    return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+int64_t now_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+}  // namespace gpudx

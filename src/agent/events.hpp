@@ -1,0 +1,52 @@
+#pragma once
+// What the agent remembers (docs/agent.md): a finding that appeared or cleared, a drain or resume of the Slurm
+// node, and what happened to the agent itself (records lost to a kmsg overrun, a database moved aside).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/finding.hpp"
+
+namespace gpudx {
+
+// appeared, cleared: a warning or error finding; drained, resumed, drain_failed: the Slurm node; agent: the
+// agent's own news (started, kmsg records lost, the event store moved aside or unwritable, a log file gone).
+struct AgentEvent {
+    int64_t id = 0;       // the store's row id, increasing; 0 before it is stored
+    int64_t time_ms = 0;  // Unix time in milliseconds
+    std::string kind;
+    std::string finding;   // the finding id (appeared/cleared), the drain reason's finding, empty otherwise
+    std::string layer;     // empty when none
+    std::string severity;  // empty when none
+    std::string gpu_uuid;  // the first GPU the finding names, empty when none
+    std::string gpu_pci;
+    std::string message;
+    nlohmann::json evidence = nlohmann::json::array();  // [{source, value}], every subject included
+};
+
+// The identity of a finding across diagnoses: its id and the GPUs it names. The message is left out: it
+// carries counts ("3 Xid 79 events") that change while the finding stays the same.
+std::string finding_key(const Finding& f);
+
+// The warning and error findings of `after` that `before` lacks (appeared) and those of `before` gone from
+// `after` (cleared), in that order, each at `time_ms`. Info findings are no events.
+std::vector<AgentEvent> diff_findings(const std::vector<Finding>& before, const std::vector<Finding>& after,
+                                      int64_t time_ms);
+
+AgentEvent agent_note(std::string message, int64_t time_ms);
+nlohmann::json event_to_json(const AgentEvent& e);
+// Reads back what event_to_json wrote (the client of /v1/events); a missing field is left empty.
+AgentEvent event_from_json(const nlohmann::json& j);
+// "2026-12-02T00:14:03.127Z".
+std::string format_event_time(int64_t time_ms);
+// --since and ?since=: Unix seconds ("1764634443", "1764634443.5"), an ISO 8601 UTC time
+// ("2026-12-02T00:14:03Z", fractions and "+00:00" allowed), or an age: "90s", "15m", "2h", "7d" before now.
+std::optional<int64_t> parse_event_time(std::string_view text, int64_t now_ms);
+
+int64_t now_ms();
+// JSON as text with invalid UTF-8 (a file name, a log line) replaced instead of thrown on.
+std::string json_text(const nlohmann::json& j, int indent = -1);
+
+}  // namespace gpudx

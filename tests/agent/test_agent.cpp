@@ -1,0 +1,347 @@
+// The agent's parts without the agent: the kernel-log followers, the finding diff, event times, the event store.
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <algorithm>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "agent/agent.hpp"
+#include "agent/events.hpp"
+#include "agent/follow.hpp"
+#include "agent/store.hpp"
+#include "test_support.hpp"
+
+namespace gpudx {
+namespace {
+
+using namespace std::chrono_literals;
+
+// ---- kmsg sequence numbers
+
+TEST(AgentKmsg, SequenceNumberIsTheSecondField) {
+    EXPECT_EQ(KmsgSequence::parse("4,358,3449929,c;NVRM: Persistence mode is deprecated"), 358u);
+    EXPECT_EQ(KmsgSequence::parse("6,1,0,-;Linux version 6.8.0"), 1u);
+    EXPECT_FALSE(KmsgSequence::parse("[  12.5] NVRM: not a kmsg record"));
+    EXPECT_FALSE(KmsgSequence::parse("4,,3449929,c;empty sequence"));
+}
+
+TEST(AgentKmsg, AGapAfterAnOverrunCountsTheLostRecords) {
+    KmsgSequence seq;
+    EXPECT_EQ(seq.advance(100), 0u);  // the first record seen: nothing known before it
+    EXPECT_EQ(seq.advance(101), 0u);
+    EXPECT_EQ(seq.advance(105), 3u);  // 102, 103, 104 overwritten before they were read
+    EXPECT_EQ(seq.advance(106), 0u);
+}
+
+// ---- lines
+
+TEST(AgentLines, PartialLinesWaitForTheirNewline) {
+    LineSplitter split(64);
+    std::vector<std::string> lines;
+    auto sink = [&](std::string_view l) { lines.emplace_back(l); };
+    split.feed("first\nsec", sink);
+    ASSERT_EQ(lines, std::vector<std::string>{"first"});
+    split.feed("ond\nthird", sink);
+    EXPECT_EQ(lines, (std::vector<std::string>{"first", "second"}));
+    split.flush(sink);
+    EXPECT_EQ(lines.back(), "third");
+    split.feed(std::string(150, 'x'), sink);  // longer than the limit: in pieces
+    EXPECT_EQ(lines.size(), 5u);
+}
+
+TEST(AgentLines, KernelLinesThatMatterAreTheDiagnosisTopics) {
+    std::vector<std::string> words = {"Uncorrectable ECC"};
+    EXPECT_TRUE(kernel_line_matters(
+        "4,400,5000000,-;NVRM: Xid (PCI:0000:00:06): 79, pid=1234, name=python3, GPU has fallen off the bus.", words));
+    EXPECT_TRUE(kernel_line_matters("[ 5.0] nvidia 0000:00:06.0: uncorrectable ecc error seen", words));
+    EXPECT_FALSE(kernel_line_matters("6,401,5000001,-;usb 1-1: new high-speed USB device number 2", words));
+    EXPECT_FALSE(kernel_line_matters(" SUBSYSTEM=pci", words));
+}
+
+// ---- following a file like tail -F
+
+// Collects what a follower hands over, and lets a test wait for it (a deadline only as a safety net).
+class Collected {
+public:
+    FollowSink sink() {
+        FollowSink s;
+        s.line = [this](std::string_view l) { add(lines_, std::string(l)); };
+        s.note = [this](std::string n) { add(notes_, std::move(n)); };
+        s.lost = [](uint64_t) {};
+        return s;
+    }
+    bool wait_line(const std::string& text, std::chrono::milliseconds within = 30s) { return wait(lines_, text, within); }
+    bool wait_note(const std::string& part) { return wait(notes_, part); }
+    std::vector<std::string> lines() {
+        std::lock_guard lock(m_);
+        return lines_;
+    }
+
+private:
+    void add(std::vector<std::string>& v, std::string s) {
+        {
+            std::lock_guard lock(m_);
+            v.push_back(std::move(s));
+        }
+        cv_.notify_all();
+    }
+    bool wait(std::vector<std::string>& v, const std::string& part, std::chrono::milliseconds within = 30s) {
+        std::unique_lock lock(m_);
+        return cv_.wait_for(lock, within, [&] {
+            for (const auto& s : v)
+                if (s.find(part) != std::string::npos) return true;
+            return false;
+        });
+    }
+    std::mutex m_;
+    std::condition_variable cv_;
+    std::vector<std::string> lines_, notes_;
+};
+
+void append(const std::string& path, const std::string& text) {
+    std::ofstream out(path, std::ios::app | std::ios::binary);
+    out << text;
+}
+
+class AgentFollowFile : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir_ = test::scratch("follow");
+        path_ = (dir_ / "kern.log").string();
+        test::write_file(path_, "old line, already there\n");
+        stop_ = ::eventfd(0, EFD_CLOEXEC);
+        sink_ = collected_.sink();
+        thread_ = std::thread([this] { follow_file(path_, stop_, sink_); });
+        // The follower is at the file's end once an appended line comes through; one appended before it got
+        // there is behind it, so append until one is seen (the wait is the rendezvous, not a measure).
+        bool ready = false;
+        for (int i = 0; i < 600 && !ready; ++i) {
+            append(path_, "ready\n");
+            ready = collected_.wait_line("ready", 50ms);
+        }
+        ASSERT_TRUE(ready);
+    }
+    void TearDown() override {
+        uint64_t one = 1;
+        (void)!::write(stop_, &one, sizeof one);
+        thread_.join();
+        ::close(stop_);
+        std::filesystem::remove_all(dir_);
+    }
+    std::filesystem::path dir_;
+    std::string path_;
+    int stop_ = -1;
+    Collected collected_;
+    FollowSink sink_;
+    std::thread thread_;
+};
+
+TEST_F(AgentFollowFile, StartsAtTheEndAndSeesAppends) {
+    append(path_, "one\ntwo\n");
+    ASSERT_TRUE(collected_.wait_line("two"));
+    auto lines = collected_.lines();
+    ASSERT_GE(lines.size(), 3u);
+    EXPECT_EQ(std::vector<std::string>(lines.end() - 3, lines.end()), (std::vector<std::string>{"ready", "one", "two"}));
+    EXPECT_EQ(std::count(lines.begin(), lines.end(), "old line, already there"), 0) << "read what was there before";
+}
+
+TEST_F(AgentFollowFile, ATruncatedFileIsReadAgainFromItsStart) {
+    { std::ofstream truncate(path_, std::ios::trunc); }
+    ASSERT_TRUE(collected_.wait_note("truncated"));
+    append(path_, "after truncation\n");
+    EXPECT_TRUE(collected_.wait_line("after truncation"));
+}
+
+TEST_F(AgentFollowFile, ARotatedFileIsFollowedUnderItsName) {
+    std::filesystem::rename(path_, path_ + ".1");
+    append(path_ + ".1", "last line of the old file\n");
+    test::write_file(path_, "first line of the new file\n");
+    ASSERT_TRUE(collected_.wait_line("first line of the new file"));
+    EXPECT_TRUE(collected_.wait_note("rotated") || collected_.wait_note("again"));
+    append(path_, "second line of the new file\n");
+    EXPECT_TRUE(collected_.wait_line("second line of the new file"));
+}
+
+TEST_F(AgentFollowFile, AVanishedFileIsSaidAndFollowedWhenItReturns) {
+    std::filesystem::remove(path_);
+    ASSERT_TRUE(collected_.wait_note("No such file"));
+    test::write_file(path_, "back again\n");
+    EXPECT_TRUE(collected_.wait_line("back again"));
+}
+
+// ---- findings that appear and clear
+
+Finding finding(std::string id, Severity sev, std::string pci, std::string message = "m") {
+    Finding f;
+    f.id = std::move(id);
+    f.layer = Layer::kernel_log;
+    f.severity = sev;
+    f.subjects = {GpuRef{"GPU-7e37a1f2-0000-4000-8000-000000000001", std::move(pci)}};
+    f.message = std::move(message);
+    return f;
+}
+
+TEST(AgentEvents, AFindingThatAppearsOrClearsIsAnEvent) {
+    std::vector<Finding> before = {finding("kernel_log.xid", Severity::error, "0000:00:06.0"),
+                                   finding("pcie.link_degraded", Severity::warning, "0000:00:07.0")};
+    std::vector<Finding> after = {finding("kernel_log.xid", Severity::error, "0000:00:06.0", "2 Xid 79 events"),
+                                  finding("kernel_log.xid", Severity::error, "0000:00:08.0"),
+                                  finding("kernel_log.summary", Severity::info, "")};
+    auto events = diff_findings(before, after, 1000);
+    ASSERT_EQ(events.size(), 2u);
+    EXPECT_EQ(events[0].kind, "appeared");
+    EXPECT_EQ(events[0].gpu_pci, "0000:00:08.0");
+    EXPECT_EQ(events[0].severity, "error");
+    EXPECT_EQ(events[1].kind, "cleared");
+    EXPECT_EQ(events[1].finding, "pcie.link_degraded");
+    EXPECT_TRUE(diff_findings(after, after, 2000).empty());
+}
+
+TEST(AgentEvents, EventTimesAreUnixSecondsIsoOrAnAge) {
+    int64_t now = 1'764'634'443'000;
+    EXPECT_EQ(parse_event_time("1764634443", now), 1'764'634'443'000);
+    EXPECT_EQ(parse_event_time("1764634443.5", now), 1'764'634'443'500);
+    EXPECT_EQ(parse_event_time("2025-12-02T00:14:03Z", now), 1'764'634'443'000);
+    EXPECT_EQ(parse_event_time("2025-12-02T00:14:03.250Z", now), 1'764'634'443'250);
+    EXPECT_EQ(parse_event_time("2025-12-02T01:14:03+01:00", now), 1'764'634'443'000);
+    EXPECT_EQ(parse_event_time("15m", now), now - 900'000);
+    EXPECT_EQ(parse_event_time("2h", now), now - 7'200'000);
+    EXPECT_FALSE(parse_event_time("yesterday", now));
+    EXPECT_EQ(format_event_time(1'764'634'443'250), "2025-12-02T00:14:03.250Z");
+    auto e = event_from_json(event_to_json(diff_findings({}, {finding("a.b", Severity::error, "0000:00:06.0")}, 5)[0]));
+    EXPECT_EQ(e.finding, "a.b");
+    EXPECT_EQ(e.gpu_pci, "0000:00:06.0");
+    EXPECT_EQ(e.time_ms, 5);
+}
+
+// ---- the event store
+
+std::vector<AgentEvent> some_events(int n, int64_t t0) {
+    std::vector<AgentEvent> v;
+    for (int i = 0; i < n; ++i) {
+        auto e = diff_findings({}, {finding("kernel_log.xid", Severity::error, "0000:00:06.0", std::string(200, 'e'))},
+                               t0 + i)[0];
+        v.push_back(e);
+    }
+    return v;
+}
+
+TEST(AgentStore, StoresAndQueriesEventsInOrder) {
+    auto dir = test::scratch("store");
+    auto store = EventStore::open({.path = (dir / "events.db").string()});
+    ASSERT_TRUE(store) << store.error().message;
+    auto batch = some_events(5, now_ms());
+    ASSERT_TRUE((*store)->append(batch));
+    EXPECT_GT(batch[4].id, batch[0].id);
+    auto all = (*store)->query(0, 0, 100);
+    ASSERT_EQ(all.size(), 5u);
+    EXPECT_EQ(all[0].finding, "kernel_log.xid");
+    EXPECT_EQ((*store)->query(0, batch[2].id, 100).size(), 2u);
+    EXPECT_EQ((*store)->query(batch[3].time_ms, 0, 100).size(), 2u);
+    EXPECT_EQ((*store)->integrity_check(), "ok");
+    std::filesystem::remove_all(dir);
+}
+
+TEST(AgentStore, OldEventsAndEventsPastTheSizeGo) {
+    auto dir = test::scratch("store-bounds");
+    auto store = EventStore::open({.path = (dir / "events.db").string(), .max_age_ms = 60'000, .max_bytes = 256 * 1024});
+    ASSERT_TRUE(store);
+    int64_t now = now_ms();
+    auto old = some_events(3, now - 120'000);
+    (*store)->append(old);
+    (*store)->prune(now);
+    EXPECT_EQ((*store)->query(0, 0, 100000).size(), 0u);
+    for (int i = 0; i < 20; ++i) {
+        auto batch = some_events(200, now);
+        (*store)->append(batch);
+        (*store)->prune(now);
+    }
+    auto kept = (*store)->query(0, 0, 100000).size();
+    EXPECT_LT(kept, 4000u);  // 4000 appended, about 1 KiB of pages each: most went
+    EXPECT_GT(kept, 0u);
+    auto size = std::filesystem::file_size(dir / "events.db");
+    EXPECT_LT(size, 512u * 1024) << "the file grew past its bound";
+    std::filesystem::remove_all(dir);
+}
+
+TEST(AgentStore, ACorruptDatabaseIsMovedAsideAndANewOneStarted) {
+    auto dir = test::scratch("store-corrupt");
+    auto path = (dir / "events.db").string();
+    test::write_file(path, std::string(8192, 'x'));
+    auto store = EventStore::open({.path = path});
+    ASSERT_TRUE(store) << store.error().message;
+    auto st = (*store)->status();
+    EXPECT_TRUE(st.writable);
+    EXPECT_NE(st.problem.find("moved aside"), std::string::npos) << st.problem;
+    ASSERT_FALSE(st.moved_aside.empty());
+    EXPECT_TRUE(std::filesystem::exists(st.moved_aside));
+    auto events = (*store)->query(0, 0, 10);
+    ASSERT_EQ(events.size(), 1u);  // the store says so as its first event
+    EXPECT_EQ(events[0].kind, "agent");
+    EXPECT_EQ((*store)->integrity_check(), "ok");
+    std::filesystem::remove_all(dir);
+}
+
+TEST(AgentStore, ADirectoryThatCannotHoldADatabaseIsAnError) {
+    auto store = EventStore::open({.path = "/nonexistent-gpudx-dir/events.db"});
+    ASSERT_FALSE(store);
+    EXPECT_NE(store.error().message.find("/nonexistent-gpudx-dir/events.db"), std::string::npos);
+}
+
+// A child writes events in a loop and tells the parent after each commit; the parent kills it with SIGKILL
+// while it is writing, then checks the database and opens it again.
+TEST(AgentStore, IntactAfterKillMinus9MidWrite) {
+    auto dir = test::scratch("store-kill");
+    auto path = (dir / "events.db").string();
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        ::close(ready[0]);
+        auto store = EventStore::open({.path = path});
+        if (!store) ::_exit(2);
+        for (int i = 0;; ++i) {
+            auto batch = some_events(20, now_ms());
+            if (!(*store)->append(batch)) ::_exit(3);
+            char c = 'w';
+            if (i == 50) (void)!::write(ready[1], &c, 1);  // 1000 events committed; writing goes on
+        }
+    }
+    ::close(ready[1]);
+    char c = 0;
+    ASSERT_EQ(::read(ready[0], &c, 1), 1) << "the writer died before committing";
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ::close(ready[0]);
+    ASSERT_TRUE(WIFSIGNALED(status));
+    // sqlite3's own check (when the sqlite3 program is there), then the store's.
+    std::string check = "sqlite3 '" + path + "' 'PRAGMA integrity_check' 2>&1";
+    if (FILE* f = ::popen(check.c_str(), "r")) {
+        char buf[256] = {};
+        size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+        int rc = ::pclose(f);
+        if (WEXITSTATUS(rc) != 127) {
+            EXPECT_EQ(std::string(buf, n), "ok\n");
+        }
+    }
+    auto store = EventStore::open({.path = path});
+    ASSERT_TRUE(store) << store.error().message;
+    EXPECT_EQ((*store)->integrity_check(), "ok");
+    EXPECT_TRUE((*store)->status().moved_aside.empty()) << (*store)->status().problem;
+    EXPECT_GE((*store)->query(0, 0, 1000000).size(), 1020u);
+    std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpudx
