@@ -9,6 +9,7 @@
 #include "rules/diagnose.hpp"
 #include "rules/xid_policy.hpp"
 #include "rules/baseline.hpp"
+#include "rules/matrix.hpp"
 #include "actions/slurm.hpp"
 #include "render/formats.hpp"
 #include "render/report.hpp"
@@ -26,6 +27,7 @@ struct DiagnoseCmdOptions {
     std::string xid_policy;
     std::string signatures;
     std::string baseline;
+    std::string matrix;
     bool drain = false;
     std::string slurm_node;
     std::string scontrol;
@@ -59,6 +61,12 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
         if (!record) throw UsageError{o.baseline + ": " + record.error().message};
         baseline = std::move(*record);
     }
+    std::optional<Matrix> matrix;
+    if (!o.matrix.empty()) {
+        auto m = load_matrix(o.matrix);
+        if (!m) throw UsageError{m.error().message};
+        matrix = std::move(*m);
+    }
     DiagnoseOptions dopts;
     XidPolicy xid_policy;
     if (!o.xid_policy.empty()) {
@@ -87,13 +95,19 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
     dopts.expect_gpus = o.expect_gpus;
     dopts.since = o.node.since;
     if (baseline) dopts.extra_findings = diff_against_baseline(*baseline, s);
+    PrometheusOptions prom;
+    if (matrix) {
+        auto check = check_against_matrix(*matrix, s, today_utc());
+        if (check.node_class) prom.node_class = check.node_class->name;
+        for (auto& f : check.findings) dopts.extra_findings.push_back(std::move(f));
+    }
     Diagnosis d = diagnose(s, dopts);
     std::string text;
     int exit_code = d.exit_code;
     if (o.format == "json") {
         text = diagnosis_to_json(s, d).dump(2) + "\n";
     } else if (o.format == "prom") {
-        text = render_prometheus(s, d);
+        text = render_prometheus(s, d, prom);
     } else if (o.format == "slurm") {
         text = slurm_reason(d) + "\n";
     } else if (o.format == "npd") {
@@ -134,6 +148,11 @@ CommandRegistrar reg{
                         "Also compare with this node record (`gpudx baseline save`): a card missing, moved or "
                         "replaced, a link trained lower, a driver, kernel or library change")
              ->type_name("FILE");
+         cmd.add_option("--matrix", o->matrix,
+                        "Also hold the node to its class's tested set in this compatibility matrix (TOML, "
+                        "docs/baseline-matrix-fleet.md): its matrix.* divergences join the findings, and --format "
+                        "prom names the class in gpudx_node_info")
+             ->type_name("FILE");
          cmd.add_option("--xid-policy", o->xid_policy,
                         "Xid severities from this TOML file (format of data/xid-policy.toml; see `gpudx xid --list`)")
              ->type_name("FILE");
@@ -161,6 +180,7 @@ CommandRegistrar reg{
              "3 unknown.\n\n"
              "Examples:\n  gpudx diagnose\n  gpudx diagnose --root tests/fixtures/h200x2 --expect-gpus 2\n"
              "  gpudx diagnose --baseline /var/lib/gpudx/node.json\n"
+             "  gpudx diagnose --matrix /etc/gpudx/matrix.toml --format prom -o /var/lib/prometheus/node-exporter/gpudx.prom\n"
              "  gpudx diagnose --from node.json --format json\n"
              "  gpudx diagnose --format prom -o /var/lib/prometheus/node-exporter/gpudx.prom\n"
              "  gpudx diagnose --format slurm --drain      # as Slurm's HealthCheckProgram (docs/integration.md)\n\n"

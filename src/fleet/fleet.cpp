@@ -24,6 +24,8 @@
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
 #include "model/snapshot_keys.hpp"
+#include "rules/diagnose.hpp"
+#include "rules/xid_policy.hpp"  // parse_severity
 
 namespace gpudx {
 
@@ -325,7 +327,19 @@ Result<FleetNode> parse_fleet_snapshot(std::string_view text) {
     return n;
 }
 
-Result<FleetNode> read_fleet_snapshot(const std::string& path, std::string& buffer) {
+const char* to_string(HealthSource s) {
+    switch (s) {
+        case HealthSource::none: return "unknown";
+        case HealthSource::diagnosis: return "diagnosis";
+        case HealthSource::snapshot: return "snapshot";
+    }
+    return "?";
+}
+
+namespace {
+
+// The whole file into `buffer` (reused across files by one thread).
+Result<void> read_whole_file(const std::string& path, std::string& buffer) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return fail(fmt::format("cannot open: {}", std::strerror(errno)), path, errno);
     struct stat st{};
@@ -354,14 +368,190 @@ Result<FleetNode> read_fleet_snapshot(const std::string& path, std::string& buff
     ::close(fd);
     buffer.resize(off);
     if (off == 0) return fail("empty file", path);
-    auto node = parse_fleet_snapshot(buffer);
-    if (!node) {
-        auto e = node.error();
+    return {};
+}
+
+template <class T>
+Result<T> with_path(Result<T> r, const std::string& path) {
+    if (!r) {
+        auto e = r.error();
         e.path = path;
         return std::unexpected(e);
     }
-    node->file = path;
+    return r;
+}
+
+// What the report keeps of a finding: the fleet groups by id and lists messages; evidence and next steps are
+// the node's own report, and dropping them keeps memory near a kilobyte per node.
+std::vector<Finding> health_findings(std::vector<Finding> findings) {
+    std::erase_if(findings, [](const Finding& f) { return f.severity == Severity::info; });
+    for (auto& f : findings) {
+        f.evidence.clear();
+        f.next_step.clear();
+    }
+    return findings;
+}
+
+// A diagnosis has these top-level keys and a snapshot has neither.
+bool looks_like_diagnosis(const json& j) {
+    return j.is_object() && j.contains("verdict") && j.contains("findings") && !j.contains("pcie");
+}
+
+}  // namespace
+
+Result<FleetNode> read_fleet_snapshot(const std::string& path, std::string& buffer) {
+    if (auto read = read_whole_file(path, buffer); !read) return std::unexpected(read.error());
+    auto node = with_path(parse_fleet_snapshot(buffer), path);
+    if (node) node->file = path;
     return node;
+}
+
+Result<FleetDiagnosis> parse_fleet_diagnosis(std::string_view text) {
+    json j = json::parse(text, nullptr, false);
+    if (j.is_discarded()) return fail("not valid JSON");
+    if (!looks_like_diagnosis(j)) return fail("not a gpudx diagnosis (no verdict or findings key)");
+    auto bad = [](std::string what) { return fail("saved diagnosis does not match its format: " + what); };
+    auto string_at = [](const json& o, const char* key) -> std::optional<std::string> {
+        auto it = o.find(key);
+        if (it == o.end() || it->is_null()) return std::string();
+        if (!it->is_string()) return std::nullopt;
+        return it->get<std::string>();
+    };
+    auto version = j.find("schema_version");
+    if (version == j.end() || !version->is_number_integer()) return bad("schema_version is missing or not an integer");
+    if (version->get<int64_t>() > 1)
+        return fail(fmt::format("diagnosis schema version {} is newer than this gpudx understands (1); upgrade gpudx "
+                                "to read it",
+                                version->get<int64_t>()));
+    FleetDiagnosis d;
+    auto host = string_at(j, "host");
+    auto collected = string_at(j, "collected_at");
+    if (!host) return bad("host is not a string");
+    if (!collected) return bad("collected_at is not a string");
+    d.host = *host;
+    d.collected_at = *collected;
+    const json& findings = j["findings"];
+    if (!findings.is_array()) return bad("findings is not an array");
+    std::vector<Finding> all;
+    for (size_t i = 0; i < findings.size(); ++i) {
+        const json& fj = findings[i];
+        std::string where = fmt::format("findings[{}]", i);
+        if (!fj.is_object()) return bad(where + " is not an object");
+        Finding f;
+        auto id = string_at(fj, "id");
+        auto layer = string_at(fj, "layer");
+        auto severity = string_at(fj, "severity");
+        auto message = string_at(fj, "message");
+        if (!id || id->empty()) return bad(where + ".id is missing or not a string");
+        if (!message) return bad(where + ".message is not a string");
+        auto parsed_layer = layer ? parse_layer(*layer) : std::nullopt;
+        if (!parsed_layer) return bad(fmt::format("{}.layer {} is not a layer", where, fj.value("layer", json()).dump()));
+        auto parsed_severity = severity ? parse_severity(*severity) : std::nullopt;
+        if (!parsed_severity)
+            return bad(fmt::format("{}.severity {} is not info, warning or error", where,
+                                   fj.value("severity", json()).dump()));
+        f.id = *id;
+        f.layer = *parsed_layer;
+        f.severity = *parsed_severity;
+        f.message = *message;
+        if (auto subjects = fj.find("subjects"); subjects != fj.end() && !subjects->is_null()) {
+            if (!subjects->is_array()) return bad(where + ".subjects is not an array");
+            for (auto& g : *subjects) {
+                auto uuid = g.is_object() ? string_at(g, "uuid") : std::nullopt;
+                auto pci = g.is_object() ? string_at(g, "pci") : std::nullopt;
+                if (!uuid || !pci) return bad(where + ".subjects holds an entry without string uuid and pci");
+                f.subjects.push_back({*uuid, *pci});
+            }
+        }
+        all.push_back(std::move(f));
+    }
+    d.findings = health_findings(std::move(all));
+    return d;
+}
+
+Result<FleetInput> read_fleet_input(const std::string& path, std::string& buffer) {
+    if (auto read = read_whole_file(path, buffer); !read) return std::unexpected(read.error());
+    auto node = parse_fleet_snapshot(buffer);
+    if (node) {
+        node->file = path;
+        return FleetInput(std::move(*node));
+    }
+    // Not a snapshot: perhaps a saved diagnosis. Only files that fail the snapshot reader pay for this look.
+    if (!node.error().message.starts_with("truncated")) {
+        json j = json::parse(buffer, nullptr, false);
+        if (looks_like_diagnosis(j)) {
+            auto d = with_path(parse_fleet_diagnosis(buffer), path);
+            if (!d) return std::unexpected(d.error());
+            d->file = path;
+            return FleetInput(std::move(*d));
+        }
+    }
+    return with_path(Result<FleetInput>(std::unexpected(node.error())), path);
+}
+
+Result<std::vector<Finding>> health_from_snapshot(std::string_view text) {
+    json j = json::parse(text, nullptr, false);
+    if (j.is_discarded()) return fail("not valid JSON");
+    auto s = snapshot_from_json(j);
+    if (!s) return std::unexpected(s.error());
+    return health_findings(diagnose(*s, DiagnoseOptions{}).findings);
+}
+
+std::vector<std::pair<std::string, std::string>> attach_diagnoses(std::vector<FleetNode>& nodes,
+                                                                  std::vector<FleetDiagnosis> diagnoses) {
+    std::vector<std::pair<std::string, std::string>> left_out;
+    // The newest diagnosis of each host (collected_at, then the later file given); one without a host stands
+    // alone.
+    std::map<std::string, size_t> newest_diagnosis;
+    std::vector<size_t> alone;
+    for (size_t i = 0; i < diagnoses.size(); ++i) {
+        if (diagnoses[i].host.empty()) {
+            alone.push_back(i);
+            continue;
+        }
+        auto [it, inserted] = newest_diagnosis.emplace(diagnoses[i].host, i);
+        if (inserted) continue;
+        bool newer = diagnoses[i].collected_at >= diagnoses[it->second].collected_at;
+        size_t loser = newer ? it->second : i;
+        left_out.emplace_back(diagnoses[loser].file, diagnoses[newer ? i : it->second].file);
+        if (newer) it->second = i;
+    }
+    // The newest snapshot of each host, by the rule summarize_fleet applies.
+    std::map<std::string, size_t> newest_snapshot;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        if (!nodes[i].has_snapshot || nodes[i].record.hostname.empty()) continue;
+        auto [it, inserted] = newest_snapshot.emplace(nodes[i].record.hostname, i);
+        if (!inserted && nodes[i].collected_at >= nodes[it->second].collected_at) it->second = i;
+    }
+    auto as_node = [](FleetDiagnosis& d) {
+        FleetNode n;
+        n.file = d.file;
+        n.collected_at = d.collected_at;
+        n.record.hostname = d.host;
+        n.has_snapshot = false;
+        n.health_source = HealthSource::diagnosis;
+        n.health_file = d.file;
+        n.health = std::move(d.findings);
+        return n;
+    };
+    for (auto& [host, i] : newest_diagnosis) {
+        auto& d = diagnoses[i];
+        auto snap = newest_snapshot.find(host);
+        if (snap == newest_snapshot.end()) {
+            nodes.push_back(as_node(d));
+            continue;
+        }
+        FleetNode& n = nodes[snap->second];
+        if (d.collected_at < n.collected_at) {  // the snapshot is newer: the rules run on it instead
+            left_out.emplace_back(d.file, n.file);
+            continue;
+        }
+        n.health_source = HealthSource::diagnosis;
+        n.health_file = d.file;
+        n.health = std::move(d.findings);
+    }
+    for (size_t i : alone) nodes.push_back(as_node(diagnoses[i]));
+    return left_out;
 }
 
 std::vector<std::string> expand_fleet_inputs(const std::vector<std::string>& args, std::vector<FleetProblem>& problems) {
@@ -451,7 +641,13 @@ FleetReport summarize_fleet(const Matrix& matrix, std::vector<FleetNode> nodes, 
         if (superseded[i]) continue;
         auto& n = nodes[i];
         ++r.nodes;
-        auto check = check_node_against_matrix(matrix, n.record, today);
+        // A node known only from a saved diagnosis has no versions or GPUs to hold to the tested set: its
+        // class comes from its hostname alone.
+        MatrixCheck check;
+        if (n.has_snapshot)
+            check = check_node_against_matrix(matrix, n.record, today);
+        else
+            check.node_class = classify_node(matrix, n.record).node_class;
         size_t ci;
         if (check.node_class) {
             ci = class_index.at(check.node_class->name);
@@ -480,12 +676,34 @@ FleetReport summarize_fleet(const Matrix& matrix, std::vector<FleetNode> nodes, 
             d.findings.push_back(f);
         }
         for (auto& id : ids) ++cr.divergence_nodes[id];
-        if (d.findings.empty())
-            ++cr.conforming;
-        else
-            cr.diverging.push_back(std::move(d));
-        if (cr.expected_gpus && n.record.gpus.size() < *cr.expected_gpus)
+        bool diverges = !d.findings.empty();
+        if (diverges) cr.diverging.push_back(std::move(d));
+        if (n.has_snapshot && cr.expected_gpus && n.record.gpus.size() < *cr.expected_gpus)
             cr.missing.push_back({node_name(n), n.file, n.record.gpus.size(), *cr.expected_gpus});
+
+        // Health: a node with a warning or an error finding, or whose health is unknown, is not conforming,
+        // whatever its versions.
+        cr.health_only += !n.has_snapshot;
+        switch (n.health_source) {
+            case HealthSource::none: ++r.health_unknown; ++cr.health_unknown; break;
+            case HealthSource::diagnosis: ++r.health_saved; break;
+            case HealthSource::snapshot: ++r.health_computed; break;
+        }
+        bool healthy = n.health_source != HealthSource::none && n.health.empty();
+        if (healthy) {
+            ++cr.healthy;
+        } else {
+            std::set<std::string> finding_ids;
+            for (auto& f : n.health) {
+                auto& count = cr.finding_nodes[f.id];
+                if (finding_ids.insert(f.id).second) ++count.nodes;
+                count.severity = std::max(count.severity, f.severity);
+                count.layer = f.layer;
+            }
+            cr.unhealthy.push_back({node_name(n), n.health_file.empty() ? n.file : n.health_file, n.health_source,
+                                    n.health_error, std::move(n.health)});
+        }
+        if (!diverges && healthy) ++cr.conforming;
 
         if (!n.xids.empty()) {
             auto& xn = xid_nodes[node_name(n) + '\0' + n.file];
@@ -506,7 +724,7 @@ FleetReport summarize_fleet(const Matrix& matrix, std::vector<FleetNode> nodes, 
     std::stable_sort(r.xids_by_node.begin(), r.xids_by_node.end(),
                      [](const FleetXidNode& a, const FleetXidNode& b) { return a.total > b.total; });
 
-    bool errors = false, warnings = !r.skipped.empty();
+    bool errors = false, warnings = !r.skipped.empty() || r.health_unknown > 0;
     for (auto& c : r.classes) {
         if (c.review_overdue || c.name == "(unclassified)") warnings |= c.nodes > 0;
         for (auto& d : c.diverging)
@@ -514,63 +732,108 @@ FleetReport summarize_fleet(const Matrix& matrix, std::vector<FleetNode> nodes, 
                 errors |= f.severity == Severity::error;
                 warnings |= f.severity == Severity::warning;
             }
+        for (auto& [id, count] : c.finding_nodes) {
+            errors |= count.severity == Severity::error;
+            warnings |= count.severity == Severity::warning;
+        }
     }
     r.exit_code = errors ? 1 : warnings ? 2 : 0;
     return r;
 }
 
-FleetReport build_fleet_report(const Matrix& matrix, const std::vector<std::string>& files,
-                               std::vector<FleetProblem> input_problems, const FleetOptions& options) {
-    auto started = std::chrono::steady_clock::now();
-    using Outcome = std::variant<FleetNode, FleetProblem>;
-    std::vector<std::optional<Outcome>> outcomes(files.size());
+namespace {
+
+// Runs work(i, buffer) for i in [0, count) on `jobs` threads, each with its own reusable buffer; progress (from
+// this thread) as items finish.
+void parallel_for(size_t count, unsigned jobs, const std::function<void(size_t, std::string&)>& work,
+                  const std::function<void(size_t, size_t)>& progress) {
     std::atomic<size_t> next{0};
     std::atomic<size_t> done{0};
     std::mutex m;
     std::condition_variable cv;
-
-    auto work = [&] {
+    auto worker = [&] {
         std::string buffer;
         for (;;) {
             size_t i = next.fetch_add(1, std::memory_order_relaxed);
-            if (i >= files.size()) break;
-            auto node = read_fleet_snapshot(files[i], buffer);
-            if (node)
-                outcomes[i].emplace(std::move(*node));
-            else
-                outcomes[i].emplace(FleetProblem{files[i], node.error().message});
+            if (i >= count) break;
+            work(i, buffer);
             if (buffer.capacity() > (4u << 20)) std::string().swap(buffer);  // do not keep one huge file's memory
             done.fetch_add(1, std::memory_order_release);
-            if (options.progress) cv.notify_one();
+            if (progress) cv.notify_one();
         }
     };
-    unsigned jobs = std::clamp(options.jobs, 1u, 64u);
-    jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(files.size(), 1)));
-    {
-        std::vector<std::jthread> pool;
-        for (unsigned t = 0; t < jobs; ++t) pool.emplace_back(work);
-        if (options.progress) {
-            std::unique_lock lock(m);
-            size_t last = 0;
-            while ((last = done.load(std::memory_order_acquire)) < files.size()) {
-                options.progress(last, files.size());
-                cv.wait_for(lock, std::chrono::milliseconds(200));
-            }
-            options.progress(files.size(), files.size());
+    jobs = std::clamp(jobs, 1u, 64u);
+    jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(count, 1)));
+    std::vector<std::jthread> pool;
+    for (unsigned t = 0; t < jobs; ++t) pool.emplace_back(worker);
+    if (progress) {
+        std::unique_lock lock(m);
+        size_t last = 0;
+        while ((last = done.load(std::memory_order_acquire)) < count) {
+            progress(last, count);
+            cv.wait_for(lock, std::chrono::milliseconds(200));
         }
+        progress(count, count);
     }
+}
+
+}  // namespace
+
+FleetReport build_fleet_report(const Matrix& matrix, const std::vector<std::string>& files,
+                               std::vector<FleetProblem> input_problems, const FleetOptions& options) {
+    auto started = std::chrono::steady_clock::now();
+    using Outcome = std::variant<FleetNode, FleetDiagnosis, FleetProblem>;
+    std::vector<std::optional<Outcome>> outcomes(files.size());
+    parallel_for(
+        files.size(), options.jobs,
+        [&](size_t i, std::string& buffer) {
+            auto input = read_fleet_input(files[i], buffer);
+            if (!input)
+                outcomes[i].emplace(FleetProblem{files[i], input.error().message});
+            else if (auto* n = std::get_if<FleetNode>(&*input))
+                outcomes[i].emplace(std::move(*n));
+            else
+                outcomes[i].emplace(std::move(std::get<FleetDiagnosis>(*input)));
+        },
+        options.progress);
 
     std::vector<FleetNode> nodes;
+    std::vector<FleetDiagnosis> diagnoses;
     nodes.reserve(files.size());
     for (auto& o : outcomes) {
         if (!o) continue;
         if (auto* n = std::get_if<FleetNode>(&*o))
             nodes.push_back(std::move(*n));
+        else if (auto* d = std::get_if<FleetDiagnosis>(&*o))
+            diagnoses.push_back(std::move(*d));
         else
             input_problems.push_back(std::get<FleetProblem>(*o));
     }
     outcomes.clear();
+    auto left_out = attach_diagnoses(nodes, std::move(diagnoses));
+
+    // Nodes no saved diagnosis speaks for: the rules run on their snapshot, read whole this time.
+    std::vector<size_t> to_judge;
+    for (size_t i = 0; i < nodes.size(); ++i)
+        if (nodes[i].has_snapshot && nodes[i].health_source == HealthSource::none) to_judge.push_back(i);
+    parallel_for(
+        to_judge.size(), options.jobs,
+        [&](size_t k, std::string& buffer) {
+            FleetNode& n = nodes[to_judge[k]];
+            auto read = read_whole_file(n.file, buffer);
+            auto health = read ? health_from_snapshot(buffer) : Result<std::vector<Finding>>(std::unexpected(read.error()));
+            if (health) {
+                n.health_source = HealthSource::snapshot;
+                n.health_file = n.file;
+                n.health = std::move(*health);
+            } else {
+                n.health_error = "the rules could not run on the snapshot: " + health.error().message;
+            }
+        },
+        options.progress);
+
     auto report = summarize_fleet(matrix, std::move(nodes), std::move(input_problems), options.today);
+    report.superseded.insert(report.superseded.end(), left_out.begin(), left_out.end());
     report.read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     return report;
 }
@@ -583,6 +846,7 @@ nlohmann::json fleet_report_to_json(const FleetReport& r) {
     j["generated_at"] = r.generated_at;
     j["inputs"] = r.inputs;
     j["nodes"] = r.nodes;
+    j["health"] = {{"diagnosis", r.health_saved}, {"snapshot", r.health_computed}, {"unknown", r.health_unknown}};
     auto& sk = j["skipped"] = json::array();
     for (auto& p : r.skipped) sk.push_back({{"file", p.file}, {"reason", p.reason}});
     auto& sup = j["superseded"] = json::array();
@@ -610,6 +874,26 @@ nlohmann::json fleet_report_to_json(const FleetReport& r) {
         auto& ms = cj["missing_gpus"] = json::array();
         for (auto& m : c.missing)
             ms.push_back({{"node", m.node}, {"file", m.file}, {"seen", m.seen}, {"expected", m.expected}});
+        cj["healthy"] = c.healthy;
+        cj["health_unknown"] = c.health_unknown;
+        cj["health_only"] = c.health_only;
+        auto& fnodes = cj["finding_nodes"] = json::object();
+        for (auto& [id, count] : c.finding_nodes)
+            fnodes[id] = {{"severity", to_string(count.severity)}, {"layer", to_string(count.layer)},
+                          {"nodes", count.nodes}};
+        auto& uh = cj["unhealthy"] = json::array();
+        for (auto& u : c.unhealthy) {
+            json uj{{"node", u.node}, {"file", u.file}, {"health", to_string(u.source)}};
+            if (u.source == HealthSource::none) uj["error"] = u.error;
+            auto& fs = uj["findings"] = json::array();
+            for (auto& f : u.findings) {
+                json fj = finding_to_json(f);
+                fj.erase("evidence");  // not kept (health_findings)
+                fj.erase("next_step");
+                fs.push_back(std::move(fj));
+            }
+            uh.push_back(std::move(uj));
+        }
         cls.push_back(std::move(cj));
     }
     auto& xc = j["xids_by_code"] = json::object();
