@@ -16,6 +16,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "collect/collectors.hpp"
 #include "core/text.hpp"

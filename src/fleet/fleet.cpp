@@ -830,7 +830,11 @@ FleetReport build_fleet_report(const Matrix& matrix, const std::vector<std::stri
                 n.health_error = "the rules could not run on the snapshot: " + health.error().message;
             }
         },
-        options.progress);
+        // One progress line over both passes: the files read, then the snapshots judged.
+        options.progress ? std::function<void(size_t, size_t)>([&](size_t done, size_t total) {
+            options.progress(files.size() + done, files.size() + total);
+        })
+                         : nullptr);
 
     auto report = summarize_fleet(matrix, std::move(nodes), std::move(input_problems), options.today);
     report.superseded.insert(report.superseded.end(), left_out.begin(), left_out.end());
