@@ -31,8 +31,8 @@ read = set(re.findall(r"\b(gpudx_[a-z0-9_]+)\b(?!:)", exprs)) - {n for n in re.f
 missing = sorted(read - written)
 if missing:
     sys.exit(f"FAIL: the rules read metrics gpudx does not write: {missing} (written: {sorted(written)})")
-if not re.search(r'^gpudx_node_info\{[^}]*class="h200x2"\} 1$', exposition, re.M):
-    sys.exit("FAIL: gpudx_node_info does not name the class h200x2:\n" + exposition)
+if not re.search(r'^gpudx_node_info\{driver="580\.159\.04",[^}]*\} 1$', exposition, re.M):
+    sys.exit("FAIL: no gpudx_node_info with the node's driver:\n" + exposition)
 if not re.search(r'^gpudx_xid_events_total\{code="\d+",pci="0000:00:0[67]\.0"\} \d+$', exposition, re.M):
     sys.exit("FAIL: no gpudx_xid_events_total series for the scenario's Xids:\n" + exposition)
 print(f"the rules read {sorted(read)}: all written by gpudx diagnose --format prom")
