@@ -23,6 +23,7 @@
 
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
+#include "model/layer_json.hpp"
 #include "model/snapshot_keys.hpp"
 #include "rules/diagnose.hpp"
 #include "rules/xid_policy.hpp"  // parse_severity
@@ -46,11 +47,17 @@ struct Null {};
 struct Container {};  // an object or array, where the schema has a scalar
 using Value = std::variant<Null, bool, int64_t, double, std::string_view, Container>;
 
-// A SAX reader that fills only the snapshot's FleetFields (model/snapshot_keys.hpp), straight into the model:
-// no document is built, so a 20 KB snapshot costs one pass of the lexer and a few strings. Each open object or
-// array is a frame that knows what it fills; one not among the FleetFields is skipped, only lexed. Keys come
-// from the model's Schema, so this reader and snapshot_from_json cannot disagree on a name. A value of the
-// wrong type where the schema has a field is an error, as in snapshot_from_json.
+// Which fields a SnapshotReader fills: the FleetFields (model/snapshot_keys.hpp) for the report's summary, or
+// every field of the Schema, the whole snapshot the rules judge.
+enum class ReadFields { fleet, whole };
+
+// A SAX reader that fills the snapshot straight into the model: no document is built, so a 20 KB snapshot costs
+// one pass of the lexer and the strings it keeps. Each open object or array is a frame that knows what it fills;
+// one not among the fields read is skipped, only lexed. Keys come from the model's Schema, so this reader and
+// snapshot_from_json cannot disagree on a name. A value of the wrong type where the schema has a field is an
+// error, as in snapshot_from_json. Reading the whole snapshot, it gives what snapshot_from_json gives for any
+// snapshot gpudx writes (tests/unit/test_fleet.cpp holds the two to each other).
+template <ReadFields Fields>
 class SnapshotReader {
 public:
     Snapshot s;
@@ -163,22 +170,39 @@ private:
         static constexpr Kind kind{&SnapshotReader::open_string_element, &SnapshotReader::scalar_string_element};
         return &kind;
     }
+    template <class V>
+    static const Kind* map_kind() {
+        static constexpr Kind kind{&SnapshotReader::open_map_value, &SnapshotReader::scalar_map_value<V>};
+        return &kind;
+    }
 
-    // Calls f.template operator()<Member>() for the FleetFields member of T under `key`, if one is.
+    // Calls f.template operator()<Member>() for the member of T under `key` that this reader fills, if one is.
     template <class T, class F>
     static void with_member(std::string_view key, F&& f) {
-        with_member(key, f, FleetFields<T>{});
+        if constexpr (Fields == ReadFields::whole)
+            with_schema_member<T>(key, f, std::make_index_sequence<std::tuple_size_v<decltype(Schema<T>::fields)>>{});
+        else if constexpr (FleetRead<T>)
+            with_member(key, f, FleetFields<T>{});
     }
     template <class F, auto... Member>
     static void with_member(std::string_view key, F& f, FieldList<Member...>) {
         (void)((key == snapshot_key<Member> && (f.template operator()<Member>(), true)) || ...);
     }
+    template <class T, class F, size_t... I>
+    static void with_schema_member(std::string_view key, F& f, std::index_sequence<I...>) {
+        (void)((key == std::get<I>(Schema<T>::fields).key &&
+                (f.template operator()<std::get<I>(Schema<T>::fields).member>(), true)) ||
+               ...);
+    }
 
     template <class T>
     Opened open_member_of(void* target, bool array) {
         const std::string& k = frames_.back().key;
-        if constexpr (std::is_same_v<T, Snapshot>)
+        if constexpr (std::is_same_v<T, Snapshot>) {
             if (k == snapshot_key<&Snapshot::pcie>) saw_pcie = true;
+            // A rocm_smi layer is written only when ROCm SMI was asked, so one read back means it was.
+            if (Fields == ReadFields::whole && k == snapshot_key<&Snapshot::rocm_smi>) s.rocm_smi.probed = true;
+        }
         Opened next;
         with_member<T>(k, [&]<auto Member>() { next = open_field(static_cast<T*>(target)->*Member, array); });
         return next;
@@ -191,9 +215,26 @@ private:
             if (k == snapshot_key<&Snapshot::schema_version>) return schema_version(v);
             if (k == snapshot_key<&Snapshot::pcie>) saw_pcie = true;  // a null layer: collected nothing, still a snapshot
         }
+        if constexpr (Fields == ReadFields::whole && requires(T& layer) { layer.hung_call; })
+            if (k == kHungCallKey) return hung_call(static_cast<T*>(target)->hung_call, driver_api_of<T>(), v);
         bool ok = true;
         with_member<T>(k, [&]<auto Member>() { ok = set(static_cast<T*>(target)->*Member, v); });
         return ok;
+    }
+
+    // A driver layer's hung call, written as its label beside the layer's fields (model/driver_json.cpp).
+    template <class Layer>
+    static constexpr DriverApi driver_api_of() {
+        if constexpr (std::is_same_v<Layer, NvmlLayer>) return DriverApi::nvml;
+        else if constexpr (std::is_same_v<Layer, CudaLayer>) return DriverApi::cuda;
+        else return DriverApi::rocm_smi;
+    }
+    bool hung_call(std::optional<HungCall>& out, DriverApi api, const Value& v) {
+        auto* label = std::get_if<std::string_view>(&v);
+        if (!label) return schema_error("is not a string");
+        if (label->empty()) out.reset();
+        else out = parse_hung_call(api, *label);
+        return true;
     }
 
     template <class T>
@@ -206,6 +247,11 @@ private:
         return schema_error("holds a scalar, expected objects");
     }
     Opened open_string_element(void*, bool) { return wrong("holds an object or array, expected strings"); }
+    Opened open_map_value(void*, bool) { return wrong("holds an object or array, expected scalars"); }
+    template <class V>
+    bool scalar_map_value(void* target, const Value& v) {
+        return set((*static_cast<std::map<std::string, V>*>(target))[frames_.back().key], v);
+    }
     bool scalar_string_element(void* target, const Value& v) {
         return set(static_cast<std::vector<std::string>*>(target)->emplace_back(), v);
     }
@@ -224,25 +270,35 @@ private:
         return true;
     }
 
-    // --- a member opens an object or array: the frame it becomes, by the member's type ---
-    template <FleetRead T>
+    // --- a member opens an object or array: the frame it becomes, by the member's type. As in the full reader,
+    // a member given twice counts once, the last. ---
+    template <HasSchema T>
     Opened open_field(T& field, bool array) {
         if (array) return wrong("is an array, expected an object");
+        field = T{};
         return {object_kind<T>(), &field};
     }
-    template <FleetRead T>
+    template <HasSchema T>
     Opened open_field(std::optional<T>& field, bool array) {
         if (array) return wrong("is an array, expected an object");
         return {object_kind<T>(), &field.emplace()};
     }
-    template <FleetRead T>
+    template <HasSchema T>
     Opened open_field(std::vector<T>& field, bool array) {
         if (!array) return wrong("is an object, expected an array");
+        field.clear();
         return {list_kind<T>(), &field};
     }
     Opened open_field(std::vector<std::string>& field, bool array) {
         if (!array) return wrong("is an object, expected an array");
+        field.clear();
         return {string_list_kind(), &field};
+    }
+    template <class V>
+    Opened open_field(std::map<std::string, V>& field, bool array) {
+        if (array) return wrong("is an array, expected an object");
+        field.clear();
+        return {map_kind<V>(), &field};
     }
     template <class Scalar>
     Opened open_field(Scalar& field, bool) {
@@ -252,17 +308,41 @@ private:
     }
 
     // --- a member is a scalar: null keeps the default ---
-    template <FleetRead T>
+    template <HasSchema T>
     bool set(T&, const Value& v) {
         return std::holds_alternative<Null>(v) || schema_error("is not an object");
     }
-    template <FleetRead T>
+    template <HasSchema T>
     bool set(std::optional<T>&, const Value& v) {
         return std::holds_alternative<Null>(v) || schema_error("is not an object");
     }
     template <class T>
     bool set(std::vector<T>&, const Value& v) {
         return std::holds_alternative<Null>(v) || schema_error("is not an array");
+    }
+    template <class V>
+    bool set(std::map<std::string, V>&, const Value& v) {
+        return std::holds_alternative<Null>(v) || schema_error("is not an object");
+    }
+    // An enum is written as its name; the model reads it back (an unknown name as the model does).
+    template <class E>
+        requires std::is_enum_v<E>
+    bool set(E& out, const Value& v) {
+        if (auto* sv = std::get_if<std::string_view>(&v)) enum_from_name(*sv, out);
+        else if (!std::holds_alternative<Null>(v)) return schema_error("is not a string");
+        return true;
+    }
+    bool set(std::optional<bool>& out, const Value& v) {
+        if (auto* b = std::get_if<bool>(&v)) out = *b;
+        else if (std::holds_alternative<Null>(v)) out.reset();
+        else return schema_error("is not a boolean");
+        return true;
+    }
+    bool set(double& out, const Value& v) {
+        if (auto* d = std::get_if<double>(&v)) out = *d;
+        else if (auto* i = std::get_if<int64_t>(&v)) out = static_cast<double>(*i);
+        else if (!std::holds_alternative<Null>(v)) return schema_error("is not a number");
+        return true;
     }
     bool set(std::string& out, const Value& v) {
         if (auto* sv = std::get_if<std::string_view>(&v)) out.assign(*sv);
@@ -308,22 +388,60 @@ private:
 
 }  // namespace
 
-Result<Snapshot> read_fleet_fields(std::string_view text) {
-    SnapshotReader reader(text.size());
+namespace {
+
+constexpr std::string_view kSchemaMismatch = "snapshot does not match the schema";
+
+template <ReadFields Fields>
+Result<Snapshot> read_snapshot(std::string_view text) {
+    SnapshotReader<Fields> reader(text.size());
     bool ok = json::sax_parse(text.begin(), text.end(), &reader, nlohmann::detail::input_format_t::json, true);
     if (!ok || !reader.error.empty()) return fail(reader.error.empty() ? "not valid JSON" : reader.error);
     if (!reader.saw_schema_version || !reader.saw_pcie) return fail("not a gpudx snapshot (no schema_version or pcie key)");
     return std::move(reader.s);
 }
 
+FleetNode fleet_node_of(const Snapshot& s) {
+    FleetNode n;
+    n.collected_at = s.collected_at;
+    n.record = make_node_record(s);
+    n.xids.reserve(s.kernel_log.xids.size());
+    for (auto& x : s.kernel_log.xids) n.xids.push_back({normalize_pci(x.pci), x.code});
+    return n;
+}
+
+std::vector<Finding> health_findings(std::vector<Finding> findings);
+
+}  // namespace
+
+Result<Snapshot> read_fleet_fields(std::string_view text) { return read_snapshot<ReadFields::fleet>(text); }
+Result<Snapshot> read_whole_snapshot(std::string_view text) { return read_snapshot<ReadFields::whole>(text); }
+
 Result<FleetNode> parse_fleet_snapshot(std::string_view text) {
     auto s = read_fleet_fields(text);
     if (!s) return std::unexpected(s.error());
-    FleetNode n;
-    n.collected_at = s->collected_at;
-    n.record = make_node_record(*s);
-    n.xids.reserve(s->kernel_log.xids.size());
-    for (auto& x : s->kernel_log.xids) n.xids.push_back({normalize_pci(x.pci), x.code});
+    return fleet_node_of(*s);
+}
+
+Result<FleetNode> judge_fleet_snapshot(std::string_view text) {
+    auto whole = read_whole_snapshot(text);
+    if (whole) {
+        FleetNode n = fleet_node_of(*whole);
+        n.health_source = HealthSource::snapshot;
+        n.health = health_findings(diagnose(*whole, DiagnoseOptions{}).findings);
+        return n;
+    }
+    if (!whole.error().message.starts_with(kSchemaMismatch)) return std::unexpected(whole.error());
+    // A field the summary does not read is not what the schema says: the summary may still be sound, and the
+    // full reader says why the rules cannot run (as it would for `gpudx diagnose --from`).
+    auto n = parse_fleet_snapshot(text);
+    if (!n) return n;
+    if (auto health = health_from_snapshot(text)) {
+        n->health_source = HealthSource::snapshot;
+        n->health = std::move(*health);
+    } else {
+        n->health_error = "the rules could not run on the snapshot: " + health.error().message;
+    }
     return n;
 }
 
@@ -471,9 +589,10 @@ Result<FleetDiagnosis> parse_fleet_diagnosis(std::string_view text) {
 
 Result<FleetInput> read_fleet_input(const std::string& path, std::string& buffer) {
     if (auto read = read_whole_file(path, buffer); !read) return std::unexpected(read.error());
-    auto node = parse_fleet_snapshot(buffer);
+    auto node = judge_fleet_snapshot(buffer);
     if (node) {
         node->file = path;
+        if (node->health_source == HealthSource::snapshot) node->health_file = path;
         return FleetInput(std::move(*node));
     }
     // Not a snapshot: perhaps a saved diagnosis. Only files that fail the snapshot reader pay for this look.
@@ -811,30 +930,6 @@ FleetReport build_fleet_report(const Matrix& matrix, const std::vector<std::stri
     }
     outcomes.clear();
     auto left_out = attach_diagnoses(nodes, std::move(diagnoses));
-
-    // Nodes no saved diagnosis speaks for: the rules run on their snapshot, read whole this time.
-    std::vector<size_t> to_judge;
-    for (size_t i = 0; i < nodes.size(); ++i)
-        if (nodes[i].has_snapshot && nodes[i].health_source == HealthSource::none) to_judge.push_back(i);
-    parallel_for(
-        to_judge.size(), options.jobs,
-        [&](size_t k, std::string& buffer) {
-            FleetNode& n = nodes[to_judge[k]];
-            auto read = read_whole_file(n.file, buffer);
-            auto health = read ? health_from_snapshot(buffer) : Result<std::vector<Finding>>(std::unexpected(read.error()));
-            if (health) {
-                n.health_source = HealthSource::snapshot;
-                n.health_file = n.file;
-                n.health = std::move(*health);
-            } else {
-                n.health_error = "the rules could not run on the snapshot: " + health.error().message;
-            }
-        },
-        // One progress line over both passes: the files read, then the snapshots judged.
-        options.progress ? std::function<void(size_t, size_t)>([&](size_t done, size_t total) {
-            options.progress(files.size() + done, files.size() + total);
-        })
-                         : nullptr);
 
     auto report = summarize_fleet(matrix, std::move(nodes), std::move(input_problems), options.today);
     report.superseded.insert(report.superseded.end(), left_out.begin(), left_out.end());

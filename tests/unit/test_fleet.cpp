@@ -299,7 +299,7 @@ TEST(FleetReport, ReadsDirectoriesSkipsBadFilesAndNamesThem) {
     };
     auto r = build_fleet_report(example(), files, problems, o);
     EXPECT_EQ(last_done, last_total);
-    EXPECT_EQ(last_total, 4u + 2u);  // the files read, then the two snapshots the rules ran on
+    EXPECT_EQ(last_total, 4u);  // one pass: each file is read once, the rules run on it as it is read
     EXPECT_EQ(r.nodes, 2u);
     ASSERT_EQ(r.skipped.size(), 3u);
     std::map<std::string, std::string> why;
@@ -343,6 +343,29 @@ TEST(FleetCli, TruncatedFileIsNamedAndTheRestReported) {
     EXPECT_EQ(bad.status, 64) << bad.out;
     EXPECT_NE(bad.out.find("bad.toml:5: unknown key 'gpus'"), std::string::npos) << bad.out;
     std::filesystem::remove_all(dir);
+}
+
+TEST(FleetHealth, TheStreamingReaderReadsTheWholeSnapshotAsTheFullReaderDoes) {
+    // The rules judge what read_whole_snapshot gives: it must be the snapshot snapshot_from_json gives, field
+    // for field (compared as the JSON each writes back), or the report's findings would not be diagnose's.
+    std::vector<Snapshot> cases{h200x2_snapshot(), gpu_not_in_driver("gpu-a002"), named("gpu-a003")};
+    for (auto& s : cases) {
+        std::string text = snapshot_to_json(s).dump(2);
+        auto whole = read_whole_snapshot(text);
+        ASSERT_TRUE(whole) << whole.error().message;
+        auto full = snapshot_from_json(nlohmann::json::parse(text));
+        ASSERT_TRUE(full) << full.error().message;
+        EXPECT_EQ(snapshot_to_json(*whole), snapshot_to_json(*full));
+        auto judged = judge_fleet_snapshot(text);
+        ASSERT_TRUE(judged) << judged.error().message;
+        EXPECT_EQ(judged->health_source, HealthSource::snapshot);
+        EXPECT_EQ(ids_of(judged->health), ids_of(*health_from_snapshot(text)));
+    }
+    // A field only the rules read that is not what the schema says: the record is still made, health unknown.
+    auto bad = judge_fleet_snapshot(R"({"schema_version": 1, "pcie": {}, "devices": {"nodes": 3}})");
+    ASSERT_TRUE(bad) << bad.error().message;
+    EXPECT_EQ(bad->health_source, HealthSource::none);
+    EXPECT_TRUE(bad->health_error.starts_with("the rules could not run on the snapshot")) << bad->health_error;
 }
 
 TEST(FleetHealth, TheCapturedNodeIsHealthyByTheRules) {
