@@ -29,7 +29,8 @@ measure() {  # binary -> "user wall rss_mib"
   local log; log=$(mktemp)
   /usr/bin/time -f '%U %e %M' -o "$log" "$1" fleet report -q --matrix "$here/examples/matrix.toml" -j 2 \
     --format json -o /dev/null "$work/nodes" || true  # exit 1/2 is the report's verdict
-  awk '{ printf "%s %s %.1f\n", $1, $2, $3 / 1024 }' "$log"; rm -f "$log"
+  # GNU time writes "Command exited with non-zero status N" first: the figures are the last line
+  tail -n 1 "$log" | awk '{ printf "%s %s %.1f\n", $1, $2, $3 / 1024 }'; rm -f "$log"
 }
 
 printf 'gpudx fleet report, %d snapshots, -j 2, %d CPUs, load %s\n' "$count" "$(nproc)" "$(cut -d' ' -f1 /proc/loadavg)"
