@@ -3,7 +3,9 @@
 set -u
 start=$(date +%s)
 cmake -S . -B build-ci -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUDX_HEADERS_DIR=$PWD/.device-carry/include \
-  -DGPUDX_GTEST_SOURCE=$PWD/.device-carry/googletest > $OUT/ci-build.log 2>&1
+  -DGPUDX_GTEST_SOURCE=$PWD/.device-carry/googletest \
+  -DSQLITE3_INCLUDE=$PWD/.device-carry/sqlite -DSQLITE3_STATIC=$PWD/.device-carry/sqlite/libsqlite3.a \
+  > $OUT/ci-build.log 2>&1
 ninja -C build-ci -k 0 -j32 >> $OUT/ci-build.log 2>&1
 echo "build rc=$? in $(( $(date +%s) - start )) s"
 grep -E "error:|FAILED" $OUT/ci-build.log | head -20

@@ -11,6 +11,7 @@
 #include "rules/diagnose.hpp"
 #include "rules/xid_policy.hpp"
 #include "rules/baseline.hpp"
+#include "rules/matrix.hpp"
 #include "actions/slurm.hpp"
 #include "render/formats.hpp"
 #include "render/report_format.hpp"
@@ -31,6 +32,7 @@ struct DiagnoseCmdOptions {
     DrainCliOptions drain;
     std::vector<int> pids;
     std::string slurm_job;
+    std::string matrix;
 };
 
 // --pid and --slurm-job: the processes whose own view is judged beside the node's (docs/process-view.md). False,
@@ -81,6 +83,12 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
         if (!record) throw UsageError{o.baseline + ": " + record.error().message};
         baseline = std::move(*record);
     }
+    std::optional<Matrix> matrix;
+    if (!o.matrix.empty()) {
+        auto m = load_matrix(o.matrix);
+        if (!m) throw UsageError{m.error().message};
+        matrix = std::move(*m);
+    }
     DiagnoseOptions dopts;
     JudgeFiles judge_files;
     NodeOptions node = o.node;
@@ -97,12 +105,18 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
     dopts.expect_gpus = o.expect_gpus;
     dopts.since = o.node.since;
     if (baseline) dopts.extra_findings = diff_against_baseline(*baseline, s);
+    PrometheusOptions prom;
+    if (matrix) {
+        auto check = check_against_matrix(*matrix, s, today_utc());
+        if (check.node_class) prom.node_class = check.node_class->name;
+        for (auto& f : check.findings) dopts.extra_findings.push_back(std::move(f));
+    }
     Diagnosis d = diagnose(s, dopts);
     d.exit_code = process_exit_code(s, node, d.exit_code);
     RenderOptions r;
     r.color = o.output.empty() && stdout_is_terminal();
     r.verbose = o.verbose;
-    auto report = render_report(s, d, o.format, r);
+    auto report = render_report(s, d, o.format, r, prom);
     std::string text = std::move(report.text);
     int exit_code = report.exit_code;
     write_output(o.output, text);
@@ -128,6 +142,11 @@ CommandRegistrar reg{
          cmd.add_option("--baseline", o->baseline,
                         "Also compare with this node record (`gpudx baseline save`): a card missing, moved or "
                         "replaced, a link trained lower, a driver, kernel or library change")
+             ->type_name("FILE");
+         cmd.add_option("--matrix", o->matrix,
+                        "Also hold the node to its class's tested set in this compatibility matrix (TOML, "
+                        "docs/baseline-matrix-fleet.md): its matrix.* divergences join the findings, and --format "
+                        "prom names the class in gpudx_node_info")
              ->type_name("FILE");
          cmd.add_option("--xid-policy", o->xid_policy,
                         "Xid severities from this TOML file (format of data/xid-policy.toml; see `gpudx xid --list`)")

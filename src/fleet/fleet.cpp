@@ -24,7 +24,10 @@
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
 #include "core/clock.hpp"
+#include "model/layer_json.hpp"
 #include "model/snapshot_keys.hpp"
+#include "rules/diagnose.hpp"
+#include "rules/xid_policy.hpp"  // parse_severity
 
 namespace gpudx {
 
@@ -45,11 +48,17 @@ struct Null {};
 struct Container {};  // an object or array, where the schema has a scalar
 using Value = std::variant<Null, bool, int64_t, double, std::string_view, Container>;
 
-// A SAX reader that fills only the snapshot's FleetFields (model/snapshot_keys.hpp), straight into the model:
-// no document is built, so a 20 KB snapshot costs one pass of the lexer and a few strings. Each open object or
-// array is a frame that knows what it fills; one not among the FleetFields is skipped, only lexed. Keys come
-// from the model's Schema, so this reader and snapshot_from_json cannot disagree on a name. A value of the
-// wrong type where the schema has a field is an error, as in snapshot_from_json.
+// Which fields a SnapshotReader fills: the FleetFields (model/snapshot_keys.hpp) for the report's summary, or
+// every field of the Schema, the whole snapshot the rules judge.
+enum class ReadFields { fleet, whole };
+
+// A SAX reader that fills the snapshot straight into the model: no document is built, so a 20 KB snapshot costs
+// one pass of the lexer and the strings it keeps. Each open object or array is a frame that knows what it fills;
+// one not among the fields read is skipped, only lexed. Keys come from the model's Schema, so this reader and
+// snapshot_from_json cannot disagree on a name. A value of the wrong type where the schema has a field is an
+// error, as in snapshot_from_json. Reading the whole snapshot, it gives what snapshot_from_json gives for any
+// snapshot gpudx writes (tests/unit/test_fleet.cpp holds the two to each other).
+template <ReadFields Fields>
 class SnapshotReader {
 public:
     Snapshot s;
@@ -162,22 +171,39 @@ private:
         static constexpr Kind kind{&SnapshotReader::open_string_element, &SnapshotReader::scalar_string_element};
         return &kind;
     }
+    template <class V>
+    static const Kind* map_kind() {
+        static constexpr Kind kind{&SnapshotReader::open_map_value, &SnapshotReader::scalar_map_value<V>};
+        return &kind;
+    }
 
-    // Calls f.template operator()<Member>() for the FleetFields member of T under `key`, if one is.
+    // Calls f.template operator()<Member>() for the member of T under `key` that this reader fills, if one is.
     template <class T, class F>
     static void with_member(std::string_view key, F&& f) {
-        with_member(key, f, FleetFields<T>{});
+        if constexpr (Fields == ReadFields::whole)
+            with_schema_member<T>(key, f, std::make_index_sequence<std::tuple_size_v<decltype(Schema<T>::fields)>>{});
+        else if constexpr (FleetRead<T>)
+            with_member(key, f, FleetFields<T>{});
     }
     template <class F, auto... Member>
     static void with_member(std::string_view key, F& f, FieldList<Member...>) {
         (void)((key == snapshot_key<Member> && (f.template operator()<Member>(), true)) || ...);
     }
+    template <class T, class F, size_t... I>
+    static void with_schema_member(std::string_view key, F& f, std::index_sequence<I...>) {
+        (void)((key == std::get<I>(Schema<T>::fields).key &&
+                (f.template operator()<std::get<I>(Schema<T>::fields).member>(), true)) ||
+               ...);
+    }
 
     template <class T>
     Opened open_member_of(void* target, bool array) {
         const std::string& k = frames_.back().key;
-        if constexpr (std::is_same_v<T, Snapshot>)
+        if constexpr (std::is_same_v<T, Snapshot>) {
             if (k == snapshot_key<&Snapshot::pcie>) saw_pcie = true;
+            // A rocm_smi layer is written only when ROCm SMI was asked, so one read back means it was.
+            if (Fields == ReadFields::whole && k == snapshot_key<&Snapshot::rocm_smi>) s.rocm_smi.probed = true;
+        }
         Opened next;
         with_member<T>(k, [&]<auto Member>() { next = open_field(static_cast<T*>(target)->*Member, array); });
         return next;
@@ -190,9 +216,26 @@ private:
             if (k == snapshot_key<&Snapshot::schema_version>) return schema_version(v);
             if (k == snapshot_key<&Snapshot::pcie>) saw_pcie = true;  // a null layer: collected nothing, still a snapshot
         }
+        if constexpr (Fields == ReadFields::whole && requires(T& layer) { layer.hung_call; })
+            if (k == kHungCallKey) return hung_call(static_cast<T*>(target)->hung_call, driver_api_of<T>(), v);
         bool ok = true;
         with_member<T>(k, [&]<auto Member>() { ok = set(static_cast<T*>(target)->*Member, v); });
         return ok;
+    }
+
+    // A driver layer's hung call, written as its label beside the layer's fields (model/driver_json.cpp).
+    template <class Layer>
+    static constexpr DriverApi driver_api_of() {
+        if constexpr (std::is_same_v<Layer, NvmlLayer>) return DriverApi::nvml;
+        else if constexpr (std::is_same_v<Layer, CudaLayer>) return DriverApi::cuda;
+        else return DriverApi::rocm_smi;
+    }
+    bool hung_call(std::optional<HungCall>& out, DriverApi api, const Value& v) {
+        auto* label = std::get_if<std::string_view>(&v);
+        if (!label) return schema_error("is not a string");
+        if (label->empty()) out.reset();
+        else out = parse_hung_call(api, *label);
+        return true;
     }
 
     template <class T>
@@ -205,6 +248,11 @@ private:
         return schema_error("holds a scalar, expected objects");
     }
     Opened open_string_element(void*, bool) { return wrong("holds an object or array, expected strings"); }
+    Opened open_map_value(void*, bool) { return wrong("holds an object or array, expected scalars"); }
+    template <class V>
+    bool scalar_map_value(void* target, const Value& v) {
+        return set((*static_cast<std::map<std::string, V>*>(target))[frames_.back().key], v);
+    }
     bool scalar_string_element(void* target, const Value& v) {
         return set(static_cast<std::vector<std::string>*>(target)->emplace_back(), v);
     }
@@ -223,25 +271,35 @@ private:
         return true;
     }
 
-    // --- a member opens an object or array: the frame it becomes, by the member's type ---
-    template <FleetRead T>
+    // --- a member opens an object or array: the frame it becomes, by the member's type. As in the full reader,
+    // a member given twice counts once, the last. ---
+    template <HasSchema T>
     Opened open_field(T& field, bool array) {
         if (array) return wrong("is an array, expected an object");
+        field = T{};
         return {object_kind<T>(), &field};
     }
-    template <FleetRead T>
+    template <HasSchema T>
     Opened open_field(std::optional<T>& field, bool array) {
         if (array) return wrong("is an array, expected an object");
         return {object_kind<T>(), &field.emplace()};
     }
-    template <FleetRead T>
+    template <HasSchema T>
     Opened open_field(std::vector<T>& field, bool array) {
         if (!array) return wrong("is an object, expected an array");
+        field.clear();
         return {list_kind<T>(), &field};
     }
     Opened open_field(std::vector<std::string>& field, bool array) {
         if (!array) return wrong("is an object, expected an array");
+        field.clear();
         return {string_list_kind(), &field};
+    }
+    template <class V>
+    Opened open_field(std::map<std::string, V>& field, bool array) {
+        if (array) return wrong("is an array, expected an object");
+        field.clear();
+        return {map_kind<V>(), &field};
     }
     template <class Scalar>
     Opened open_field(Scalar& field, bool) {
@@ -251,17 +309,41 @@ private:
     }
 
     // --- a member is a scalar: null keeps the default ---
-    template <FleetRead T>
+    template <HasSchema T>
     bool set(T&, const Value& v) {
         return std::holds_alternative<Null>(v) || schema_error("is not an object");
     }
-    template <FleetRead T>
+    template <HasSchema T>
     bool set(std::optional<T>&, const Value& v) {
         return std::holds_alternative<Null>(v) || schema_error("is not an object");
     }
     template <class T>
     bool set(std::vector<T>&, const Value& v) {
         return std::holds_alternative<Null>(v) || schema_error("is not an array");
+    }
+    template <class V>
+    bool set(std::map<std::string, V>&, const Value& v) {
+        return std::holds_alternative<Null>(v) || schema_error("is not an object");
+    }
+    // An enum is written as its name; the model reads it back (an unknown name as the model does).
+    template <class E>
+        requires std::is_enum_v<E>
+    bool set(E& out, const Value& v) {
+        if (auto* sv = std::get_if<std::string_view>(&v)) enum_from_name(*sv, out);
+        else if (!std::holds_alternative<Null>(v)) return schema_error("is not a string");
+        return true;
+    }
+    bool set(std::optional<bool>& out, const Value& v) {
+        if (auto* b = std::get_if<bool>(&v)) out = *b;
+        else if (std::holds_alternative<Null>(v)) out.reset();
+        else return schema_error("is not a boolean");
+        return true;
+    }
+    bool set(double& out, const Value& v) {
+        if (auto* d = std::get_if<double>(&v)) out = *d;
+        else if (auto* i = std::get_if<int64_t>(&v)) out = static_cast<double>(*i);
+        else if (!std::holds_alternative<Null>(v)) return schema_error("is not a number");
+        return true;
     }
     bool set(std::string& out, const Value& v) {
         if (auto* sv = std::get_if<std::string_view>(&v)) out.assign(*sv);
@@ -307,26 +389,76 @@ private:
 
 }  // namespace
 
-Result<Snapshot> read_fleet_fields(std::string_view text) {
-    SnapshotReader reader(text.size());
+namespace {
+
+constexpr std::string_view kSchemaMismatch = "snapshot does not match the schema";
+
+template <ReadFields Fields>
+Result<Snapshot> read_snapshot(std::string_view text) {
+    SnapshotReader<Fields> reader(text.size());
     bool ok = json::sax_parse(text.begin(), text.end(), &reader, nlohmann::detail::input_format_t::json, true);
     if (!ok || !reader.error.empty()) return fail(reader.error.empty() ? "not valid JSON" : reader.error);
     if (!reader.saw_schema_version || !reader.saw_pcie) return fail("not a gpudx snapshot (no schema_version or pcie key)");
     return std::move(reader.s);
 }
 
-Result<FleetNode> parse_fleet_snapshot(std::string_view text) {
-    auto s = read_fleet_fields(text);
-    if (!s) return std::unexpected(s.error());
+FleetNode fleet_node_of(const Snapshot& s) {
     FleetNode n;
-    n.collected_at = s->collected_at;
-    n.record = make_node_record(*s);
-    n.xids.reserve(s->kernel_log.xids.size());
-    for (auto& x : s->kernel_log.xids) n.xids.push_back({normalize_pci(x.pci), x.code});
+    n.collected_at = s.collected_at;
+    n.record = make_node_record(s);
+    n.xids.reserve(s.kernel_log.xids.size());
+    for (auto& x : s.kernel_log.xids) n.xids.push_back({normalize_pci(x.pci), x.code});
     return n;
 }
 
-Result<FleetNode> read_fleet_snapshot(const std::string& path, std::string& buffer) {
+std::vector<Finding> health_findings(std::vector<Finding> findings);
+
+}  // namespace
+
+Result<Snapshot> read_fleet_fields(std::string_view text) { return read_snapshot<ReadFields::fleet>(text); }
+Result<Snapshot> read_whole_snapshot(std::string_view text) { return read_snapshot<ReadFields::whole>(text); }
+
+Result<FleetNode> parse_fleet_snapshot(std::string_view text) {
+    auto s = read_fleet_fields(text);
+    if (!s) return std::unexpected(s.error());
+    return fleet_node_of(*s);
+}
+
+Result<FleetNode> judge_fleet_snapshot(std::string_view text) {
+    auto whole = read_whole_snapshot(text);
+    if (whole) {
+        FleetNode n = fleet_node_of(*whole);
+        n.health_source = HealthSource::snapshot;
+        n.health = health_findings(diagnose(*whole, DiagnoseOptions{}).findings);
+        return n;
+    }
+    if (!whole.error().message.starts_with(kSchemaMismatch)) return std::unexpected(whole.error());
+    // A field the summary does not read is not what the schema says: the summary may still be sound, and the
+    // full reader says why the rules cannot run (as it would for `gpudx diagnose --from`).
+    auto n = parse_fleet_snapshot(text);
+    if (!n) return n;
+    if (auto health = health_from_snapshot(text)) {
+        n->health_source = HealthSource::snapshot;
+        n->health = std::move(*health);
+    } else {
+        n->health_error = "the rules could not run on the snapshot: " + health.error().message;
+    }
+    return n;
+}
+
+const char* to_string(HealthSource s) {
+    switch (s) {
+        case HealthSource::none: return "unknown";
+        case HealthSource::diagnosis: return "diagnosis";
+        case HealthSource::snapshot: return "snapshot";
+    }
+    return "?";
+}
+
+namespace {
+
+// The whole file into `buffer` (reused across files by one thread).
+Result<void> read_whole_file(const std::string& path, std::string& buffer) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return fail(fmt::format("cannot open: {}", std::strerror(errno)), path, errno);
     struct stat st{};
@@ -355,14 +487,191 @@ Result<FleetNode> read_fleet_snapshot(const std::string& path, std::string& buff
     ::close(fd);
     buffer.resize(off);
     if (off == 0) return fail("empty file", path);
-    auto node = parse_fleet_snapshot(buffer);
-    if (!node) {
-        auto e = node.error();
+    return {};
+}
+
+template <class T>
+Result<T> with_path(Result<T> r, const std::string& path) {
+    if (!r) {
+        auto e = r.error();
         e.path = path;
         return std::unexpected(e);
     }
-    node->file = path;
+    return r;
+}
+
+// What the report keeps of a finding: the fleet groups by id and lists messages; evidence and next steps are
+// the node's own report, and dropping them keeps memory near a kilobyte per node.
+std::vector<Finding> health_findings(std::vector<Finding> findings) {
+    std::erase_if(findings, [](const Finding& f) { return f.severity == Severity::info; });
+    for (auto& f : findings) {
+        f.evidence.clear();
+        f.next_step.clear();
+    }
+    return findings;
+}
+
+// A diagnosis has these top-level keys and a snapshot has neither.
+bool looks_like_diagnosis(const json& j) {
+    return j.is_object() && j.contains("verdict") && j.contains("findings") && !j.contains("pcie");
+}
+
+}  // namespace
+
+Result<FleetNode> read_fleet_snapshot(const std::string& path, std::string& buffer) {
+    if (auto read = read_whole_file(path, buffer); !read) return std::unexpected(read.error());
+    auto node = with_path(parse_fleet_snapshot(buffer), path);
+    if (node) node->file = path;
     return node;
+}
+
+Result<FleetDiagnosis> parse_fleet_diagnosis(std::string_view text) {
+    json j = json::parse(text, nullptr, false);
+    if (j.is_discarded()) return fail("not valid JSON");
+    if (!looks_like_diagnosis(j)) return fail("not a gpudx diagnosis (no verdict or findings key)");
+    auto bad = [](std::string what) { return fail("saved diagnosis does not match its format: " + what); };
+    auto string_at = [](const json& o, const char* key) -> std::optional<std::string> {
+        auto it = o.find(key);
+        if (it == o.end() || it->is_null()) return std::string();
+        if (!it->is_string()) return std::nullopt;
+        return it->get<std::string>();
+    };
+    auto version = j.find("schema_version");
+    if (version == j.end() || !version->is_number_integer()) return bad("schema_version is missing or not an integer");
+    if (version->get<int64_t>() > 1)
+        return fail(fmt::format("diagnosis schema version {} is newer than this gpudx understands (1); upgrade gpudx "
+                                "to read it",
+                                version->get<int64_t>()));
+    FleetDiagnosis d;
+    auto host = string_at(j, "host");
+    auto collected = string_at(j, "collected_at");
+    if (!host) return bad("host is not a string");
+    if (!collected) return bad("collected_at is not a string");
+    d.host = *host;
+    d.collected_at = *collected;
+    const json& findings = j["findings"];
+    if (!findings.is_array()) return bad("findings is not an array");
+    std::vector<Finding> all;
+    for (size_t i = 0; i < findings.size(); ++i) {
+        const json& fj = findings[i];
+        std::string where = fmt::format("findings[{}]", i);
+        if (!fj.is_object()) return bad(where + " is not an object");
+        Finding f;
+        auto id = string_at(fj, "id");
+        auto layer = string_at(fj, "layer");
+        auto severity = string_at(fj, "severity");
+        auto message = string_at(fj, "message");
+        if (!id || id->empty()) return bad(where + ".id is missing or not a string");
+        if (!message) return bad(where + ".message is not a string");
+        auto parsed_layer = layer ? parse_layer(*layer) : std::nullopt;
+        if (!parsed_layer) return bad(fmt::format("{}.layer {} is not a layer", where, fj.value("layer", json()).dump()));
+        auto parsed_severity = severity ? parse_severity(*severity) : std::nullopt;
+        if (!parsed_severity)
+            return bad(fmt::format("{}.severity {} is not info, warning or error", where,
+                                   fj.value("severity", json()).dump()));
+        f.id = *id;
+        f.layer = *parsed_layer;
+        f.severity = *parsed_severity;
+        f.message = *message;
+        if (auto subjects = fj.find("subjects"); subjects != fj.end() && !subjects->is_null()) {
+            if (!subjects->is_array()) return bad(where + ".subjects is not an array");
+            for (auto& g : *subjects) {
+                auto uuid = g.is_object() ? string_at(g, "uuid") : std::nullopt;
+                auto pci = g.is_object() ? string_at(g, "pci") : std::nullopt;
+                if (!uuid || !pci) return bad(where + ".subjects holds an entry without string uuid and pci");
+                f.subjects.push_back({*uuid, *pci});
+            }
+        }
+        all.push_back(std::move(f));
+    }
+    d.findings = health_findings(std::move(all));
+    return d;
+}
+
+Result<FleetInput> read_fleet_input(const std::string& path, std::string& buffer) {
+    if (auto read = read_whole_file(path, buffer); !read) return std::unexpected(read.error());
+    auto node = judge_fleet_snapshot(buffer);
+    if (node) {
+        node->file = path;
+        if (node->health_source == HealthSource::snapshot) node->health_file = path;
+        return FleetInput(std::move(*node));
+    }
+    // Not a snapshot: perhaps a saved diagnosis. Only files that fail the snapshot reader pay for this look.
+    if (!node.error().message.starts_with("truncated")) {
+        json j = json::parse(buffer, nullptr, false);
+        if (looks_like_diagnosis(j)) {
+            auto d = with_path(parse_fleet_diagnosis(buffer), path);
+            if (!d) return std::unexpected(d.error());
+            d->file = path;
+            return FleetInput(std::move(*d));
+        }
+    }
+    return with_path(Result<FleetInput>(std::unexpected(node.error())), path);
+}
+
+Result<std::vector<Finding>> health_from_snapshot(std::string_view text) {
+    json j = json::parse(text, nullptr, false);
+    if (j.is_discarded()) return fail("not valid JSON");
+    auto s = snapshot_from_json(j);
+    if (!s) return std::unexpected(s.error());
+    return health_findings(diagnose(*s, DiagnoseOptions{}).findings);
+}
+
+std::vector<std::pair<std::string, std::string>> attach_diagnoses(std::vector<FleetNode>& nodes,
+                                                                  std::vector<FleetDiagnosis> diagnoses) {
+    std::vector<std::pair<std::string, std::string>> left_out;
+    // The newest diagnosis of each host (collected_at, then the later file given); one without a host stands
+    // alone.
+    std::map<std::string, size_t> newest_diagnosis;
+    std::vector<size_t> alone;
+    for (size_t i = 0; i < diagnoses.size(); ++i) {
+        if (diagnoses[i].host.empty()) {
+            alone.push_back(i);
+            continue;
+        }
+        auto [it, inserted] = newest_diagnosis.emplace(diagnoses[i].host, i);
+        if (inserted) continue;
+        bool newer = diagnoses[i].collected_at >= diagnoses[it->second].collected_at;
+        size_t loser = newer ? it->second : i;
+        left_out.emplace_back(diagnoses[loser].file, diagnoses[newer ? i : it->second].file);
+        if (newer) it->second = i;
+    }
+    // The newest snapshot of each host, by the rule summarize_fleet applies.
+    std::map<std::string, size_t> newest_snapshot;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        if (!nodes[i].has_snapshot || nodes[i].record.hostname.empty()) continue;
+        auto [it, inserted] = newest_snapshot.emplace(nodes[i].record.hostname, i);
+        if (!inserted && nodes[i].collected_at >= nodes[it->second].collected_at) it->second = i;
+    }
+    auto as_node = [](FleetDiagnosis& d) {
+        FleetNode n;
+        n.file = d.file;
+        n.collected_at = d.collected_at;
+        n.record.hostname = d.host;
+        n.has_snapshot = false;
+        n.health_source = HealthSource::diagnosis;
+        n.health_file = d.file;
+        n.health = std::move(d.findings);
+        return n;
+    };
+    for (auto& [host, i] : newest_diagnosis) {
+        auto& d = diagnoses[i];
+        auto snap = newest_snapshot.find(host);
+        if (snap == newest_snapshot.end()) {
+            nodes.push_back(as_node(d));
+            continue;
+        }
+        FleetNode& n = nodes[snap->second];
+        if (d.collected_at < n.collected_at) {  // the snapshot is newer: the rules run on it instead
+            left_out.emplace_back(d.file, n.file);
+            continue;
+        }
+        n.health_source = HealthSource::diagnosis;
+        n.health_file = d.file;
+        n.health = std::move(d.findings);
+    }
+    for (size_t i : alone) nodes.push_back(as_node(diagnoses[i]));
+    return left_out;
 }
 
 std::vector<std::string> expand_fleet_inputs(const std::vector<std::string>& args, std::vector<FleetProblem>& problems) {
@@ -452,7 +761,13 @@ FleetReport summarize_fleet(const Matrix& matrix, std::vector<FleetNode> nodes, 
         if (superseded[i]) continue;
         auto& n = nodes[i];
         ++r.nodes;
-        auto check = check_node_against_matrix(matrix, n.record, today);
+        // A node known only from a saved diagnosis has no versions or GPUs to hold to the tested set: its
+        // class comes from its hostname alone.
+        MatrixCheck check;
+        if (n.has_snapshot)
+            check = check_node_against_matrix(matrix, n.record, today);
+        else
+            check.node_class = classify_node(matrix, n.record).node_class;
         size_t ci;
         if (check.node_class) {
             ci = class_index.at(check.node_class->name);
@@ -481,12 +796,34 @@ FleetReport summarize_fleet(const Matrix& matrix, std::vector<FleetNode> nodes, 
             d.findings.push_back(f);
         }
         for (auto& id : ids) ++cr.divergence_nodes[id];
-        if (d.findings.empty())
-            ++cr.conforming;
-        else
-            cr.diverging.push_back(std::move(d));
-        if (cr.expected_gpus && n.record.gpus.size() < *cr.expected_gpus)
+        bool diverges = !d.findings.empty();
+        if (diverges) cr.diverging.push_back(std::move(d));
+        if (n.has_snapshot && cr.expected_gpus && n.record.gpus.size() < *cr.expected_gpus)
             cr.missing.push_back({node_name(n), n.file, n.record.gpus.size(), *cr.expected_gpus});
+
+        // Health: a node with a warning or an error finding, or whose health is unknown, is not conforming,
+        // whatever its versions.
+        cr.health_only += !n.has_snapshot;
+        switch (n.health_source) {
+            case HealthSource::none: ++r.health_unknown; ++cr.health_unknown; break;
+            case HealthSource::diagnosis: ++r.health_saved; break;
+            case HealthSource::snapshot: ++r.health_computed; break;
+        }
+        bool healthy = n.health_source != HealthSource::none && n.health.empty();
+        if (healthy) {
+            ++cr.healthy;
+        } else {
+            std::set<std::string> finding_ids;
+            for (auto& f : n.health) {
+                auto& count = cr.finding_nodes[f.id];
+                if (finding_ids.insert(f.id).second) ++count.nodes;
+                count.severity = std::max(count.severity, f.severity);
+                count.layer = f.layer;
+            }
+            cr.unhealthy.push_back({node_name(n), n.health_file.empty() ? n.file : n.health_file, n.health_source,
+                                    n.health_error, std::move(n.health)});
+        }
+        if (!diverges && healthy) ++cr.conforming;
 
         if (!n.xids.empty()) {
             auto& xn = xid_nodes[node_name(n) + '\0' + n.file];
@@ -507,7 +844,7 @@ FleetReport summarize_fleet(const Matrix& matrix, std::vector<FleetNode> nodes, 
     std::stable_sort(r.xids_by_node.begin(), r.xids_by_node.end(),
                      [](const FleetXidNode& a, const FleetXidNode& b) { return a.total > b.total; });
 
-    bool errors = false, warnings = !r.skipped.empty();
+    bool errors = false, warnings = !r.skipped.empty() || r.health_unknown > 0;
     for (auto& c : r.classes) {
         if (c.review_overdue || c.name == "(unclassified)") warnings |= c.nodes > 0;
         for (auto& d : c.diverging)
@@ -515,63 +852,88 @@ FleetReport summarize_fleet(const Matrix& matrix, std::vector<FleetNode> nodes, 
                 errors |= f.severity == Severity::error;
                 warnings |= f.severity == Severity::warning;
             }
+        for (auto& [id, count] : c.finding_nodes) {
+            errors |= count.severity == Severity::error;
+            warnings |= count.severity == Severity::warning;
+        }
     }
     r.exit_code = errors ? 1 : warnings ? 2 : 0;
     return r;
 }
 
-FleetReport build_fleet_report(const Matrix& matrix, const std::vector<std::string>& files,
-                               std::vector<FleetProblem> input_problems, const FleetOptions& options) {
-    auto started = std::chrono::steady_clock::now();
-    using Outcome = std::variant<FleetNode, FleetProblem>;
-    std::vector<std::optional<Outcome>> outcomes(files.size());
+namespace {
+
+// Runs work(i, buffer) for i in [0, count) on `jobs` threads, each with its own reusable buffer; progress (from
+// this thread) as items finish.
+void parallel_for(size_t count, unsigned jobs, const std::function<void(size_t, std::string&)>& work,
+                  const std::function<void(size_t, size_t)>& progress) {
     std::atomic<size_t> next{0};
     std::atomic<size_t> done{0};
     std::mutex m;
     std::condition_variable cv;
-
-    auto work = [&] {
+    auto worker = [&] {
         std::string buffer;
         for (;;) {
             size_t i = next.fetch_add(1, std::memory_order_relaxed);
-            if (i >= files.size()) break;
-            auto node = read_fleet_snapshot(files[i], buffer);
-            if (node)
-                outcomes[i].emplace(std::move(*node));
-            else
-                outcomes[i].emplace(FleetProblem{files[i], node.error().message});
+            if (i >= count) break;
+            work(i, buffer);
             if (buffer.capacity() > (4u << 20)) std::string().swap(buffer);  // do not keep one huge file's memory
             done.fetch_add(1, std::memory_order_release);
-            if (options.progress) cv.notify_one();
+            if (progress) cv.notify_one();
         }
     };
-    unsigned jobs = std::clamp(options.jobs, 1u, 64u);
-    jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(files.size(), 1)));
-    {
-        std::vector<std::jthread> pool;
-        for (unsigned t = 0; t < jobs; ++t) pool.emplace_back(work);
-        if (options.progress) {
-            std::unique_lock lock(m);
-            size_t last = 0;
-            while ((last = done.load(std::memory_order_acquire)) < files.size()) {
-                options.progress(last, files.size());
-                cv.wait_for(lock, std::chrono::milliseconds(200));
-            }
-            options.progress(files.size(), files.size());
+    jobs = std::clamp(jobs, 1u, 64u);
+    jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(count, 1)));
+    std::vector<std::jthread> pool;
+    for (unsigned t = 0; t < jobs; ++t) pool.emplace_back(worker);
+    if (progress) {
+        std::unique_lock lock(m);
+        size_t last = 0;
+        while ((last = done.load(std::memory_order_acquire)) < count) {
+            progress(last, count);
+            cv.wait_for(lock, std::chrono::milliseconds(200));
         }
+        progress(count, count);
     }
+}
+
+}  // namespace
+
+FleetReport build_fleet_report(const Matrix& matrix, const std::vector<std::string>& files,
+                               std::vector<FleetProblem> input_problems, const FleetOptions& options) {
+    auto started = std::chrono::steady_clock::now();
+    using Outcome = std::variant<FleetNode, FleetDiagnosis, FleetProblem>;
+    std::vector<std::optional<Outcome>> outcomes(files.size());
+    parallel_for(
+        files.size(), options.jobs,
+        [&](size_t i, std::string& buffer) {
+            auto input = read_fleet_input(files[i], buffer);
+            if (!input)
+                outcomes[i].emplace(FleetProblem{files[i], input.error().message});
+            else if (auto* n = std::get_if<FleetNode>(&*input))
+                outcomes[i].emplace(std::move(*n));
+            else
+                outcomes[i].emplace(std::move(std::get<FleetDiagnosis>(*input)));
+        },
+        options.progress);
 
     std::vector<FleetNode> nodes;
+    std::vector<FleetDiagnosis> diagnoses;
     nodes.reserve(files.size());
     for (auto& o : outcomes) {
         if (!o) continue;
         if (auto* n = std::get_if<FleetNode>(&*o))
             nodes.push_back(std::move(*n));
+        else if (auto* d = std::get_if<FleetDiagnosis>(&*o))
+            diagnoses.push_back(std::move(*d));
         else
             input_problems.push_back(std::get<FleetProblem>(*o));
     }
     outcomes.clear();
+    auto left_out = attach_diagnoses(nodes, std::move(diagnoses));
+
     auto report = summarize_fleet(matrix, std::move(nodes), std::move(input_problems), options.today);
+    report.superseded.insert(report.superseded.end(), left_out.begin(), left_out.end());
     report.read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     return report;
 }
@@ -584,6 +946,7 @@ nlohmann::json fleet_report_to_json(const FleetReport& r) {
     j["generated_at"] = r.generated_at;
     j["inputs"] = r.inputs;
     j["nodes"] = r.nodes;
+    j["health"] = {{"diagnosis", r.health_saved}, {"snapshot", r.health_computed}, {"unknown", r.health_unknown}};
     auto& sk = j["skipped"] = json::array();
     for (auto& p : r.skipped) sk.push_back({{"file", p.file}, {"reason", p.reason}});
     auto& sup = j["superseded"] = json::array();
@@ -611,6 +974,26 @@ nlohmann::json fleet_report_to_json(const FleetReport& r) {
         auto& ms = cj["missing_gpus"] = json::array();
         for (auto& m : c.missing)
             ms.push_back({{"node", m.node}, {"file", m.file}, {"seen", m.seen}, {"expected", m.expected}});
+        cj["healthy"] = c.healthy;
+        cj["health_unknown"] = c.health_unknown;
+        cj["health_only"] = c.health_only;
+        auto& fnodes = cj["finding_nodes"] = json::object();
+        for (auto& [id, count] : c.finding_nodes)
+            fnodes[id] = {{"severity", to_string(count.severity)}, {"layer", to_string(count.layer)},
+                          {"nodes", count.nodes}};
+        auto& uh = cj["unhealthy"] = json::array();
+        for (auto& u : c.unhealthy) {
+            json uj{{"node", u.node}, {"file", u.file}, {"health", to_string(u.source)}};
+            if (u.source == HealthSource::none) uj["error"] = u.error;
+            auto& fs = uj["findings"] = json::array();
+            for (auto& f : u.findings) {
+                json fj = finding_to_json(f);
+                fj.erase("evidence");  // not kept (health_findings)
+                fj.erase("next_step");
+                fs.push_back(std::move(fj));
+            }
+            uh.push_back(std::move(uj));
+        }
         cls.push_back(std::move(cj));
     }
     auto& xc = j["xids_by_code"] = json::object();

@@ -1,5 +1,7 @@
 #pragma once
 // Each layer's JSON lives beside it (model/<layer>_json.cpp); the snapshot joins them.
+#include <string_view>
+
 #include <nlohmann/json_fwd.hpp>
 
 #include "model/snapshot.hpp"
@@ -24,6 +26,11 @@ GPUDX_DECLARE_LAYER_JSON(CollectorStatus)
 GPUDX_DECLARE_LAYER_JSON(ProcessView)
 
 #undef GPUDX_DECLARE_LAYER_JSON
+
+// An enum of the snapshot from the name it is written under, as layer_from_json reads it (an unknown name gives
+// the first value of the enum's table): for readers that build no document (the fleet's streaming reader).
+void enum_from_name(std::string_view name, CollectorState& v);
+void enum_from_name(std::string_view name, KernelLogFormat& v);
 
 }  // namespace gpudx
 

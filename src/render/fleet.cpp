@@ -62,7 +62,11 @@ std::string render_fleet_text(const FleetReport& r, const FleetRenderOptions& o)
         }
     }
     if (!r.superseded.empty())
-        out += fmt::format("{} older snapshot(s) of a host with a newer one were not counted.\n", r.superseded.size());
+        out += fmt::format("{} older snapshot(s) or diagnoses of a host with a newer one were not counted.\n",
+                           r.superseded.size());
+    out += fmt::format("Health: {} node(s) from saved diagnoses, {} from the rules run on their snapshot", r.health_saved,
+                       r.health_computed);
+    out += r.health_unknown ? paint("33", fmt::format(", {} unknown", r.health_unknown)) + "\n" : std::string(".\n");
 
     for (auto& c : r.classes) {
         out += "\n";
@@ -70,9 +74,12 @@ std::string render_fleet_text(const FleetReport& r, const FleetRenderOptions& o)
             out += paint("1", fmt::format("Unclassified: {} node(s) fit no class of the matrix", c.nodes)) + "\n";
         else
             out += paint("1", fmt::format("Class {}", c.name)) +
-                   fmt::format(" (owner {}, review by {}{}): {} node(s), {} conforming, {} diverging\n", c.owner,
-                               c.review_by, c.review_overdue ? paint("33", ", REVIEW OVERDUE") : "", c.nodes,
-                               c.conforming, c.diverging.size());
+                   fmt::format(" (owner {}, review by {}{}): {} node(s), {} conforming, {} diverging, {} unhealthy\n",
+                               c.owner, c.review_by, c.review_overdue ? paint("33", ", REVIEW OVERDUE") : "", c.nodes,
+                               c.conforming, c.diverging.size(), c.unhealthy.size());
+        if (c.health_only)
+            out += fmt::format("  {} node(s) known only from a saved diagnosis: versions unknown, matrix not checked\n",
+                               c.health_only);
         if (c.nodes == 0) continue;
         render_spread(out, "Driver", c.drivers, o.limit);
         render_spread(out, "Kernel", c.kernels, o.limit);
@@ -94,6 +101,26 @@ std::string render_fleet_text(const FleetReport& r, const FleetRenderOptions& o)
                 }
                 out += fmt::format("    {:<20} {} of {} GPUs  {}\n", strip_control(m.node), m.seen, m.expected,
                                    strip_control(m.file));
+            }
+        }
+        if (!c.finding_nodes.empty()) {
+            out += "  Findings (nodes):\n";
+            for (auto& [id, n] : c.finding_nodes)
+                out += fmt::format("    {:<7} {:<40} {:>6}\n", to_string(n.severity), id, n.nodes);
+        }
+        if (!c.unhealthy.empty()) {
+            out += paint(c.finding_nodes.empty() ? "33" : "31", fmt::format("  Unhealthy nodes ({}):", c.unhealthy.size())) +
+                   "\n";
+            size_t shown = 0;
+            for (auto& u : c.unhealthy) {
+                if (o.limit && shown++ == o.limit) {
+                    out += fmt::format("    ... {} more (--format csv lists all)\n", c.unhealthy.size() - o.limit);
+                    break;
+                }
+                out += fmt::format("    {}  ({})\n", strip_control(u.node), strip_control(u.file));
+                if (u.source == HealthSource::none) out += fmt::format("      - health unknown: {}\n", strip_control(u.error));
+                for (auto& f : u.findings)
+                    out += fmt::format("      - {} {}\n", to_string(f.severity), strip_control(short_divergence(f)));
             }
         }
         if (!c.diverging.empty()) {
@@ -178,6 +205,10 @@ std::string render_fleet_csv(const FleetReport& r) {
             for (auto& f : d.findings) row({"divergence", c.name, d.node, d.file, f.id, to_string(f.severity), f.message});
         for (auto& m : c.missing)
             row({"missing_gpus", c.name, m.node, m.file, "gpus", std::to_string(m.seen), std::to_string(m.expected)});
+        for (auto& u : c.unhealthy) {
+            if (u.source == HealthSource::none) row({"health_unknown", c.name, u.node, u.file, "", "", u.error});
+            for (auto& f : u.findings) row({"finding", c.name, u.node, u.file, f.id, to_string(f.severity), f.message});
+        }
     }
     for (auto& x : r.xids_by_node)
         for (auto& [code, n] : x.by_code)

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <tuple>
 
 #include "core/text.hpp"
+#include "rules/baseline.hpp"
 
 namespace gpudx {
 
@@ -21,7 +23,51 @@ std::string escape_prometheus_label(std::string_view value) {
     return out;
 }
 
-std::string render_prometheus(const Snapshot& s, const Diagnosis& d) {
+namespace {
+
+// Info metrics: the node's versions and class, and one series per GPU (value 1). They change only when the node
+// does (an upgrade, a card replaced), so joining on them (`* on(instance) group_left(class) gpudx_node_info`)
+// groups any other series by class at fleet scale.
+void render_info_metrics(std::string& out, const Snapshot& s, const PrometheusOptions& o) {
+    NodeRecord r = make_node_record(s);
+    out += "# HELP gpudx_node_info The node's driver (loaded), nvidia.ko module file, kernel and CUDA driver API "
+           "versions and its matrix class (value 1).\n";
+    out += "# TYPE gpudx_node_info gauge\n";
+    out += fmt::format("gpudx_node_info{{driver=\"{}\",module=\"{}\",kernel=\"{}\",cuda=\"{}\",class=\"{}\"}} 1\n",
+                       escape_prometheus_label(r.driver_version), escape_prometheus_label(r.module_file_version),
+                       escape_prometheus_label(r.kernel_release),
+                       escape_prometheus_label(cuda_version_text(r.cuda_driver_version)),
+                       escape_prometheus_label(o.node_class));
+    out += "# HELP gpudx_gpu_info One series per GPU, joined by PCI address across PCIe, procfs, NVML and CUDA "
+           "(value 1); uuid is empty when no layer knows it.\n";
+    out += "# TYPE gpudx_gpu_info gauge\n";
+    for (auto& g : r.gpus)
+        out += fmt::format("gpudx_gpu_info{{uuid=\"{}\",pci=\"{}\",slot=\"{}\",model=\"{}\",vbios=\"{}\"}} 1\n",
+                           escape_prometheus_label(g.uuid), escape_prometheus_label(g.pci),
+                           escape_prometheus_label(g.slot), escape_prometheus_label(g.model),
+                           escape_prometheus_label(to_lower(g.vbios)));
+}
+
+// Xid events in the kernel-log window (the current boot unless --since) by code and GPU: a counter that starts
+// again at a reboot, which rate() and increase() take as a reset.
+void render_xid_counts(std::string& out, const Snapshot& s) {
+    // The tallies count every event even when the kept Xid events are capped (an Xid storm); a snapshot
+    // without tallies (older gpudx) still has its events.
+    std::map<std::pair<int, std::string>, uint64_t> counts;
+    for (auto& t : s.kernel_log.tallies)
+        if (t.kind == "xid") counts[{t.code, t.device}] += t.count;
+    if (counts.empty())
+        for (auto& x : s.kernel_log.xids) ++counts[{x.code, x.pci}];
+    out += "# HELP gpudx_xid_events_total Xid events the kernel logged since boot (or --since), by code and GPU.\n";
+    out += "# TYPE gpudx_xid_events_total counter\n";
+    for (auto& [key, n] : counts)
+        out += fmt::format("gpudx_xid_events_total{{code=\"{}\",pci=\"{}\"}} {}\n", key.first,
+                           escape_prometheus_label(key.second), n);
+}
+
+}  // namespace
+
+std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const PrometheusOptions& o) {
     std::string out;
     out += "# HELP gpudx_finding A finding of gpudx diagnose, one series per finding and GPU (value 1).\n";
     out += "# TYPE gpudx_finding gauge\n";
@@ -68,6 +114,8 @@ std::string render_prometheus(const Snapshot& s, const Diagnosis& d) {
     out += "# HELP gpudx_exit_code Exit code of the diagnosis: 0 healthy, 1 errors, 2 warnings, 3 unknown.\n";
     out += "# TYPE gpudx_exit_code gauge\n";
     out += fmt::format("gpudx_exit_code {}\n", d.exit_code);
+    render_xid_counts(out, s);
+    render_info_metrics(out, s, o);
     return out;
 }
 

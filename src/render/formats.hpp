@@ -9,8 +9,14 @@
 
 namespace gpudx {
 
-// Prometheus text exposition for node_exporter's textfile collector (docs/output-formats.md).
-std::string render_prometheus(const Snapshot& s, const Diagnosis& d);
+// What the Prometheus exposition adds beyond the snapshot and the diagnosis.
+struct PrometheusOptions {
+    std::string node_class;  // the node's class in the compatibility matrix (`--matrix`); empty: none given or none fits
+};
+
+// Prometheus text exposition for node_exporter's textfile collector and the agent's /metrics
+// (docs/output-formats.md). Every label's values are bounded per node: no per-event labels.
+std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const PrometheusOptions& o = {});
 std::string escape_prometheus_label(std::string_view value);
 
 // The reason Slurm shows for a drained node: one line of at most 80 ASCII characters,

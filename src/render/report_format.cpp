@@ -12,9 +12,10 @@ bool is_report_format(std::string_view format) {
     return std::find(std::begin(kReportFormats), std::end(kReportFormats), format) != std::end(kReportFormats);
 }
 
-RenderedReport render_report(const Snapshot& s, const Diagnosis& d, std::string_view format, const RenderOptions& o) {
+RenderedReport render_report(const Snapshot& s, const Diagnosis& d, std::string_view format, const RenderOptions& o,
+                             const PrometheusOptions& prom) {
     if (format == "json") return {diagnosis_to_json(s, d).dump(2) + "\n", d.exit_code};
-    if (format == "prom") return {render_prometheus(s, d), d.exit_code};
+    if (format == "prom") return {render_prometheus(s, d, prom), d.exit_code};
     if (format == "slurm") {
         std::string reason = slurm_reason(d);
         return {reason + "\n", d.exit_code};

@@ -6,6 +6,7 @@
 
 #include "model/diagnosis.hpp"
 #include "model/snapshot.hpp"
+#include "render/formats.hpp"
 #include "render/report.hpp"
 
 namespace gpudx {
@@ -19,6 +20,8 @@ struct RenderedReport {
     int exit_code = 0;  // the diagnosis's (0/1/2/3), or the plugin's for npd and nagios
 };
 // An unknown format renders as text.
-RenderedReport render_report(const Snapshot& s, const Diagnosis& d, std::string_view format, const RenderOptions& o);
+// `prom` carries what the Prometheus format adds beyond the diagnosis (the node's class).
+RenderedReport render_report(const Snapshot& s, const Diagnosis& d, std::string_view format, const RenderOptions& o,
+                             const PrometheusOptions& prom = {});
 
 }  // namespace gpudx

@@ -89,6 +89,7 @@ def main():
         (["xid", "79", "--xid-policy", bad_policy], [bad_policy + ":6"]),
         (["matrix", "validate", "--matrix", bad_matrix], [bad_matrix + ":3"]),
         (["fleet", "report", "--matrix", bad_matrix, snapshot], [bad_matrix + ":3"]),
+        (["diagnose", "--matrix", bad_matrix] + node, [bad_matrix + ":3"]),
         (["diagnose", "--baseline", bad_record] + node, [bad_record, "line 3"]),
         (["baseline", "diff", bad_record] + node, [bad_record, "line 3"]),
         (["diagnose", "--from", bad_record], [bad_record, "line 3"]),

@@ -1,6 +1,6 @@
 #pragma once
 // The 2xH200 node of tests/fixtures/h200x2 as a filled Snapshot, with the values its capture shows
-// (proc/driver/nvidia/gpus/*/information, sys/bus/pci/devices, _commands/nvidia-smi-q.xml, ldconfig-p.txt,
+// (proc/driver/nvidia/gpus/*/information, sys/bus/pci/devices, dev/, _commands/nvidia-smi-q.xml, ldconfig-p.txt,
 // dmesg.txt, uname.txt). Built in code so the baseline, matrix and fleet tests and the fleet generator do
 // not depend on the collectors' progress; the collectors are tested against the capture itself.
 #include <string>
@@ -70,6 +70,10 @@ inline Snapshot h200x2_snapshot() {
     s.module.nvidia_proc_version =
         "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)";
     s.module.nvidia_driver_version = kDriver;
+    s.module.nvidia_gpus_listed = true;  // /proc/driver/nvidia/gpus was read
+    // The capture holds no /lib/modules tree: the module files were not examined, as a real snapshot says.
+    s.module.module_dir = std::string("/lib/modules/") + kKernel;
+    s.module.files_unavailable = std::string("no /lib/modules/") + kKernel + " in this root: module files not examined";
     unsigned minor = 0;
     for (auto [addr, uuid] : {std::pair{kGpu0Pci, kGpu0Uuid}, std::pair{kGpu1Pci, kGpu1Uuid}}) {
         NvidiaProcGpu g;
@@ -104,6 +108,20 @@ inline Snapshot h200x2_snapshot() {
          "NVRM: Persistence mode is deprecated and will be removed in a future release. Please use "
          "nvidia-persistenced instead.",
          "nvrm"}};
+
+    // dev/: the nodes the capture holds (mode 0666, the caps directory 0755), as `gpudx snapshot --root` reads them.
+    for (const char* path : {"/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl"}) {
+        DeviceNode n;
+        n.path = path;
+        n.type = "char";
+        n.mode = 0666;
+        s.devices.nodes.push_back(std::move(n));
+    }
+    DeviceNode caps;
+    caps.path = "/dev/nvidia-caps";
+    caps.type = "directory";
+    caps.mode = 0755;
+    s.devices.nodes.push_back(std::move(caps));
 
     s.libraries.ld_so_cache_format = "ldconfig -p";
     for (const char* soname : {"libcuda.so.1", "libnvidia-ml.so.1"}) {

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "../fleet/h200x2_snapshot.hpp"
 #include "core/text.hpp"
 #include "render/formats.hpp"
 
@@ -134,4 +135,54 @@ TEST(Formats, NodeProblemDetectorMessageFitsIn80AndCountsWarnings) {
 TEST(Formats, NodeProblemDetectorShortensTheUuidBeforeTheMessage) {
     auto bad = diagnosis_with({{"pcie.fell_off_bus", Layer::pcie, Severity::error, {kGpu0}, "config space reads all ones", {}, {}}});
     EXPECT_EQ(node_problem_detector(bad).message, "pcie.fell_off_bus GPU-992cb470 0000:00:06.0: config space reads all ones");
+}
+
+TEST(Formats, PrometheusInfoMetricsNameTheNodeAndEachGpu) {
+    auto s = testdata::h200x2_snapshot();
+    ModuleFile ko;
+    ko.name = "nvidia";
+    ko.path = "/lib/modules/6.18.44-fc-v657-gpu/kernel/drivers/video/nvidia.ko";
+    ko.version = "580.159.04";
+    s.module.files.push_back(ko);
+    auto text = render_prometheus(s, diagnosis_with({}), {"h200x2"});
+    EXPECT_NE(text.find("# TYPE gpudx_node_info gauge\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("gpudx_node_info{driver=\"580.159.04\",module=\"580.159.04\",kernel=\"6.18.44-fc-v657-gpu\","
+                        "cuda=\"13.0\",class=\"h200x2\"} 1\n"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("gpudx_gpu_info{uuid=\"GPU-992cb470-9027-88f4-48a9-a9a329d6978d\",pci=\"0000:00:06.0\","
+                        "slot=\"\",model=\"NVIDIA H200\",vbios=\"96.00.a5.00.1a\"} 1\n"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("gpudx_gpu_info{uuid=\"GPU-40cd403d-66ba-4608-72b9-5be5031085dc\",pci=\"0000:00:07.0\""),
+              std::string::npos);
+    // Without a matrix the class is empty (Prometheus treats it as absent), never guessed.
+    EXPECT_NE(render_prometheus(s, diagnosis_with({})).find(",class=\"\"} 1\n"), std::string::npos);
+}
+
+TEST(Formats, PrometheusXidCounterCountsByCodeAndGpuFromTheTallies) {
+    auto s = testdata::h200x2_snapshot();
+    XidEvent kept;
+    kept.pci = testdata::kGpu1Pci;
+    kept.code = 79;
+    s.kernel_log.xids.push_back(kept);  // capped: only one of the 250 events kept
+    KernelLogTally storm;
+    storm.kind = "xid";
+    storm.device = testdata::kGpu1Pci;
+    storm.code = 79;
+    storm.count = 250;
+    s.kernel_log.tallies.push_back(storm);
+    KernelLogTally aer;
+    aer.kind = "aer_corrected";
+    aer.device = testdata::kGpu0Pci;
+    aer.count = 3;
+    s.kernel_log.tallies.push_back(aer);
+    auto text = render_prometheus(s, diagnosis_with({}));
+    EXPECT_NE(text.find("# TYPE gpudx_xid_events_total counter\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("gpudx_xid_events_total{code=\"79\",pci=\"0000:00:07.0\"} 250\n"), std::string::npos) << text;
+    EXPECT_EQ(text.find("gpudx_xid_events_total{code=\"0\""), std::string::npos) << text;  // not an Xid
+    // An older snapshot without tallies: its kept events count.
+    s.kernel_log.tallies.clear();
+    EXPECT_NE(render_prometheus(s, diagnosis_with({})).find("gpudx_xid_events_total{code=\"79\",pci=\"0000:00:07.0\"} 1\n"),
+              std::string::npos);
 }

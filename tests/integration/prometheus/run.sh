@@ -46,10 +46,10 @@ write_prom() {  # write_prom ROOT EXPECTED_RC
     fail "promtool check metrics rejected the output of --root $1: $(cat "$work/promtool.out")"
 }
 
-for case in fell-off-bus:1 hostile-strings:1 h200x2:0; do
+for case in fell-off-bus:1 hostile-strings:1 h200x2:0 h200x1-gathered:0 h200x2-gathered:0; do
   name=${case%:*} want=${case#*:}
   root=$work/trees/$name
-  [[ $name == h200x2 ]] && root=$fixture
+  [[ -d $src/tests/fixtures/$name ]] && root=$src/tests/fixtures/$name
   write_prom "$root" "$want"
   cp "$prom" "$work/$name.prom"
   echo "promtool check metrics: $name ok ($(grep -c '^gpudx_' "$prom") samples)"
@@ -58,6 +58,21 @@ grep -q '^gpudx_finding{id="pcie.fell_off_bus",layer="pcie",severity="error",uui
   "$work/fell-off-bus.prom" || fail "fell-off-bus finding series missing: $(grep gpudx_finding "$work/fell-off-bus.prom")"
 grep -F 'uuid="GPU-40cd403d\"},evil=\"1\\} 1 ' "$work/hostile-strings.prom" >/dev/null ||
   fail "hostile UUID not escaped as expected: $(grep gpudx_finding "$work/hostile-strings.prom")"
+
+# The real captures' info metrics: the node's versions and class (--matrix), one series per GPU by UUID.
+# (h200x2-gathered: the 2xH200 node gathered by gpudx, host "vm" as the class's hostname patterns name it.)
+"$gpudx" diagnose --format prom --no-driver --root "$src/tests/fixtures/h200x2-gathered" --matrix "$src/examples/matrix.toml" \
+  > "$work/h200x2-matrix.prom" || true
+promtool check metrics < "$work/h200x2-matrix.prom" > "$work/promtool.out" 2>&1 ||
+  fail "promtool check metrics rejected the output with --matrix: $(cat "$work/promtool.out")"
+grep -q '^gpudx_node_info{driver="580.159.04",module="",kernel="6.18.44-fc-v657-gpu",cuda="",class="h200x2"} 1$' \
+  "$work/h200x2-matrix.prom" || fail "gpudx_node_info of h200x2: $(grep gpudx_node_info "$work/h200x2-matrix.prom")"
+for uuid in GPU-0f327a11-e21c-5b02-f289-a9f1e9266506 GPU-4c880f92-0c23-d49e-b569-e6d4768be474; do
+  grep -q "^gpudx_gpu_info{uuid=\"$uuid\",pci=\"0000:00:0[67].0\",slot=\"[^\"]*\",model=\"NVIDIA H200\",vbios=\"96.00.a5.00.1a\"} 1\$" \
+    "$work/h200x2-matrix.prom" || fail "no gpudx_gpu_info for $uuid: $(grep gpudx_gpu_info "$work/h200x2-matrix.prom")"
+done
+[[ $(grep -c '^gpudx_gpu_info{' "$work/h200x1-gathered.prom") == 1 ]] ||
+  fail "h200x1-gathered: $(grep -c '^gpudx_gpu_info{' "$work/h200x1-gathered.prom") gpudx_gpu_info series, expected 1"
 
 # An unwritable target is a clear usage error, not a crash.
 rc=0
