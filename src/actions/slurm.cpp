@@ -197,6 +197,8 @@ Result<SlurmDrainResult> apply_slurm_drain(const SlurmDrainOptions& o, int diagn
     SlurmDrainResult res;
     res.before = *node;
     res.action = decide_slurm_action(diagnosis_exit_code, reason, *node);
+    if (res.action == SlurmAction::drain && !o.update_own_reason && node->drain && is_gpudx_reason(node->reason))
+        res.action = SlurmAction::none;
     switch (res.action) {
         case SlurmAction::drain: {
             auto r = scontrol(o, {"update", "nodename=" + o.node, "state=drain", "reason=" + reason});

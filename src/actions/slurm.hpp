@@ -57,6 +57,9 @@ struct SlurmDrainOptions {
     std::string node;
     std::string scontrol = "scontrol";  // a path, or a name looked up in PATH
     std::chrono::milliseconds timeout{20000};  // slurmd kills a health check after 60 s: two calls fit
+    // false: a node gpudx has drained keeps its reason while errors go on (the agent drains once per episode,
+    // not again for each new finding); true: the reason follows the latest diagnosis (diagnose --drain).
+    bool update_own_reason = true;
 };
 
 struct SlurmDrainResult {

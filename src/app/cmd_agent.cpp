@@ -91,7 +91,10 @@ int run_agent_command(const AgentCmdOptions& o) {
     a.store.max_age_ms = -*retain;
     a.store.max_bytes = static_cast<int64_t>(o.max_store_mb * 1024 * 1024);
     a.drain = o.drain.drain;
-    if (a.drain) a.slurm = slurm_drain_options(o.drain);
+    if (a.drain) {
+        a.slurm = slurm_drain_options(o.drain);
+        a.slurm.update_own_reason = false;  // one drain for one episode of errors, however many findings it grows
+    }
     return run_agent(a);
 }
 

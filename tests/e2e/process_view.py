@@ -111,7 +111,10 @@ def case_app_folder(a, work):
     mapped = [m for m in view["mapped"] if m["soname"] == "libcuda.so.1"]
     check(len(mapped) == 1 and mapped[0]["path"] == os.path.join(lib, f"libcuda.so.{VERSION}")
           and mapped[0]["version"] == VERSION, f"mapped libcuda: {view['mapped']}")
-    not_hosts = findings(doc, "process.library_not_hosts", t.pid)
+    # On a node whose NVIDIA module is loaded, the stand-in's version is not the module's: the mismatch error
+    # names the copy instead (it supersedes "not the host's").
+    not_hosts = (findings(doc, "process.library_not_hosts", t.pid)
+                 or findings(doc, "process.libcuda_version_mismatch", t.pid))
     check(len(not_hosts) == 1, f"no process.library_not_hosts for pid {t.pid}: {[f['id'] for f in doc['findings']]}")
     msg = not_hosts[0]["message"]
     check(lib in msg and f"libcuda.so.{VERSION}" in msg and VERSION in msg, f"names folder, file, version: {msg}")
@@ -150,7 +153,8 @@ def case_namespace(a, work):
     chosen = libcuda["chosen"]
     check(chosen and chosen["path"] == os.path.join(lib, "libcuda.so.1") and chosen["version"] == VERSION,
           f"its loader's pick, read through /proc/PID/root: {libcuda}")
-    not_hosts = findings(doc, "process.library_not_hosts", t.pid)
+    not_hosts = (findings(doc, "process.library_not_hosts", t.pid)
+                 or findings(doc, "process.libcuda_version_mismatch", t.pid))
     check(len(not_hosts) == 1 and VERSION in not_hosts[0]["message"], f"finding: {not_hosts}")
     print(f"namespace: pid {t.pid}: {chosen['path']} {chosen['version']} (read through /proc/{t.pid}/root)")
 
