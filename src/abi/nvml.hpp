@@ -142,6 +142,33 @@ struct nvmlGpuFabricInfo_v2_t {  // nvmlDeviceGetGpuFabricInfoV with version nvm
 static_assert(sizeof(nvmlGpuFabricInfo_v2_t) == 36);
 inline constexpr unsigned nvmlGpuFabricInfo_v2 = sizeof(nvmlGpuFabricInfo_v2_t) | (2u << 24);
 
+// Events (nvmlEventSetCreate / nvmlDeviceRegisterEvents / nvmlEventSetWait_v2): the bits of an event mask.
+// A device answers nvmlDeviceGetSupportedEventTypes with the bits it can deliver; registering a bit it cannot
+// is NVML_ERROR_NOT_SUPPORTED for the whole call, so a mask is always cut to the supported bits first.
+using nvmlEventSet_t = struct nvmlEventSet_st*;
+inline constexpr unsigned long long nvmlEventTypeSingleBitEccError = 0x1;
+inline constexpr unsigned long long nvmlEventTypeDoubleBitEccError = 0x2;
+inline constexpr unsigned long long nvmlEventTypePState = 0x4;
+inline constexpr unsigned long long nvmlEventTypeXidCriticalError = 0x8;  // eventData: the Xid
+inline constexpr unsigned long long nvmlEventTypeClock = 0x10;
+inline constexpr unsigned long long nvmlEventTypePowerSourceChange = 0x80;
+inline constexpr unsigned long long nvmlEventMigConfigChange = 0x100;
+inline constexpr unsigned long long nvmlEventTypeSingleBitEccErrorStorm = 0x200;
+inline constexpr unsigned long long nvmlEventTypeDramRetirementEvent = 0x400;
+inline constexpr unsigned long long nvmlEventTypeDramRetirementFailure = 0x800;
+inline constexpr unsigned long long nvmlEventTypeNonFatalPoisonError = 0x1000;
+inline constexpr unsigned long long nvmlEventTypeFatalPoisonError = 0x2000;
+inline constexpr unsigned long long nvmlEventTypeGpuUnavailableError = 0x4000;
+inline constexpr unsigned long long nvmlEventTypeGpuRecoveryAction = 0x8000;  // eventData: the action (field 230)
+struct nvmlEventData_t {
+    nvmlDevice_t device;
+    unsigned long long eventType;
+    unsigned long long eventData;
+    unsigned int gpuInstanceId;      // MIG: the instance the event is about, 0xFFFFFFFF when none
+    unsigned int computeInstanceId;
+};
+static_assert(sizeof(nvmlEventData_t) == 32);
+
 namespace nvml {
 using Init = nvmlReturn_t (*)();  // nvmlInit_v2
 using Shutdown = nvmlReturn_t (*)();
@@ -173,6 +200,11 @@ using DeviceGetNvLinkState = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int 
 using DeviceGetFieldValues = nvmlReturn_t (*)(nvmlDevice_t device, int count, nvmlFieldValue_t* values);
 using DeviceGetComputeRunningProcesses = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int* count,
                                                           nvmlProcessInfo_t* infos);  // _v3 / _v2
+using EventSetCreate = nvmlReturn_t (*)(nvmlEventSet_t* set);
+using EventSetFree = nvmlReturn_t (*)(nvmlEventSet_t set);
+using DeviceGetSupportedEventTypes = nvmlReturn_t (*)(nvmlDevice_t device, unsigned long long* eventTypes);
+using DeviceRegisterEvents = nvmlReturn_t (*)(nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set);
+using EventSetWait = nvmlReturn_t (*)(nvmlEventSet_t set, nvmlEventData_t* data, unsigned int timeoutms);  // _v2
 }  // namespace nvml
 
 // NVML return codes by name, for messages that must not depend on the library being loadable.

@@ -104,6 +104,8 @@ private:
     void diagnose_and_publish(Snapshot s, const std::string& trigger, double started_ms);
     void rediagnose_kernel_log();
     void take_inbox();
+    // Reads the NVML watcher; returns whether its news calls for a new diagnosis.
+    bool take_nvml_events();
     void record(std::vector<AgentEvent> events);
     // The drain, resume or failure to record, if any (recorded by the caller with the findings' events).
     std::optional<AgentEvent> drain_or_resume(const Diagnosis& d, bool changed);
@@ -161,7 +163,15 @@ private:
         drain_state_ = std::move(state);
     }
     bool collect_failing_ = false;
+
+    // NVML events (main thread only, but for the counter): the recent ones go into every snapshot judged.
+    NvmlEventWatcher nvml_watch_{o_.nvml_events};
+    std::deque<NvmlEvent> nvml_recent_;
+    std::atomic<uint64_t> nvml_events_{0};
 };
+
+// NVML events kept for the diagnosis (the oldest go first): enough for any repeat threshold of the Xid policy.
+constexpr size_t kKeptNvmlEvents = 256;
 
 std::shared_ptr<const Published> Agent::published() const {
     std::lock_guard lock(published_mutex_);
@@ -383,6 +393,7 @@ void Agent::record(std::vector<AgentEvent> events) {
 }
 
 void Agent::diagnose_and_publish(Snapshot s, const std::string& trigger, double started_ms) {
+    s.nvml_events.assign(nvml_recent_.begin(), nvml_recent_.end());
     auto p = std::make_shared<Published>();
     p->diagnosis = diagnose(s, o_.diagnose);
     p->snapshot = std::move(s);
@@ -477,6 +488,22 @@ void Agent::take_inbox() {
     if (matched > 0) rediagnose_kernel_log();
 }
 
+bool Agent::take_nvml_events() {
+    auto out = nvml_watch_.check(std::chrono::steady_clock::now());
+    for (auto& n : out.notes) note(std::move(n));
+    if (out.events.empty()) return out.restarted_or_lost;
+    std::vector<AgentEvent> recorded;
+    int64_t t = now_ms();
+    for (auto& e : out.events) {
+        recorded.push_back(nvml_agent_event(e, t));
+        nvml_recent_.push_back(std::move(e));
+        if (nvml_recent_.size() > kKeptNvmlEvents) nvml_recent_.pop_front();
+    }
+    nvml_events_.fetch_add(out.events.size(), std::memory_order_relaxed);
+    record(std::move(recorded));
+    return true;
+}
+
 int Agent::run() {
     if (int rc = open_listeners(); rc != 0) return rc;
     open_store();
@@ -484,8 +511,10 @@ int Agent::run() {
         std::lock_guard lock(store_mutex_);
         if (!store_problem_.empty()) std::fprintf(stderr, "gpudx agent: %s\n", store_problem_.c_str());
     }
-    // Followed before the first diagnosis, so a line written while it runs is not missed.
+    // Followed (and NVML's events watched) before the first diagnosis, so nothing that happens while it runs is
+    // missed.
     start_follower();
+    take_nvml_events();
     record({agent_note(fmt::format("gpudx agent {} started; following {}; serving {}", GPUDX_VERSION, follow_source_,
                                    serving_.empty() ? std::string("nothing") : join(serving_, ", ")),
                        now_ms())});
@@ -519,20 +548,31 @@ int Agent::run() {
     auto next_full = clock::now() + o_.interval;
     auto watchdog = systemd_.watchdog_interval();
     auto next_ping = clock::now() + watchdog.value_or(std::chrono::hours(24));
+    // A diagnosis that NVML events call for: at the next full one, or sooner, but never within
+    // nvml_rediagnose_gap of the last one they called for.
+    const char* next_trigger = "interval";
+    auto last_nvml_full = clock::now() - o_.nvml_rediagnose_gap;
     for (;;) {
         auto now = clock::now();
         auto wake_at = std::min(next_full, watchdog ? next_ping : next_full);
+        if (auto nvml_due = nvml_watch_.next_check()) wake_at = std::min(wake_at, *nvml_due);
         int timeout = static_cast<int>(
-            std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(wake_at - now).count()));
-        pollfd p[2] = {{signal_fd_, POLLIN, 0}, {wake_, POLLIN, 0}};
-        int n = ::poll(p, 2, timeout);
+            std::max<int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(wake_at - now).count()));
+        pollfd p[3] = {{signal_fd_, POLLIN, 0}, {wake_, POLLIN, 0}, {nvml_watch_.fd(), POLLIN, 0}};
+        int n = ::poll(p, p[2].fd >= 0 ? 3 : 2, timeout);
         if (n < 0 && errno != EINTR) break;
         if (p[0].revents & POLLIN) break;
         if (p[1].revents & POLLIN) take_inbox();
+        if (take_nvml_events()) {
+            next_full = std::min(next_full, std::max(clock::now(), last_nvml_full + o_.nvml_rediagnose_gap));
+            next_trigger = "nvml_event";
+        }
         now = clock::now();
         if (now >= next_full) {
-            if (!full("interval")) break;
+            if (next_trigger == std::string_view("nvml_event")) last_nvml_full = now;
+            if (!full(next_trigger)) break;
             next_full = clock::now() + o_.interval;
+            next_trigger = "interval";
         }
         if (watchdog && clock::now() >= next_ping) {
             systemd_.notify("WATCHDOG=1");
@@ -553,6 +593,7 @@ nlohmann::json Agent::agent_json() {
     j["started"] = format_event_time(started_ms_);
     j["uptime_s"] = static_cast<double>(now_ms() - started_ms_) / 1000.0;
     j["serving"] = serving_;
+    j["nvml_events"] = {{"watching", nvml_watch_.enabled()}, {"received", nvml_events_.load()}};
     j["kernel_log"] = {{"source", follow_source_},
                        {"lines_read", lines_read_.load()},
                        {"lines_matched", lines_matched_.load()},
@@ -595,11 +636,11 @@ std::string Agent::agent_metrics() {
     {
         std::lock_guard lock(counters_mutex_);
         family("gpudx_agent_events_total", "counter", "Events the agent recorded since it started, by kind.");
-        for (const char* kind : {"appeared", "cleared", "drained", "resumed", "drain_failed", "agent"})
+        for (const char* kind : {"appeared", "cleared", "drained", "resumed", "drain_failed", "nvml", "agent"})
             out += fmt::format("gpudx_agent_events_total{{kind=\"{}\"}} {}\n", kind,
                                events_by_kind_.contains(kind) ? events_by_kind_.at(kind) : 0);
         family("gpudx_agent_diagnoses_total", "counter", "Diagnoses the agent made since it started, by trigger.");
-        for (const char* trigger : {"start", "interval", "kernel_log"})
+        for (const char* trigger : {"start", "interval", "kernel_log", "nvml_event"})
             out += fmt::format("gpudx_agent_diagnoses_total{{trigger=\"{}\"}} {}\n", trigger,
                                diagnoses_by_trigger_.contains(trigger) ? diagnoses_by_trigger_.at(trigger) : 0);
     }

@@ -1,7 +1,8 @@
 #pragma once
 // `gpudx agent` (docs/agent.md): follows the kernel log as it is written and puts every new line through the
-// signature catalogue at once; re-diagnoses the kernel-log layer on a line that matters and the whole node
-// every --interval seconds; records each finding that appears or clears (and each drain) in the event store;
+// signature catalogue at once; watches NVML's events (Xid, ECC, recovery action) in a child it can kill;
+// re-diagnoses the kernel-log layer on a line that matters, the whole node on an NVML event and every
+// --interval seconds; records each finding that appears or clears (and each drain) in the event store;
 // serves /metrics, /v1/status and /v1/events on a TCP address and a unix socket; drains the Slurm node on an
 // error. Runs in the foreground, under systemd as Type=notify with the watchdog.
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "actions/slurm.hpp"
+#include "agent/nvml_watch.hpp"
 #include "agent/store.hpp"
 #include "collect/context.hpp"
 #include "rules/check_context.hpp"
@@ -25,6 +27,11 @@ struct AgentOptions {
     std::vector<std::string> snapshot_command;
     std::chrono::milliseconds snapshot_timeout{120000};
     std::chrono::milliseconds interval{60000};
+    // The NVML event watcher (`gpudx nvml-events` as a child); its command empty: none (--no-driver).
+    NvmlWatchOptions nvml_events;
+    // The least time between two diagnoses that NVML events call for: a storm of events is one diagnosis per
+    // this, not one per event.
+    std::chrono::milliseconds nvml_rediagnose_gap{5000};
     std::optional<std::string> listen = "127.0.0.1:9400";  // nullopt: no TCP listener
     std::string socket_path;     // empty: no unix socket
     std::string state_dir = "/var/lib/gpudx";

@@ -68,6 +68,24 @@ AgentEvent agent_note(std::string message, int64_t time_ms) {
     return e;
 }
 
+AgentEvent nvml_agent_event(const NvmlEvent& n, int64_t time_ms) {
+    AgentEvent e;
+    e.time_ms = time_ms;
+    e.kind = "nvml";
+    e.gpu_uuid = n.uuid;
+    e.gpu_pci = n.pci;
+    std::string what = n.type == "xid" ? fmt::format("Xid {}", n.data)
+                       : n.type == "recovery_action" ? fmt::format("recovery action {}", n.data)
+                                                     : n.type;
+    e.message = fmt::format("NVML event: {} on {} ({})", what, n.uuid.empty() ? "a GPU" : n.uuid,
+                            n.pci.empty() ? "no PCI address" : n.pci);
+    std::string value = fmt::format("type {} (mask 0x{:x}), data {}", n.type, n.mask, n.data);
+    if (n.gpu_instance) value += fmt::format(", GPU instance {}", *n.gpu_instance);
+    if (n.compute_instance) value += fmt::format(", compute instance {}", *n.compute_instance);
+    e.evidence = nlohmann::json::array({{{"source", "NVML event"}, {"value", value}}});
+    return e;
+}
+
 std::string format_event_time(int64_t time_ms) {
     time_t secs = static_cast<time_t>(time_ms / 1000);
     struct tm tm{};

@@ -7,12 +7,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/driver.hpp"
 #include "model/finding.hpp"
 
 namespace gpudx {
 
-// appeared, cleared: a warning or error finding; drained, resumed, drain_failed: the Slurm node; agent: the
-// agent's own news (started, kmsg records lost, the event store moved aside or unwritable, a log file gone).
+// appeared, cleared: a warning or error finding; drained, resumed, drain_failed: the Slurm node; nvml: an event
+// NVML delivered (an Xid, a double-bit ECC error, a recovery action, ...); agent: the agent's own news (started,
+// kmsg records lost, the event store moved aside or unwritable, a log file gone, the NVML watcher's state).
 struct AgentEvent {
     int64_t id = 0;       // the store's row id, increasing; 0 before it is stored
     int64_t time_ms = 0;  // Unix time in milliseconds
@@ -36,6 +38,8 @@ std::vector<AgentEvent> diff_findings(const std::vector<Finding>& before, const 
                                       int64_t time_ms);
 
 AgentEvent agent_note(std::string message, int64_t time_ms);
+// An NVML event as the agent records it (kind nvml): "NVML event: Xid 79 on GPU-... (0000:...)".
+AgentEvent nvml_agent_event(const NvmlEvent& e, int64_t time_ms);
 nlohmann::json event_to_json(const AgentEvent& e);
 // Reads back what event_to_json wrote (the client of /v1/events); a missing field is left empty.
 AgentEvent event_from_json(const nlohmann::json& j);

@@ -31,6 +31,7 @@ struct AgentCmdOptions {
     std::string xid_policy;
     std::string signatures;
     DrainCliOptions drain;
+    bool no_nvml_events = false;
 };
 
 // This very binary, so the child that collects is the same gpudx as the agent.
@@ -49,6 +50,13 @@ std::vector<std::string> snapshot_command(const NodeOptions& n) {
     if (n.no_driver) argv.push_back("--no-driver");
     if (n.no_cuda) argv.push_back("--no-cuda");
     if (n.all_devices) argv.push_back("--all-devices");
+    if (!n.driver_lib_dir.empty()) argv.insert(argv.end(), {"--driver-lib-dir", n.driver_lib_dir});
+    return argv;
+}
+
+// `gpudx nvml-events` for the agent's watcher: one "alive" line a second, so a wait that hangs is seen.
+std::vector<std::string> nvml_events_command(const NodeOptions& n) {
+    std::vector<std::string> argv = {self_path(), "nvml-events", "--root", n.root, "--wait", "1"};
     if (!n.driver_lib_dir.empty()) argv.insert(argv.end(), {"--driver-lib-dir", n.driver_lib_dir});
     return argv;
 }
@@ -73,6 +81,12 @@ int run_agent_command(const AgentCmdOptions& o) {
     // The child has a deadline per driver layer; this one only catches a child that never ends.
     a.snapshot_timeout = std::chrono::milliseconds(static_cast<long>(o.node.deadline_s * 4000) + 60000);
     a.interval = std::chrono::milliseconds(static_cast<long>(o.interval_s * 1000));
+    if (!o.node.no_driver && !o.no_nvml_events) {
+        a.nvml_events.command = nvml_events_command(o.node);
+        // A setup call gets the driver deadline, a wait its second; past both (and a second of slack), hung.
+        a.nvml_events.quiet_limit = std::chrono::milliseconds(static_cast<long>(o.node.deadline_s * 1000) + 2000);
+        a.nvml_events.restart_after = a.interval;
+    }
     if (o.no_listen) {
         a.listen.reset();
     } else {
@@ -121,6 +135,8 @@ CommandRegistrar reg{
          cmd.add_option("--max-store-mb", o->max_store_mb, "Keep the event store below this many MiB (oldest go first)")
              ->capture_default_str()
              ->check(CLI::Range(1.0, 1048576.0));
+         cmd.add_flag("--no-nvml-events", o->no_nvml_events,
+                      "Do not watch NVML's events (the kernel log and the interval only)");
          cmd.add_option("--expect-gpus", o->expect_gpus, "Number of GPUs this node should have on PCIe");
          cmd.add_option("--xid-policy", o->xid_policy, "Xid severities from this TOML file (as for diagnose)")
              ->type_name("FILE");
@@ -131,8 +147,10 @@ CommandRegistrar reg{
                            "if gpudx drained it");
          cmd.footer(
              "Follows /dev/kmsg (or --kernel-log FILE, like tail -F) and judges every new line by the signature\n"
-             "catalogue at once; re-diagnoses the node every --interval seconds. A finding that appears or clears\n"
-             "is an event, kept in STATE_DIR/events.db. Serves, on --listen and the unix socket:\n"
+             "catalogue at once; watches NVML's events (Xid, double-bit ECC, recovery action: `gpudx nvml-events`\n"
+             "as a child it can kill) and re-diagnoses the node on one, and every --interval seconds. A finding\n"
+             "that appears or clears is an event, kept in STATE_DIR/events.db. Serves, on --listen and the unix\n"
+             "socket:\n"
              "  /metrics                  Prometheus exposition (the names of diagnose --format prom)\n"
              "  /v1/status[?format=F]     the current diagnosis (F: json, text, prom, slurm, npd, nagios)\n"
              "  /v1/events?since=TIME     the events since TIME (Unix seconds, ISO 8601, or an age: 15m, 2h)\n"

@@ -13,12 +13,12 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/reap.hpp"
 #include "core/text.hpp"
 
 namespace gpudx {
@@ -58,32 +58,6 @@ void isolate_child_descriptors(int keep_fd) {
     } catch (...) {
     }
     ::_exit(code);
-}
-
-std::optional<int> wait_for(pid_t pid, std::chrono::milliseconds within) {
-    auto end = std::chrono::steady_clock::now() + within;
-    while (true) {
-        int status = 0;
-        pid_t r = ::waitpid(pid, &status, WNOHANG);
-        if (r == pid) return status;
-        if (r < 0 && errno != EINTR) return std::nullopt;  // not a child of ours: nothing to wait for
-        if (std::chrono::steady_clock::now() >= end) return std::nullopt;
-        ::usleep(1000);
-    }
-}
-
-void reap_in_background(pid_t pid) {
-    std::thread([pid] {
-        int status = 0;
-        while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-        }
-    }).detach();
-}
-
-// Whether waitpid still knows `pid` as an unreaped child of ours.
-bool still_ours(pid_t pid) {
-    siginfo_t info{};
-    return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0;
 }
 
 }  // namespace
@@ -192,7 +166,7 @@ ChildExit Child::finish(std::chrono::milliseconds within, IfLate late) {
     close_channel();
     ChildExit ended;
     if (!running()) return ended;
-    ended.status = wait_for(pid_, within);
+    ended.status = wait_for_exit(pid_, within);
     if (!ended.reaped() && still_ours(pid_)) {
         if (late == IfLate::kill) ::kill(pid_, SIGKILL);
         reap_in_background(pid_);

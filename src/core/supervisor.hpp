@@ -24,6 +24,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/error.hpp"
+#include "core/reap.hpp"
 
 namespace gpudx {
 
@@ -57,10 +58,6 @@ struct ChildExit {
     int signal() const;     // when signaled()
     int exit_code() const;  // otherwise
 };
-
-// The wait after SIGKILL: a child in user space is gone within microseconds, one still there after this is
-// stuck in the kernel driver.
-inline constexpr std::chrono::milliseconds kKilledChildGrace{2000};
 
 // The exit status of a child whose body threw (EX_SOFTWARE): the body is the child's fault-isolation
 // boundary, so the exception ends the child, never reaches code the parent owns.

@@ -76,6 +76,21 @@ struct NvmlDevice {
     std::vector<std::string> errors;       // "nvmlDeviceGetX: message"
 };
 
+// An event NVML delivered to the agent's watcher (`gpudx nvml-events`, vendor/nvml/events.hpp): the agent keeps
+// the recent ones in the snapshots it judges, so an Xid the kernel log cannot show (no /dev/kmsg in a
+// container, a ring buffer that wrapped) is still judged.
+struct NvmlEvent {
+    std::string time;  // ISO 8601 UTC, when the watcher received it
+    unsigned index = 0;
+    std::string uuid;
+    std::string pci;
+    std::string type;  // "xid", "double_bit_ecc", ... (nvml_event_type_name)
+    unsigned long long mask = 0;
+    unsigned long long data = 0;  // the Xid for "xid", the action for "recovery_action"
+    std::optional<unsigned> gpu_instance;
+    std::optional<unsigned> compute_instance;
+};
+
 struct NvmlLayer {
     std::string library_path;  // the file actually loaded
     std::string load_error;    // why libnvidia-ml.so.1 could not be loaded (dlerror), when it could not

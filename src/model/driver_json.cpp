@@ -43,4 +43,6 @@ void layer_from_json(const nlohmann::json& j, RocmSmiLayer& v) {
     v.hung_call = hung_call_from_json(j, DriverApi::rocm_smi);
     v.probed = true;
 }
+// NvmlEvent has no hung call: its serializer is the table's own.
+GPUDX_DEFINE_LAYER_JSON(NvmlEvent)
 }  // namespace gpudx

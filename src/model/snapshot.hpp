@@ -38,6 +38,7 @@ struct Snapshot {
     RocmSmiLayer rocm_smi;  // in JSON only when probed (rocm_smi.probed)
     std::vector<CollectorStatus> collectors;
     std::vector<ProcessView> processes;  // `--pid`: each process's own view; in JSON only when there are some
+    std::vector<NvmlEvent> nvml_events;  // the agent: NVML's recent events; in JSON only when there are some
 
     const CollectorStatus* collector(std::string_view name) const;
     const CollectorStatus* collector(Collector c) const;

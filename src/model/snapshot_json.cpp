@@ -112,6 +112,10 @@ nlohmann::json snapshot_to_json(const Snapshot& s) {
         auto& ps = j[key<&Snapshot::processes>] = nlohmann::json::array();
         for (auto& p : s.processes) layer_to_json(ps.emplace_back(), p);
     }
+    if (!s.nvml_events.empty()) {
+        auto& es = j[key<&Snapshot::nvml_events>] = nlohmann::json::array();
+        for (auto& e : s.nvml_events) layer_to_json(es.emplace_back(), e);
+    }
     repair_utf8(j);
     return j;
 }
@@ -144,6 +148,8 @@ Result<Snapshot> snapshot_from_json(const nlohmann::json& input) {
             }
         if (j.contains(key<&Snapshot::processes>))
             for (auto& pj : j[key<&Snapshot::processes>]) layer_from_json(pj, s.processes.emplace_back());
+        if (j.contains(key<&Snapshot::nvml_events>))
+            for (auto& ej : j[key<&Snapshot::nvml_events>]) layer_from_json(ej, s.nvml_events.emplace_back());
     } catch (const nlohmann::json::exception& e) {
         return fail(std::string("snapshot does not match the schema: ") + e.what());
     }

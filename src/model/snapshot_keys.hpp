@@ -89,7 +89,8 @@ inline constexpr std::string_view snapshot_key = schema_detail::find_key<Member>
 namespace gpudx {
 
 GPUDX_SCHEMA_TABLE(Snapshot, false, schema_version, gpudx_version, collected_at, root, host, pcie, module, kernel_log,
-                   libraries, devices, environment, nvml, cuda, rocm_smi, collectors, processes)
+                   libraries, devices, environment, nvml, cuda, rocm_smi, collectors, processes,
+                   nvml_events)
 
 GPUDX_SCHEMA(ReadProblem, path, message)
 GPUDX_SCHEMA(CollectorStatus, name, state, message, path, duration_ms, problems)
@@ -146,6 +147,7 @@ GPUDX_SCHEMA(NvmlDevice, index, uuid, name, serial, bus_id, pci, domain, bus, de
 // Each driver layer's hung call (a typed HungCall in the model) is written under this key as its label, "" when
 // none: model/driver_json.cpp adds it beside the fields of the tables below.
 inline constexpr std::string_view kHungCallKey = "timed_out_call";
+GPUDX_SCHEMA(NvmlEvent, time, index, uuid, pci, type, mask, data, gpu_instance, compute_instance)
 GPUDX_SCHEMA(NvmlLayer, library_path, load_error, init_result, init_error, driver_version, nvml_version,
              cuda_driver_version, device_count, devices)
 GPUDX_SCHEMA(CudaDevice, ordinal, uuid, bus_id, pci, attr_bus, attr_device, attr_domain, name, cc_major, cc_minor,

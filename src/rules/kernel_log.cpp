@@ -23,6 +23,9 @@ constexpr Rule kRules[] = {
      "an NVIDIA Xid, with the meaning, severity and action the Xid policy gives its code (the policy's default, "
      "a warning, for an unlisted code); an Xid 154 takes the severity of the recovery action it states, an Xid "
      "\"caused by previous Xid N\" is attributed to N (info)"},
+    {"kernel_log.xid_from_nvml", Layer::kernel_log, Severity::warning, {C::kernel_log},
+     "an Xid that NVML delivered to the agent (nvmlEventTypeXidCriticalError) and the kernel log it reads does not "
+     "show (no /dev/kmsg in the container, a ring buffer that wrapped): judged by the Xid policy as kernel_log.xid"},
     {"kernel_log.xid_repeated", Layer::kernel_log, Severity::error, {C::kernel_log},
      "an Xid code repeating on one GPU past its threshold in the window (per code or per NVIDIA bucket in the Xid "
      "policy): escalated, with the bucket's next step (a reset that did not hold becomes CHECK_MECHANICALS)"},
@@ -177,6 +180,55 @@ void check_xids(const CheckContext& ctx, const XidPolicy& policy, std::vector<Fi
                                                          known ? xid.origin : "default for unlisted codes")});
         if (auto catalog = catalog_evidence(xid)) f.evidence.push_back(std::move(*catalog));
         f.next_step = for_gpu(next_step, ctx, t.device);
+        out.push_back(std::move(f));
+    }
+}
+
+// Xids NVML delivered to the agent (Snapshot::nvml_events) that no kernel-log tally shows for that GPU and code:
+// the agent's only sight of them when it cannot read the kernel log. One finding per GPU and code, as for the log.
+void check_nvml_xids(const CheckContext& ctx, const XidPolicy& policy, std::vector<Finding>& out) {
+    const auto& s = ctx.snapshot;
+    bool log_read = s.collected(Collector::kernel_log);
+    std::set<std::pair<std::string, int>> in_log;
+    if (log_read)
+        for (auto& t : s.kernel_log.tallies)
+            if (t.kind == "xid") in_log.insert({normalize_pci(t.device), t.code});
+    struct Seen {
+        const NvmlEvent* first = nullptr;
+        const NvmlEvent* last = nullptr;
+        size_t count = 0;
+    };
+    std::map<std::pair<std::string, int>, Seen> seen;
+    std::vector<std::pair<std::string, int>> order;
+    for (auto& e : s.nvml_events) {
+        if (e.type != "xid" || e.data == 0 || e.data > static_cast<unsigned long long>(kMaxXidCode)) continue;
+        auto key = std::make_pair(normalize_pci(e.pci), static_cast<int>(e.data));
+        if (in_log.count(key)) continue;
+        Seen& k = seen[key];
+        if (!k.first) order.push_back(key), k.first = &e;
+        k.last = &e;
+        ++k.count;
+    }
+    for (auto& key : order) {
+        auto& [pci, code] = key;
+        const Seen& k = seen[key];
+        const XidRule& xid = policy.rule(code);
+        bool known = policy.knows(code);
+        Finding f = rule("kernel_log.xid_from_nvml").finding(xid.severity, {});
+        if (!pci.empty()) f.subjects.push_back(ctx.gpu(pci));
+        std::string when = k.count == 1 ? fmt::format("at {}", k.first->time)
+                                        : fmt::format("{} times, {} to {}", k.count, k.first->time, k.last->time);
+        f.message = fmt::format("Xid {} ({}) on {}: delivered by NVML {}; {}", code,
+                                known ? xid.meaning : "not in the Xid policy", gpu_named(ctx, pci), when,
+                                log_read ? "the kernel log read does not show it"
+                                         : "the kernel log could not be read here");
+        f.evidence.push_back({"NVML event", fmt::format("nvmlEventTypeXidCriticalError, data {}, GPU {} ({}), {}", code,
+                                                        k.last->uuid, k.last->pci, k.last->time)});
+        f.evidence.push_back(
+            {"xid policy " + policy.version, fmt::format("{} {} ({})", code, to_string(xid.severity),
+                                                         known ? xid.origin : "default for unlisted codes")});
+        if (auto catalog = catalog_evidence(xid)) f.evidence.push_back(std::move(*catalog));
+        f.next_step = for_gpu(xid.action, ctx, pci);
         out.push_back(std::move(f));
     }
 }
@@ -394,9 +446,10 @@ void check_module_signatures(const CheckContext& ctx, std::vector<Finding>& out)
 }  // namespace
 
 void check_kernel_log_text(const CheckContext& ctx, std::vector<Finding>& out, std::vector<std::string>* unrecognised) {
+    const XidPolicy& policy = ctx.options.xid_policy ? *ctx.options.xid_policy : builtin_xid_policy();
+    check_nvml_xids(ctx, policy, out);  // whether or not the log could be read: NVML is the other witness
     auto* st = ctx.snapshot.collector(Collector::kernel_log);
     if (!st || st->state != CollectorState::ok) return;
-    const XidPolicy& policy = ctx.options.xid_policy ? *ctx.options.xid_policy : builtin_xid_policy();
     check_xids(ctx, policy, out);
     check_xid_repeats(ctx, policy, out);
     check_sxids(ctx, policy, out);

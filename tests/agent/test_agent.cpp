@@ -17,8 +17,10 @@
 #include "agent/agent.hpp"
 #include "agent/events.hpp"
 #include "agent/follow.hpp"
+#include "agent/nvml_watch.hpp"
 #include "agent/store.hpp"
 #include "test_support.hpp"
+#include "vendor/nvml/events.hpp"
 
 namespace gpudx {
 namespace {
@@ -341,6 +343,144 @@ TEST(AgentStore, IntactAfterKillMinus9MidWrite) {
     EXPECT_TRUE((*store)->status().moved_aside.empty()) << (*store)->status().problem;
     EXPECT_GE((*store)->query(0, 0, 1000000).size(), 1020u);
     std::filesystem::remove_all(dir);
+}
+
+
+// ---- NVML events: the watcher's lines, and the watcher over a stand-in child
+
+TEST(AgentNvml, EventTypeNamesRoundTripAndTheHealthMaskLeavesOutTheBusyGpusLife) {
+    for (const auto& name : nvml_event_type_names(nvml_all_event_mask())) {
+        auto bit = nvml_event_type_bit(name);
+        ASSERT_TRUE(bit) << name;
+        EXPECT_EQ(nvml_event_type_name(*bit), name);
+    }
+    auto health = nvml_event_type_names(nvml_health_event_mask());
+    for (const char* busy : {"pstate", "clock", "power_source", "mig_config", "single_bit_ecc"})
+        EXPECT_EQ(std::count(health.begin(), health.end(), busy), 0) << busy;
+    for (const char* failing : {"xid", "double_bit_ecc", "recovery_action", "gpu_unavailable", "fatal_poison"})
+        EXPECT_EQ(std::count(health.begin(), health.end(), failing), 1) << failing;
+    EXPECT_EQ(nvml_event_type_name(0x40000000ull), "0x40000000");
+}
+
+TEST(AgentNvml, EachLineOfTheWatcherIsRead) {
+    using K = NvmlWatchLine::Kind;
+    auto e = parse_nvml_watch_line(R"({"line":"event","time":"2026-12-02T06:00:00Z","index":1,"uuid":"GPU-40cd403d",)"
+                                   R"("pci":"0000:00:07.0","type":"xid","mask":8,"data":79,"gpu_instance":5})");
+    ASSERT_EQ(e.kind, K::event);
+    EXPECT_EQ(e.event.index, 1u);
+    EXPECT_EQ(e.event.pci, "0000:00:07.0");
+    EXPECT_EQ(e.event.type, "xid");
+    EXPECT_EQ(e.event.data, 79u);
+    EXPECT_EQ(e.event.gpu_instance, 5u);
+    EXPECT_FALSE(e.event.compute_instance);
+    auto r = parse_nvml_watch_line(R"({"line":"ready","devices":[{"index":0,"uuid":"GPU-992cb470","pci":"0000:00:06.0",)"
+                                   R"("registered":["xid","double_bit_ecc"]},{"index":1,"uuid":"GPU-x","registered":[]}]})");
+    ASSERT_EQ(r.kind, K::ready);
+    ASSERT_EQ(r.watching.size(), 1u);  // a GPU registered for nothing is not watched
+    EXPECT_EQ(r.watching[0], "GPU-992cb470 (0000:00:06.0): xid, double_bit_ecc");
+    auto c = parse_nvml_watch_line(R"({"line":"call","call":"nvmlDeviceRegisterEvents","index":1})");
+    EXPECT_EQ(c.kind, K::call);
+    EXPECT_EQ(c.call, "nvmlDeviceRegisterEvents(1)");
+    EXPECT_EQ(parse_nvml_watch_line(R"({"line":"unavailable","reason":"no GPU"})").reason, "no GPU");
+    EXPECT_EQ(parse_nvml_watch_line(R"({"line":"alive"})").kind, K::alive);
+    for (const char* bad : {"not json", R"({"line":"bogus"})", R"({"line":"event","data":1})", "[1,2]"}) {
+        auto b = parse_nvml_watch_line(bad);
+        EXPECT_EQ(b.kind, K::unreadable) << bad;
+        EXPECT_FALSE(b.reason.empty()) << bad;
+    }
+}
+
+// A stand-in watcher: a shell script printing the protocol's lines.
+NvmlWatchOptions script_watcher(const std::filesystem::path& dir, const std::string& body,
+                                std::chrono::milliseconds quiet = 60s) {
+    auto script = dir / "watcher.sh";
+    std::ofstream(script) << body;
+    NvmlWatchOptions o;
+    o.command = {"/bin/sh", script.string()};
+    o.quiet_limit = quiet;
+    o.restart_after = 3600s;
+    return o;
+}
+
+// Checks the watcher until `done` holds (a safety net of 30 s, never a measure).
+template <class Done>
+std::vector<NvmlEventWatcher::Outcome> check_until(NvmlEventWatcher& w, Done&& done) {
+    std::vector<NvmlEventWatcher::Outcome> seen;
+    auto give_up = std::chrono::steady_clock::now() + 30s;
+    while (!done(seen) && std::chrono::steady_clock::now() < give_up) {
+        seen.push_back(w.check(std::chrono::steady_clock::now()));
+        std::this_thread::sleep_for(10ms);
+    }
+    return seen;
+}
+
+bool noted(const std::vector<NvmlEventWatcher::Outcome>& seen, std::string_view words) {
+    for (auto& o : seen)
+        for (auto& n : o.notes)
+            if (n.find(words) != std::string::npos) return true;
+    return false;
+}
+
+TEST(AgentNvml, TheWatchersEventsAndNotesReachTheAgent) {
+    auto dir = test::scratch("nvml-watch");
+    NvmlEventWatcher w(script_watcher(dir, R"(echo '{"line":"ready","devices":[{"uuid":"GPU-1","pci":"0000:00:06.0","registered":["xid"]}]}'
+echo '{"line":"event","time":"t","uuid":"GPU-1","pci":"0000:00:06.0","type":"xid","mask":8,"data":79}'
+echo 'garbage'
+sleep 600
+)"));
+    auto seen = check_until(w, [](auto& s) { return !s.empty() && noted(s, "garbage"); });
+    size_t events = 0;
+    for (auto& o : seen) events += o.events.size();
+    EXPECT_EQ(events, 1u);
+    EXPECT_TRUE(noted(seen, "NVML events: watching GPU-1 (0000:00:06.0): xid"));
+    EXPECT_TRUE(noted(seen, "the watcher wrote not JSON: \"garbage\""));
+    EXPECT_GE(w.fd(), 0);  // still running: quiet, but within its limit
+    std::filesystem::remove_all(dir);
+}
+
+TEST(AgentNvml, AQuietWatcherIsKilledNamingItsCallAndOneThatEndsIsSaid) {
+    auto dir = test::scratch("nvml-watch-hung");
+    NvmlEventWatcher hung(script_watcher(dir, R"(echo '{"line":"call","call":"nvmlDeviceRegisterEvents","index":1}'
+exec sleep 600
+)", 300ms));
+    auto seen = check_until(hung, [](auto& s) { return noted(s, "hung"); });
+    EXPECT_TRUE(noted(seen, "the watcher hung in nvmlDeviceRegisterEvents(1) (no line for 0.3 s) and was killed"));
+    EXPECT_EQ(hung.fd(), -1);
+    ASSERT_TRUE(hung.next_check());  // started again later (restart_after)
+
+    NvmlEventWatcher ends(script_watcher(dir, "echo '{\"line\":\"ready\",\"devices\":[]}'\nexit 7\n"));
+    seen = check_until(ends, [](auto& s) { return noted(s, "exited 7"); });
+    EXPECT_TRUE(noted(seen, "NVML events: the watcher exited 7; starting it again in 3600.0 s"));
+
+    // Nothing to watch: said once, and the child's exit 3 is no news of its own.
+    NvmlEventWatcher none(script_watcher(dir, "echo '{\"line\":\"unavailable\",\"reason\":\"no driver\"}'\nexit 3\n"));
+    seen = check_until(none, [&](auto& s) { return noted(s, "no driver") && none.fd() == -1; });
+    EXPECT_TRUE(noted(seen, "NVML events: nothing to watch: no driver"));
+    EXPECT_FALSE(noted(seen, "exited"));
+    std::filesystem::remove_all(dir);
+}
+
+TEST(AgentNvml, SnapshotsCarryTheEventsOnlyWhenThereAreSome) {
+    Snapshot s;
+    EXPECT_FALSE(snapshot_to_json(s).contains("nvml_events"));
+    NvmlEvent e;
+    e.time = "2026-12-02T06:00:00Z";
+    e.uuid = "GPU-992cb470-9027-88f4-48a9-a9a329d6978d";
+    e.pci = "0000:00:06.0";
+    e.type = "xid";
+    e.mask = 8;
+    e.data = 79;
+    e.gpu_instance = 3;
+    s.nvml_events.push_back(e);
+    auto j = snapshot_to_json(s);
+    ASSERT_TRUE(j.contains("nvml_events"));
+    auto back = snapshot_from_json(j);
+    ASSERT_TRUE(back) << back.error().message;
+    ASSERT_EQ(back->nvml_events.size(), 1u);
+    EXPECT_EQ(back->nvml_events[0].pci, e.pci);
+    EXPECT_EQ(back->nvml_events[0].data, 79u);
+    EXPECT_EQ(back->nvml_events[0].gpu_instance, 3u);
+    EXPECT_FALSE(back->nvml_events[0].compute_instance);
 }
 
 }  // namespace

@@ -52,6 +52,11 @@ void use_controls(const nlohmann::json& controls) {
 // does answer is in long before it, however loaded the machine; only the hung calls are cut.
 constexpr auto kHangDeadline = 2000ms;
 
+// The deadline of a probe that is meant to answer: long, because an answering stand-in returns in microseconds
+// and a short deadline only measures how loaded the machine is (under ASan, beside the rest of the suite, a
+// 3 s deadline once cut an answering cuInit). Only the tests of hung calls pass kHangDeadline.
+constexpr auto kAnsweringDeadline = 60000ms;
+
 // A hung stand-in call never returns, so a probe that came back at all did not wait for it; the slack is
 // for a loaded machine, not a figure the design promises. The lower bound is what the design does promise:
 // the parent gives a hung call the whole deadline.
@@ -69,7 +74,7 @@ struct Probed {
 };
 
 Probed probe(std::map<std::string, std::string> env = {}, bool all_devices = false,
-             std::chrono::milliseconds deadline = 3000ms) {
+             std::chrono::milliseconds deadline = kAnsweringDeadline) {
     Root root(kH200);
     CollectOptions o;
     o.environment = std::move(env);
@@ -510,7 +515,7 @@ struct ProbedRocm {
 
 // NVML (CUDA not asked) and ROCm SMI of the capture in `dir`, through the libraries in `libs`.
 ProbedRocm probe_rocm_root(const std::string& dir, const std::string& libs,
-                           std::chrono::milliseconds deadline = 3000ms) {
+                           std::chrono::milliseconds deadline = kAnsweringDeadline) {
     Root root(dir);
     CollectOptions o;
     o.driver_library_dir = libs;
@@ -527,7 +532,7 @@ ProbedRocm probe_rocm_root(const std::string& dir, const std::string& libs,
 }
 
 // Probes the fixture's driver layers with `controls` applied to its recorded answers (none: as recorded).
-ProbedRocm probe_mi300x8(const nlohmann::json& controls, std::chrono::milliseconds deadline = 3000ms) {
+ProbedRocm probe_mi300x8(const nlohmann::json& controls, std::chrono::milliseconds deadline = kAnsweringDeadline) {
     if (controls.is_null()) {
         ::unsetenv("GPUDX_STANDIN_SCENARIO");  // the stand-ins find <root>/_driver/answers.json
     } else {

@@ -1,7 +1,10 @@
 // Stand-in libnvidia-ml.so.1: serves the NVML answers of a scenario (standin_scenario.hpp).
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "abi/nvml.hpp"
 #include "standin_scenario.hpp"
@@ -380,4 +383,93 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t h, unsi
     }
     *count = static_cast<unsigned>(procs.size());
     return NVML_SUCCESS;
+}
+
+// ---- Events. Scenario controls (docs/driver-layers.md):
+//   "nvml_events": [{"after_ms": 300, "device": 1, "type": 8, "data": 79}, ...]   delivered in order, each once
+//       its time since nvmlEventSetCreate has come, to an event set that registered that device and type bit;
+//   a device's "supported_events": a mask (default: every type but P-state and clock changes);
+//   faults on nvmlEventSetCreate, nvmlDeviceRegisterEvents, nvmlDeviceGetSupportedEventTypes, nvmlEventSetWait.
+namespace {
+
+constexpr unsigned long long kDefaultSupported = 0xff8bull;  // every known type but P-state (0x4) and clock (0x10)
+
+struct EventSet {
+    std::vector<std::pair<const Device*, unsigned long long>> registered;
+    std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
+    size_t next = 0;  // the scenario's next event
+};
+
+unsigned long long registered_mask(const EventSet& s, const Device* d) {
+    unsigned long long m = 0;
+    for (auto& [dev, mask] : s.registered)
+        if (dev == d) m |= mask;
+    return m;
+}
+
+}  // namespace
+
+EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
+    if (auto f = standin::fault("nvmlEventSetCreate")) return *f;
+    if (!set) return NVML_ERROR_INVALID_ARGUMENT;
+    *set = reinterpret_cast<nvmlEventSet_t>(new EventSet);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+    delete reinterpret_cast<EventSet*>(set);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t h, unsigned long long* types) {
+    auto* d = dev(h);
+    if (!d || !types) return NVML_ERROR_INVALID_ARGUMENT;
+    if (auto f = standin::fault("nvmlDeviceGetSupportedEventTypes", d->index)) return *f;
+    *types = d->doc && d->doc->contains("supported_events") ? (*d->doc)["supported_events"].get<unsigned long long>()
+                                                            : kDefaultSupported;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t h, unsigned long long types, nvmlEventSet_t set) {
+    auto* d = dev(h);
+    if (!d || !set) return NVML_ERROR_INVALID_ARGUMENT;
+    if (auto f = standin::fault("nvmlDeviceRegisterEvents", d->index)) return *f;
+    unsigned long long supported = 0;
+    nvmlDeviceGetSupportedEventTypes(h, &supported);
+    if (types & ~supported) return NVML_ERROR_NOT_SUPPORTED;  // as the driver: the whole call fails
+    reinterpret_cast<EventSet*>(set)->registered.emplace_back(d, types);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t handle, nvmlEventData_t* data, unsigned timeoutms) {
+    if (auto f = standin::fault("nvmlEventSetWait")) return *f;
+    auto* set = reinterpret_cast<EventSet*>(handle);
+    if (!set || !data) return NVML_ERROR_INVALID_ARGUMENT;
+    const auto& doc = standin::scenario().doc;
+    static const json none = json::array();
+    const json& events = doc.is_object() && doc.contains("nvml_events") ? doc["nvml_events"] : none;
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutms);
+    for (; set->next < events.size(); ++set->next) {
+        const json& e = events[set->next];
+        size_t index = e.value("device", 0u);
+        const Device* d = index < devices().size() ? &devices()[index] : nullptr;
+        unsigned long long type = e.value("type", 0ull);
+        if (!d || !(registered_mask(*set, d) & type)) continue;  // not asked for: never delivered
+        auto due = set->created + std::chrono::milliseconds(e.value("after_ms", 0));
+        if (due > give_up) {
+            std::this_thread::sleep_until(give_up);
+            return NVML_ERROR_TIMEOUT;
+        }
+        std::this_thread::sleep_until(due);
+        *data = {};
+        data->device = reinterpret_cast<nvmlDevice_t>(const_cast<Device*>(d));
+        data->eventType = type;
+        data->eventData = e.value("data", 0ull);
+        data->gpuInstanceId = e.value("gpu_instance", 0xFFFFFFFFu);
+        data->computeInstanceId = e.value("compute_instance", 0xFFFFFFFFu);
+        ++set->next;
+        return NVML_SUCCESS;
+    }
+    std::this_thread::sleep_until(give_up);
+    return NVML_ERROR_TIMEOUT;
 }

@@ -716,3 +716,67 @@ TEST(XidCommand, TheCatalogsCodesAndBucketsAndBadCodes) {
     EXPECT_EQ(rc8, 64) << big;
     EXPECT_NE(big.find("99999999999"), std::string::npos) << big;
 }
+
+// ---- Xids NVML delivered to the agent (Snapshot::nvml_events) ------------------------------------
+
+namespace {
+NvmlEvent nvml_xid(const std::string& pci, unsigned long long code, const std::string& time) {
+    NvmlEvent e;
+    e.time = time;
+    e.pci = pci;
+    e.uuid = pci == "0000:00:06.0" ? kGpu0Uuid : "";
+    e.type = "xid";
+    e.mask = 0x8;
+    e.data = code;
+    return e;
+}
+}  // namespace
+
+TEST(KernelLogRules, AnXidOnlyNvmlDeliveredIsJudgedByThePolicyOncePerGpuAndCode) {
+    auto dir = scratch("nvml-xids");
+    auto log = write_file(dir / "dmesg.txt", "[  5.000000] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.86.15\n");
+    Snapshot s = h200_with_log(log);
+    s.nvml_events = {nvml_xid("0000:00:06.0", 79, "2026-12-02T06:00:00Z"), nvml_xid("0000:00:06.0", 79, "2026-12-02T06:00:05Z"),
+                     nvml_xid("0000:00:07.0", 63, "2026-12-02T06:01:00Z")};
+    NvmlEvent pstate;  // not an Xid: never a finding of this rule
+    pstate.type = "pstate";
+    pstate.pci = "0000:00:06.0";
+    s.nvml_events.push_back(pstate);
+    auto fs = kernel_log_findings(s);
+    auto nvml = with_id(fs, "kernel_log.xid_from_nvml");
+    ASSERT_EQ(nvml.size(), 2u);
+    EXPECT_EQ(nvml[0]->severity, Severity::error);
+    EXPECT_EQ(nvml[0]->subjects[0].uuid, kGpu0Uuid);
+    EXPECT_NE(nvml[0]->message.find("2 times, 2026-12-02T06:00:00Z to 2026-12-02T06:00:05Z"), std::string::npos)
+        << nvml[0]->message;
+    EXPECT_NE(nvml[0]->message.find("the kernel log read does not show it"), std::string::npos);
+    EXPECT_EQ(nvml[0]->evidence[0].source, "NVML event");
+    EXPECT_EQ(nvml[1]->severity, Severity::info);  // 63: NVIDIA's IGNORE bucket, as from the log
+    EXPECT_EQ(nvml[1]->subjects[0].pci, "0000:00:07.0");
+    EXPECT_TRUE(with_id(fs, "kernel_log.xid").empty());
+    std::filesystem::remove_all(dir);
+}
+
+TEST(KernelLogRules, AnXidInTheLogAndFromNvmlIsOneFindingFromTheLog) {
+    auto dir = scratch("nvml-xids-dup");
+    auto log = write_file(dir / "dmesg.txt",
+                          "[  100.000000] NVRM: Xid (PCI:0000:00:06): 79, pid=1234, name=python3, GPU has fallen off the bus.\n");
+    Snapshot s = h200_with_log(log);
+    s.nvml_events = {nvml_xid("0000:00:06.0", 79, "2026-12-02T06:00:00Z"), nvml_xid("0000:00:07.0", 79, "2026-12-02T06:00:00Z")};
+    auto fs = kernel_log_findings(s);
+    EXPECT_EQ(with_id(fs, "kernel_log.xid").size(), 1u);
+    auto nvml = with_id(fs, "kernel_log.xid_from_nvml");
+    ASSERT_EQ(nvml.size(), 1u);  // only the other GPU's, which the log does not show
+    EXPECT_EQ(nvml[0]->subjects[0].pci, "0000:00:07.0");
+    std::filesystem::remove_all(dir);
+}
+
+TEST(KernelLogRules, AnNvmlXidIsJudgedWhenTheKernelLogCannotBeRead) {
+    Snapshot s = h200_with_log("/nonexistent/gpudx-kern.log");
+    ASSERT_FALSE(s.collected(Collector::kernel_log));
+    s.nvml_events = {nvml_xid("0000:00:06.0", 48, "2026-12-02T06:00:00Z")};
+    auto nvml = with_id(kernel_log_findings(s), "kernel_log.xid_from_nvml");
+    ASSERT_EQ(nvml.size(), 1u);
+    EXPECT_EQ(nvml[0]->severity, Severity::error);
+    EXPECT_NE(nvml[0]->message.find("the kernel log could not be read here"), std::string::npos) << nvml[0]->message;
+}

@@ -45,6 +45,12 @@ NvmlApi::NvmlApi(DriverLibrary lib) : library(std::move(lib)) {
     l.bind(p2p_status, "nvmlDeviceGetP2PStatus");
     l.bind(processes, "nvmlDeviceGetComputeRunningProcesses", {"_v3", "_v2"});
     l.bind(field_values, "nvmlDeviceGetFieldValues");
+    l.bind(event_set_create, "nvmlEventSetCreate");
+    l.bind(event_set_free, "nvmlEventSetFree");
+    l.bind(supported_event_types, "nvmlDeviceGetSupportedEventTypes");
+    l.bind(register_events, "nvmlDeviceRegisterEvents");
+    // The plain nvmlEventSetWait fills an older, shorter nvmlEventData_t (no MIG instance ids).
+    l.bind(event_set_wait, "nvmlEventSetWait", {"_v2"});
 }
 
 std::string NvmlApi::describe(nvmlReturn_t rc) const {

@@ -39,6 +39,12 @@ struct NvmlApi {
     nvml::DeviceGetP2PStatus p2p_status = nullptr;
     nvml::DeviceGetComputeRunningProcesses processes = nullptr;
     nvml::DeviceGetFieldValues field_values = nullptr;
+    // Events (the agent's watcher, vendor/nvml/events.hpp).
+    nvml::EventSetCreate event_set_create = nullptr;
+    nvml::EventSetFree event_set_free = nullptr;
+    nvml::DeviceGetSupportedEventTypes supported_event_types = nullptr;
+    nvml::DeviceRegisterEvents register_events = nullptr;
+    nvml::EventSetWait event_set_wait = nullptr;  // nvmlEventSetWait_v2
 
     // Loads libnvidia-ml.so.1 (from `directory` when given) and resolves every entry point; nvmlInit is not
     // called here, so a probe can announce it first.
