@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # NVML's events on the live 1-GPU node (results under $OUT, summary.txt first):
-#   1. `gpudx nvml-events --types all` for 40 s while `gpudx accept` runs kernels and copies in the middle:
+#   1. `gpudx nvml-events --types all` for 20 s while `gpudx accept` runs kernels and copies in the middle:
 #      which event types the H200 supports, and the P-state/clock events a workload causes (real events through
 #      the whole path: registration, nvmlEventSetWait_v2, the lines);
-#   2. `gpudx nvml-events` (the health mask the agent uses) for 5 s: what it registers, and nothing but "alive"
+#   2. `gpudx nvml-events` (the health mask the agent uses) for 3 s: what it registers, and nothing but "alive"
 #      lines on a healthy GPU;
-#   3. `gpudx agent` for 70 s (interval 30 s): the watcher registered (its note), no nvml event and no finding on
+#   3. `gpudx agent` for about 40 s (interval 30 s): the watcher registered (its note), no nvml event and no finding on
 #      a healthy GPU, the agent's CPU time with the watcher's one wake-up a second, and the child's line rate.
 # Changes nothing on the node (reads NVML; accept only runs its kernels; no drain).
 set -u
@@ -19,11 +19,12 @@ say() { echo "$*" | tee -a "$S"; }
 nvidia-smi --query-gpu=index,uuid,pci.bus_id,name,driver_version,pstate --format=csv | tee -a "$S"
 
 # 1. Every type, with a workload in the middle.
-"$BIN" nvml-events --types all --duration 40 >"$OUT/all.jsonl" 2>"$OUT/all.err" &
+"$BIN" nvml-events --types all --duration 20 >"$OUT/all.jsonl" 2>"$OUT/all.err" &
 W=$!
-sleep 8
-"$BIN" accept --format json -o "$OUT/accept.json" >"$OUT/accept.txt" 2>&1
-say "accept rc=$? ($(python3 -c "import json; print(json.load(open('$OUT/accept.json'))['verdict'])" 2>/dev/null))"
+sleep 3
+# The workload only has to run (its verdict is not the point here): cut at 12 s.
+timeout 12 "$BIN" accept --format json -o "$OUT/accept.json" >"$OUT/accept.txt" 2>&1
+say "accept (cut at 12 s) rc=$?"
 wait $W; say "nvml-events --types all rc=$?"
 python3 - "$OUT/all.jsonl" <<'PY' | tee -a "$S"
 import json, sys, collections
@@ -41,7 +42,7 @@ for l in firsts: print("  e.g.", json.dumps(l))
 PY
 
 # 2. The health mask.
-"$BIN" nvml-events --duration 5 >"$OUT/health.jsonl" 2>&1; say "nvml-events (health) rc=$?"
+"$BIN" nvml-events --duration 3 >"$OUT/health.jsonl" 2>&1; say "nvml-events (health) rc=$?"
 python3 - "$OUT/health.jsonl" <<'PY' | tee -a "$S"
 import json, sys, collections
 lines = [json.loads(l) for l in open(sys.argv[1])]
@@ -58,10 +59,10 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 A=$!
 get() { python3 -c "import sys,urllib.request; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$PORT$1', timeout=30).read().decode())"; }
 for ((i = 0; i < 300; i++)); do get /v1/status >"$OUT/status-start.json" 2>/dev/null && break; sleep 0.2; done
-sleep 5
+sleep 2
 clk=$(getconf CLK_TCK)
 t0=$(awk '{print $14+$15+$16+$17}' /proc/$A/stat); w0=$(date +%s%N)
-sleep 60
+sleep 20
 t1=$(awk '{print $14+$15+$16+$17}' /proc/$A/stat); w1=$(date +%s%N)
 get /v1/status >"$OUT/status-end.json"; get /v1/events >"$OUT/events.json"; get /metrics >"$OUT/metrics.txt"
 python3 - "$OUT/status-end.json" "$OUT/events.json" <<'PY' | tee -a "$S"
@@ -72,7 +73,7 @@ print("agent nvml_events:", s["agent"]["nvml_events"], "; last diagnosis:", s["a
 print("notes:", [n["message"] for n in s["agent"]["notes"]])
 print("events by kind:", {k: sum(1 for x in e if x["kind"] == k) for k in sorted({x["kind"] for x in e})})
 PY
-say "agent CPU over 60 s (itself and reaped children: collections every 30 s): $(( t1 - t0 )) ticks of $clk/s = $(python3 -c "print(f'{($t1-$t0)/$clk/(($w1-$w0)/1e9)*100:.3f} % of one core')")"
+say "agent CPU over 20 s (itself and reaped children: collections every 30 s): $(( t1 - t0 )) ticks of $clk/s = $(python3 -c "print(f'{($t1-$t0)/$clk/(($w1-$w0)/1e9)*100:.3f} % of one core')")"
 C=$(pgrep -P $A -f nvml-events | head -1)
 [[ -n $C ]] && say "watcher child pid $C: CPU $(awk '{print $14+$15}' /proc/$C/stat) ticks since it started ($(ps -o etimes= -p $C) s), RSS $(awk '/VmRSS/{print $2" kB"}' /proc/$C/status)"
 say "agent RSS $(awk '/VmRSS/{print $2" kB"}' /proc/$A/status)"
