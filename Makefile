@@ -15,6 +15,10 @@ PORTABLE_STAMP = $(SYSROOT)/.gpudx-sysroot
 endif
 DIST ?= dist
 JOBS ?= $(shell nproc)
+# Tests run two per core: most of them wait (on a deadline, a child, a socket) far longer than they compute, and
+# none depends on timing or on what runs beside it (the deadlines of tests that hang on purpose allow 10 s of
+# slack; an answering stand-in gets a minute).
+TEST_JOBS ?= $(shell echo $$(( $(JOBS) * 2 )))
 SANITIZE_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 # Sanitizer builds compile at -O1 with line tables only (-g1): what ASan, UBSan and TSan report needs no more,
@@ -44,7 +48,7 @@ run: build
 	@$(BUILD)/gpudx diagnose; rc=$$?; echo; echo "gpudx diagnose exited $$rc (0 healthy, 1 errors, 2 warnings, 3 could not evaluate)"
 
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS)
 
 # Against the real programs operators run (Slurm daemons, promtool, node_exporter, cpack/dpkg-deb): installs
 # them, then runs the tests labelled `integration`. GPUDX_REQUIRE_INTEGRATION=1 turns their "skipped, not

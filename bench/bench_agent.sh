@@ -5,10 +5,13 @@
 #   - idle: CPU of the agent (and of its collection children) over IDLE seconds, resident memory;
 #   - /v1/status from a warm agent (HTTP, the client in the loop), and `gpudx status` (a process per call),
 #     against a one-shot `gpudx diagnose` of the same capture (and `nvidia-smi -q` where it exists);
-#   - 10,000 events stored (100 GPUs' Xid findings appearing and clearing) and queried: the agent's RSS before
-#     and after.
+#   - 10,000 events stored (100 GPUs' Xid findings appearing and clearing) and queried QUERIES times (default
+#     25): the agent's RSS before, after the 5th answer and after the last (flat from the 5th on: no growth
+#     per answer);
+#   - with STANDINS=DIR (the stand-in driver libraries, build/tests/standins/lib): the NVML event watcher
+#     (`gpudx nvml-events --wait 1`, as the agent runs it) over the same idle seconds, its CPU.
 # On the capture tests/fixtures/h200x1-gathered with the contract's command line (--no-driver).
-# usage: bench/bench_agent.sh [GPUDX] [EVENTS] [IDLE_SECONDS]
+# usage: [STANDINS=DIR] [QUERIES=N] bench/bench_agent.sh [GPUDX] [EVENTS] [IDLE_SECONDS]
 set -euo pipefail
 gpudx=$(realpath "${1:-build/gpudx}") events=${2:-100} idle=${3:-60}
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,7 +49,14 @@ p99=$(awk '{print $1/1000}' "$work/latencies" | pct 99)
 clk=$(getconf CLK_TCK)
 ticks() { awk '{print $14+$15+$16+$17}' "/proc/$agent_pid/stat"; }
 t_start=$(ticks); s_start=$(date +%s%N)
-sleep "$idle"
+watcher_cpu=""
+if [[ -n ${STANDINS:-} && -x /usr/bin/time ]]; then
+  # User and system seconds of the watcher, as wait4 reports them when it ends after IDLE seconds.
+  watcher_cpu=$( { /usr/bin/time -f "%U %S" "$gpudx" nvml-events --root "$root" --driver-lib-dir "$STANDINS" --wait 1 \
+    --duration "$idle" >/dev/null 2>/dev/null; } 2>&1 | tail -1 | awk -v s="$idle" '{printf "%.3f", 100*($1+$2)/s}')
+else
+  sleep "$idle"
+fi
 t_end=$(ticks); s_end=$(date +%s%N)
 cpu=$(awk -v t=$((t_end - t_start)) -v c="$clk" -v ns=$((s_end - s_start)) 'BEGIN{printf "%.3f", 100*t/c/(ns/1e9)}')
 rss_idle=$(awk '/VmRSS/ {print $2}' "/proc/$agent_pid/status")
@@ -97,6 +107,9 @@ q_start=$(date +%s%N)
 for ((i = 0; i < 5; i++)); do json_field "/v1/events?limit=100000" "len(j['events'])" > "$work/count"; done
 q_ms=$(( ($(date +%s%N) - q_start) / 5000000 ))
 rss_after=$(awk '/VmRSS/ {print $2}' "/proc/$agent_pid/status")
+queries=${QUERIES:-25}
+for ((i = 5; i < queries; i++)); do json_field "/v1/events?limit=100000" "len(j['events'])" > "$work/count"; done
+rss_last=$(awk '/VmRSS/ {print $2}' "/proc/$agent_pid/status")
 stop_agent
 
 printf '%-58s %12s %10s\n' "what" "value" "ratio"
@@ -111,4 +124,7 @@ printf '%-58s %12s %10.3f\n' "gpudx status --format json, process per call (ms, 
 [[ -n $smi_ms ]] && printf '%-58s %12s %10.3f\n' "nvidia-smi -q (ms, median)" "$smi_ms" "$(awk -v a="$smi_ms" -v b="$diagnose_ms" 'BEGIN{print a/b}')"
 printf '%-58s %12s %10s\n' "events stored ($cycles changes of 100 findings)" "$stored" ""
 printf '%-58s %12s %10s\n' "  /v1/events?limit=100000 answered in (ms, mean of 5)" "$q_ms" ""
-printf '%-58s %12s %10s\n' "  resident memory before -> after (MB)" "$(awk -v a="$rss_before" -v b="$rss_after" 'BEGIN{printf "%.1f -> %.1f", a/1024, b/1024}')" ""
+printf '%-58s %12s %10s\n' "  resident memory before -> after 5 answers (MB)" "$(awk -v a="$rss_before" -v b="$rss_after" 'BEGIN{printf "%.1f -> %.1f", a/1024, b/1024}')" ""
+printf '%-58s %12s %10s\n' "  resident memory after $queries answers (MB)" "$(awk -v b="$rss_last" 'BEGIN{printf "%.1f", b/1024}')" \
+  "$(awk -v a="$rss_after" -v b="$rss_last" 'BEGIN{printf "%.3f", b/a}')"
+[[ -n $watcher_cpu ]] && printf '%-58s %12s %10s\n' "NVML watcher (stand-in) CPU over ${idle} s (% of one core)" "$watcher_cpu" ""

@@ -1,12 +1,7 @@
 // The acceptance's GPU side over the dlopen'ed CUDA driver (and NVML for the link class and the
 // isolation children). Runs inside the forked, watched acceptance process (run_acceptance_watched):
 // a call that hangs here is killed from outside, never waited on.
-#include <spawn.h>
-#include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -20,14 +15,13 @@
 
 #include "core/pci_address.hpp"
 #include "core/root.hpp"
+#include "core/spawn.hpp"
 #include "abi/cuda.hpp"
 #include "abi/nvml.hpp"
 #include "vendor/cuda/api.hpp"
 #include "vendor/nvml/api.hpp"
 #include "actions/accept.hpp"
 #include "actions/accept_kernels.hpp"
-
-extern char** environ;
 
 namespace gpudx {
 namespace {
@@ -534,50 +528,34 @@ public:
             for (auto& o : out) o = fail("no probe program configured");
             return out;
         }
-        struct Child {
-            pid_t pid = -1;
-            int fd = -1;
+        // One child per environment, all at once; each its own process group (SpawnedProgram), so a child hung
+        // in the driver is killed with what it started and, if the kernel holds it, reaped in the background:
+        // accept never waits on a driver call.
+        struct Probe {
+            SpawnedProgram child;
             std::string text;
             bool done = false;
         };
-        std::vector<Child> children(envs.size());
+        std::vector<Probe> probes(envs.size());
         for (size_t i = 0; i < envs.size(); ++i) {
-            int fds[2];
-            if (::pipe2(fds, O_CLOEXEC) != 0) {
-                out[i] = fail(std::string("pipe: ") + std::strerror(errno));
-                continue;
-            }
             std::vector<std::string> env_text;
-            for (auto& [kk, v] : envs[i]) env_text.push_back(kk + "=" + v);
-            std::vector<char*> envp, argv;
-            for (auto& e : env_text) envp.push_back(e.data());
-            envp.push_back(nullptr);
-            std::vector<std::string> args = config_.probe_command;
-            for (auto& a : args) argv.push_back(a.data());
-            argv.push_back(nullptr);
-            posix_spawn_file_actions_t fa;
-            posix_spawn_file_actions_init(&fa);
-            posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-            posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-            pid_t pid = -1;
-            int rc = ::posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
-            posix_spawn_file_actions_destroy(&fa);
-            ::close(fds[1]);
-            if (rc != 0) {
-                ::close(fds[0]);
-                out[i] = fail(fmt::format("cannot start {}: {}", args[0], std::strerror(rc)));
+            for (auto& [k, v] : envs[i]) env_text.push_back(k + "=" + v);
+            auto child = SpawnedProgram::start(
+                config_.probe_command, {.stderr_to = SpawnOptions::Stderr::discard, .environment = std::move(env_text)});
+            if (!child) {
+                out[i] = fail(fmt::format("cannot start {}: {}", config_.probe_command[0], child.error().message));
+                probes[i].done = true;
                 continue;
             }
-            children[i].pid = pid;
-            children[i].fd = fds[0];
+            probes[i].child = std::move(*child);
         }
         auto end = Clock::now() + deadline;
         while (true) {
             std::vector<pollfd> pfds;
             std::vector<size_t> which;
-            for (size_t i = 0; i < children.size(); ++i)
-                if (children[i].fd >= 0 && !children[i].done) {
-                    pfds.push_back({children[i].fd, POLLIN, 0});
+            for (size_t i = 0; i < probes.size(); ++i)
+                if (!probes[i].done && probes[i].child.fd() >= 0) {
+                    pfds.push_back({probes[i].child.fd(), POLLIN, 0});
                     which.push_back(i);
                 }
             if (pfds.empty()) break;
@@ -587,34 +565,26 @@ public:
             if (n < 0 && errno != EINTR) break;
             for (size_t p = 0; p < pfds.size(); ++p) {
                 if (!(pfds[p].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-                auto& c = children[which[p]];
-                char buf[4096];
-                ssize_t got = ::read(c.fd, buf, sizeof buf);
-                if (got > 0 && c.text.size() < (1u << 20)) c.text.append(buf, static_cast<size_t>(got));
-                else if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) c.done = true;
+                auto& c = probes[which[p]];
+                auto got = c.child.read_available(c.text);
+                if (c.text.size() > (1u << 20)) c.text.resize(1u << 20);
+                if (got == SpawnedProgram::Read::closed || got == SpawnedProgram::Read::failed) c.done = true;
             }
         }
-        for (size_t i = 0; i < children.size(); ++i) {
-            auto& c = children[i];
-            if (c.pid < 0) continue;
-            if (c.fd >= 0) ::close(c.fd);
-            int status = 0;
-            bool exited = false;
-            for (int tries = 0; tries < 100 && !exited; ++tries) {
-                if (::waitpid(c.pid, &status, WNOHANG) == c.pid) exited = true;
-                else if (c.done) ::usleep(10000);
-                else break;
-            }
+        for (size_t i = 0; i < probes.size(); ++i) {
+            auto& c = probes[i];
+            if (!c.child.running()) continue;  // never started: its error is already there
             if (!c.done) {
-                ::kill(c.pid, SIGKILL);
-                ::waitpid(c.pid, &status, 0);
+                c.child = SpawnedProgram();  // killed; reaped in the background if the driver holds it
                 out[i] = fail(fmt::format("the child did not answer within {} s (a driver call hung)",
                                           deadline.count() / 1000));
                 continue;
             }
+            auto status = c.child.wait(std::chrono::seconds(1));
             auto j = nlohmann::json::parse(c.text, nullptr, false);
             if (j.is_discarded()) {
-                out[i] = fail("the child printed no result (exit status " + std::to_string(status) + ")");
+                out[i] = fail("the child printed no result (" +
+                              (status ? describe_exit_status(*status) : std::string("still running")) + ")");
                 continue;
             }
             out[i] = visible_view_from_json(j);

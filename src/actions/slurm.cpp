@@ -1,9 +1,5 @@
 #include "actions/slurm.hpp"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,9 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "core/spawn.hpp"
 #include "core/text.hpp"
-
-extern char** environ;
 
 namespace gpudx {
 
@@ -101,60 +96,28 @@ std::string default_slurm_node_name(const std::map<std::string, std::string>& en
 
 Result<ProcessResult> run_process(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
     if (argv.empty()) return fail("no command to run");
-    std::vector<char*> cargv;
-    for (auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-    cargv.push_back(nullptr);
-    int pipefd[2];
-    if (::pipe2(pipefd, O_CLOEXEC) != 0) return fail(std::string("pipe: ") + std::strerror(errno), argv[0], errno);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDERR_FILENO);
-    // Its own process group, so a timeout kills whatever it started too (a wrapper script's children).
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);
-    pid_t pid = 0;
-    int rc = ::posix_spawnp(&pid, argv[0].c_str(), &fa, &attr, cargv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    ::close(pipefd[1]);
-    if (rc != 0) {
-        ::close(pipefd[0]);
-        return fail(std::strerror(rc), argv[0], rc);
-    }
+    // Its own process group (SpawnedProgram's default), so a timeout kills whatever it started too (a wrapper
+    // script's children).
+    auto child = SpawnedProgram::start(argv, {.stderr_to = SpawnOptions::Stderr::pipe, .search_path = true});
+    if (!child) return std::unexpected(child.error());
+    constexpr size_t kKeptOutput = 1u << 20;
     ProcessResult r;
     auto deadline = std::chrono::steady_clock::now() + timeout;
-    bool timed_out = false;
-    char buf[4096];
-    for (;;) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0) {
-            timed_out = true;
-            break;
-        }
-        pollfd p{pipefd[0], POLLIN, 0};
-        int n = ::poll(&p, 1, static_cast<int>(left.count()));
-        if (n < 0 && errno == EINTR) continue;
-        if (n == 0) {
-            timed_out = true;
-            break;
-        }
-        ssize_t got = ::read(pipefd[0], buf, sizeof buf);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) break;
-        if (r.output.size() < (1u << 20)) r.output.append(buf, static_cast<size_t>(got));
-    }
-    ::close(pipefd[0]);
-    if (timed_out) ::kill(-pid, SIGKILL);
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (timed_out)
+    auto timed_out = [&] {
+        child->kill();
         return fail(fmt::format("did not finish within {:.0f} s (killed)", timeout.count() / 1000.0), argv[0]);
-    r.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    };
+    for (;;) {
+        auto got = child->read_until(r.output, deadline);
+        if (r.output.size() > kKeptOutput) r.output.resize(kKeptOutput);
+        if (got == SpawnedProgram::Read::nothing) return timed_out();
+        if (got != SpawnedProgram::Read::data) break;
+    }
+    // Its output closed: it is ending (or left a child holding nothing of ours); what is left of the deadline.
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto status = child->wait(std::max(left, std::chrono::milliseconds(100)));
+    if (!status) return timed_out();
+    r.exit_status = WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
     return r;
 }
 

@@ -4,7 +4,6 @@
 #include <malloc.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -31,14 +30,14 @@
 #include "collect/collectors.hpp"
 #include "collect/kernel_log_parse.hpp"
 #include "core/root.hpp"
+#include "core/reap.hpp"
+#include "core/spawn.hpp"
 #include "core/text.hpp"
 #include "render/formats.hpp"
 #include "render/report.hpp"
 #include "render/report_format.hpp"
 #include "rules/diagnose.hpp"
 #include "rules/signatures.hpp"
-
-extern char** environ;
 
 namespace gpudx {
 
@@ -289,44 +288,15 @@ Collected Agent::collect_full() {
         out.problem = "no snapshot command";
         return out;
     }
-    std::vector<char*> argv;
-    for (const auto& a : o_.snapshot_command) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    int pipefd[2];
-    if (::pipe2(pipefd, O_CLOEXEC) != 0) {
-        out.problem = fmt::format("pipe: {}", std::strerror(errno));
-        return out;
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    // The agent blocks SIGTERM and ignores SIGPIPE; the child starts as any program does.
-    sigset_t none, defaults;
-    sigemptyset(&none);
-    sigemptyset(&defaults);
-    sigaddset(&defaults, SIGPIPE);
-    sigaddset(&defaults, SIGXFSZ);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);
-    pid_t pid = 0;
-    int rc = ::posix_spawn(&pid, argv[0], &fa, &attr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    ::close(pipefd[1]);
-    if (rc != 0) {
-        ::close(pipefd[0]);
-        out.problem = fmt::format("cannot run {}: {}", o_.snapshot_command[0], std::strerror(rc));
+    // The agent blocks SIGTERM and ignores SIGPIPE; SpawnedProgram starts the child as any program starts.
+    auto child = SpawnedProgram::start(o_.snapshot_command);
+    if (!child) {
+        out.problem = fmt::format("cannot run {}: {}", o_.snapshot_command[0], child.error().message);
         return out;
     }
     std::string text;
     auto deadline = std::chrono::steady_clock::now() + o_.snapshot_timeout;
     bool killed = false;
-    char buf[65536];
     for (;;) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) {
@@ -334,7 +304,7 @@ Collected Agent::collect_full() {
             killed = true;
             break;
         }
-        pollfd p[2] = {{pipefd[0], POLLIN, 0}, {signal_fd_, POLLIN, 0}};
+        pollfd p[2] = {{child->fd(), POLLIN, 0}, {signal_fd_, POLLIN, 0}};
         int n = ::poll(p, 2, static_cast<int>(left.count()));
         if (n < 0 && errno == EINTR) continue;
         if (p[1].revents & POLLIN) {
@@ -343,20 +313,17 @@ Collected Agent::collect_full() {
             break;
         }
         if (n <= 0) continue;
-        ssize_t got = ::read(pipefd[0], buf, sizeof buf);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) break;
-        text.append(buf, static_cast<size_t>(got));
+        auto got = child->read_available(text);
+        if (got == SpawnedProgram::Read::closed || got == SpawnedProgram::Read::failed) break;
     }
-    ::close(pipefd[0]);
-    if (killed) ::kill(-pid, SIGKILL);
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    if (killed) return out;  // the destructor kills the child's process group and reaps it
+    auto status = child->wait(kKilledChildGrace);
+    if (!status) {
+        out.problem = "the collection closed its output but did not exit (killed)";
+        return out;
     }
-    if (killed) return out;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        out.problem = WIFEXITED(status) ? fmt::format("the collection exited {}", WEXITSTATUS(status))
-                                        : fmt::format("the collection was killed by signal {}", WTERMSIG(status));
+    if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+        out.problem = "the collection " + describe_exit_status(*status);
         return out;
     }
     auto j = nlohmann::json::parse(text, nullptr, false);

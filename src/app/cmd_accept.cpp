@@ -210,7 +210,7 @@ int run_accept(const AcceptCmdOptions& o) {
     return report.exit_code;
 }
 
-CommandRegistrar reg{
+CommandRegistrar register_accept{
     {"accept", "Acceptance tests after a repair: compute, memory, transfers, isolation; JSON record", 60,
      [](CLI::App& cmd) -> std::function<int()> {
          auto o = std::make_shared<AcceptCmdOptions>();

@@ -112,7 +112,7 @@ int run_agent_command(const AgentCmdOptions& o) {
     return run_agent(a);
 }
 
-CommandRegistrar reg{
+CommandRegistrar register_agent{
     {"agent", "Run as the node agent: follow the kernel log, keep events, serve /metrics and /v1/, drain Slurm", 15,
      [](CLI::App& cmd) -> std::function<int()> {
          auto o = std::make_shared<AgentCmdOptions>();

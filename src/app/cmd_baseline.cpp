@@ -83,7 +83,7 @@ int run_diff(const BaselineOptions& o) {
     return code;
 }
 
-CommandRegistrar reg{
+CommandRegistrar register_baseline{
     {"baseline", "Save this node's record (cards, slots, links, driver stack) or diff against a saved one", 40,
      [](CLI::App& cmd) -> std::function<int()> {
          auto o = std::make_shared<BaselineOptions>();

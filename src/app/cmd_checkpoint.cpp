@@ -149,12 +149,12 @@ Command make(CheckpointCommand which, std::string name, std::string summary, int
             }};
 }
 
-CommandRegistrar reg_state{make(CheckpointCommand::state, "state", "CUDA checkpoint state of processes", 60)};
-CommandRegistrar reg_checkpoint{
+CommandRegistrar register_state{make(CheckpointCommand::state, "state", "CUDA checkpoint state of processes", 60)};
+CommandRegistrar register_checkpoint{
     make(CheckpointCommand::checkpoint, "checkpoint", "Lock and checkpoint CUDA processes (GPU memory to host)", 61)};
-CommandRegistrar reg_restore{
+CommandRegistrar register_restore{
     make(CheckpointCommand::restore, "restore", "Restore checkpointed CUDA processes, optionally onto other GPUs", 62)};
-CommandRegistrar reg_migrate{
+CommandRegistrar register_migrate{
     make(CheckpointCommand::migrate, "migrate", "Move CUDA processes to other GPUs of this node (--device-map)", 63)};
 
 }  // namespace

@@ -124,7 +124,7 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
     return exit_code;
 }
 
-CommandRegistrar reg{
+CommandRegistrar register_diagnose{
     {"diagnose", "Walk the layers bottom-up and name the failure boundary (exit 0/1/2/3)", 10,
      [](CLI::App& cmd) -> std::function<int()> {
          auto o = std::make_shared<DiagnoseCmdOptions>();

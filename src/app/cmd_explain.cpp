@@ -219,7 +219,7 @@ int run_explain(const ExplainCmdOptions& o) {
     return code;
 }
 
-CommandRegistrar reg{
+CommandRegistrar register_explain{
     {"explain", "Explain pasted text (kernel log, journal, container or program errors): what failed, where, what next", 65,
      [](CLI::App& cmd) -> std::function<int()> {
          auto o = std::make_shared<ExplainCmdOptions>();

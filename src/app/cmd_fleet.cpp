@@ -61,7 +61,7 @@ int run_fleet_report(const FleetCmdOptions& o) {
     return report.exit_code;
 }
 
-CommandRegistrar reg{
+CommandRegistrar register_fleet{
     {"fleet", "Compare many saved snapshots against the compatibility matrix: drift, missing GPUs, Xids", 42,
      [](CLI::App& cmd) -> std::function<int()> {
          auto o = std::make_shared<FleetCmdOptions>();

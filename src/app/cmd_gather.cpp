@@ -35,7 +35,7 @@ int run_gather(const GatherCmdOptions& o) {
     return kExitHealthy;
 }
 
-CommandRegistrar reg{{"gather", "Capture what gpudx reads on this node as a tree that --root replays", 60,
+CommandRegistrar register_gather{{"gather", "Capture what gpudx reads on this node as a tree that --root replays", 60,
                       [](CLI::App& cmd) -> std::function<int()> {
                           auto o = std::make_shared<GatherCmdOptions>();
                           cmd.add_option("output", o->output, "OUT.tar.gz (a compressed capture) or a new directory")

@@ -88,7 +88,7 @@ int run_ids(const IdsOptions& o) {
     return disagreement ? kExitErrors : kExitHealthy;
 }
 
-CommandRegistrar reg{
+CommandRegistrar register_ids{
     {"ids", "One row per GPU by PCI address: slot, minor, /dev node, UUID, NVML index, CUDA ordinal (exit 0/1)", 30,
      [](CLI::App& cmd) -> std::function<int()> {
          auto o = std::make_shared<IdsOptions>();

@@ -60,7 +60,7 @@ int run_matrix_validate(const MatrixOptions& o) {
     return code;
 }
 
-CommandRegistrar reg{
+CommandRegistrar register_matrix{
     {"matrix", "Check this node against the compatibility matrix (node classes and their tested sets)", 41,
      [](CLI::App& cmd) -> std::function<int()> {
          auto o = std::make_shared<MatrixOptions>();

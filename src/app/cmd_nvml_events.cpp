@@ -52,7 +52,7 @@ int run_nvml_events(const NvmlEventsCmdOptions& c) {
     return watch_nvml_events(o, STDOUT_FILENO);
 }
 
-CommandRegistrar reg{
+CommandRegistrar register_nvml_events{
     {"nvml-events", "Print the driver's NVML events as they happen (Xid, ECC, recovery action), one JSON line each",
      16,
      [](CLI::App& cmd) -> std::function<int()> {

@@ -79,7 +79,7 @@ int run_record(const RecordCmdOptions& o) {
     return kExitHealthy;
 }
 
-CommandRegistrar reg{
+CommandRegistrar register_record{
     {"record", "Append which physical GPUs a job was given to an allocation log (a Slurm prolog step)", 55,
      [](CLI::App& cmd) -> std::function<int()> {
          auto o = std::make_shared<RecordCmdOptions>();

@@ -54,7 +54,7 @@ int run_rules(const RulesOptions& o) {
     return 0;
 }
 
-CommandRegistrar reg{
+CommandRegistrar register_rules{
     {"rules", "List every rule gpudx can report: id, layer, default severity, what it finds", 65,
      [](CLI::App& cmd) -> std::function<int()> {
          auto o = std::make_shared<RulesOptions>();

@@ -21,7 +21,7 @@ int run_snapshot(const SnapshotOptions& o) {
     return kExitHealthy;
 }
 
-CommandRegistrar reg{{"snapshot",
+CommandRegistrar register_snapshot{{"snapshot",
                       "Collect every layer of this node (or a capture) into one JSON document (docs/snapshot-format.md)",
                       20, [](CLI::App& cmd) -> std::function<int()> {
                           auto o = std::make_shared<SnapshotOptions>();

@@ -162,7 +162,7 @@ int run_events(const EventsOptions& o) {
     return 0;
 }
 
-CommandRegistrar status_reg{
+CommandRegistrar register_status{
     {"status", "Ask the running agent for the node's current diagnosis (a one-shot diagnosis when none runs)", 16,
      [](CLI::App& cmd) -> std::function<int()> {
          auto o = std::make_shared<StatusOptions>();
@@ -183,7 +183,7 @@ CommandRegistrar status_reg{
          return [o] { return run_status(*o); };
      }}};
 
-CommandRegistrar events_reg{
+CommandRegistrar register_events{
     {"events", "List the events the running agent recorded: findings that appeared or cleared, drains", 17,
      [](CLI::App& cmd) -> std::function<int()> {
          auto o = std::make_shared<EventsOptions>();

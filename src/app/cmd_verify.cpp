@@ -31,7 +31,7 @@ int run_verify(const VerifyCmdOptions& o) {
     return report->exit_code;
 }
 
-CommandRegistrar reg{
+CommandRegistrar register_verify{
     {"verify", "Check a process's GPU identity after checkpoint/restore (exit 0/1/3)", 60,
      [](CLI::App& cmd) -> std::function<int()> {
          auto o = std::make_shared<VerifyCmdOptions>();

@@ -160,7 +160,7 @@ int run_xid(const XidCmdOptions& o) {
     return 0;
 }
 
-CommandRegistrar reg{
+CommandRegistrar register_xid{
     {"xid", "Explain an NVIDIA Xid or NVSwitch SXid code: NVIDIA's buckets, severity, action (policy versioned and overridable)", 60,
      [](CLI::App& cmd) -> std::function<int()> {
          auto o = std::make_shared<XidCmdOptions>();

@@ -20,6 +20,7 @@ struct Command {
 
 std::vector<Command>& commands();
 
+// One per command file, named after it (register_diagnose): the files of src/app share unity batches.
 struct CommandRegistrar {
     explicit CommandRegistrar(Command c) { commands().push_back(std::move(c)); }
 };

@@ -19,8 +19,8 @@ namespace gpudx {
 namespace {
 
 // Libraries whose soname is fixed, and families whose soname carries their major version.
-constexpr std::string_view kFixedSonames[] = {"libcuda.so.1", "libnvidia-ml.so.1"};
-constexpr std::string_view kVersionedStems[] = {"libcudart.so", "libnccl.so",      "libcudnn.so",
+constexpr std::string_view kMappedFixedSonames[] = {"libcuda.so.1", "libnvidia-ml.so.1"};
+constexpr std::string_view kMappedVersionedStems[] = {"libcudart.so", "libnccl.so",      "libcudnn.so",
                                                 "libcublas.so", "libamdhip64.so", "libhsa-runtime64.so"};
 
 std::string base_name(std::string_view path) {
@@ -30,11 +30,11 @@ std::string base_name(std::string_view path) {
 
 // "libcuda.so.580.95.05" -> "libcuda.so.1"; "libcudart.so.12.4.127" -> "libcudart.so.12"; nullopt for others.
 std::optional<std::string> gpu_library_soname(std::string_view name) {
-    for (auto so : kFixedSonames) {
+    for (auto so : kMappedFixedSonames) {
         auto stem = so.substr(0, so.rfind('.'));  // libcuda.so
         if (name == stem || name.starts_with(std::string(stem) + ".")) return std::string(so);
     }
-    for (auto stem : kVersionedStems)
+    for (auto stem : kMappedVersionedStems)
         if (auto so = versioned_soname(name, stem)) return so;
     return std::nullopt;
 }

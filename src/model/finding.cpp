@@ -32,7 +32,10 @@ std::optional<Layer> parse_layer(std::string_view s) {
     return std::nullopt;
 }
 
+const char* subject_label(const GpuRef& g) { return g.kind == SubjectKind::nvswitch ? "nvswitch" : "gpu"; }
+
 std::string describe(const GpuRef& g) {
+    if (g.kind == SubjectKind::nvswitch) return "NVSwitch at " + (g.pci.empty() ? std::string("unknown address") : g.pci);
     if (g.uuid.empty()) return "GPU at " + (g.pci.empty() ? std::string("unknown address") : g.pci) + " (UUID unknown)";
     if (g.pci.empty()) return g.uuid + " (PCI address unknown)";
     return g.uuid + " (" + g.pci + ")";

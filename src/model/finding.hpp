@@ -17,11 +17,19 @@ inline constexpr Layer kAllLayers[] = {Layer::pcie,    Layer::module, Layer::ker
 
 enum class Severity { info, warning, error };
 
+// What a finding is about: a GPU, or an NVSwitch (an SXid names the switch, which has a PCI address and no
+// UUID a user sees).
+enum class SubjectKind { gpu, nvswitch };
+
 struct GpuRef {
     std::string uuid;  // empty when no source knows it
     std::string pci;   // normalised address
+    SubjectKind kind = SubjectKind::gpu;
     auto operator<=>(const GpuRef&) const = default;
 };
+
+// "gpu" or "nvswitch": the label a report puts before the subject.
+const char* subject_label(const GpuRef& g);
 
 // The process a finding is about (`gpudx diagnose --pid`): every output names it beside the finding.
 struct ProcessRef {

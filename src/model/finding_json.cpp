@@ -10,7 +10,10 @@ nlohmann::json finding_to_json(const Finding& f) {
     j["layer"] = to_string(f.layer);
     j["severity"] = to_string(f.severity);
     auto& subjects = j["subjects"] = nlohmann::json::array();
-    for (auto& g : f.subjects) subjects.push_back({{"uuid", g.uuid}, {"pci", g.pci}});
+    for (auto& g : f.subjects) {
+        subjects.push_back({{"uuid", g.uuid}, {"pci", g.pci}});
+        if (g.kind != SubjectKind::gpu) subjects.back()["kind"] = subject_label(g);  // a GPU's is left out
+    }
     j["message"] = f.message;
     auto& ev = j["evidence"] = nlohmann::json::array();
     for (auto& e : f.evidence) ev.push_back({{"source", e.source}, {"value", e.value}});

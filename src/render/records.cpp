@@ -16,7 +16,7 @@ std::string render_findings_text(const std::vector<Finding>& findings, bool colo
                    : f.severity == Severity::warning ? paint("33", "WARN ")
                                                      : std::string("info ");
         out += fmt::format("{} [{}] {}\n", sev, f.id, strip_control(f.message));
-        for (auto& g : f.subjects) out += fmt::format("      gpu: {}\n", strip_control(describe(g)));
+        for (auto& g : f.subjects) out += fmt::format("      {}: {}\n", subject_label(g), strip_control(describe(g)));
         for (auto& e : f.evidence)
             out += fmt::format("      evidence: {} = {}\n", strip_control(e.source), strip_control(e.value));
         if (!f.next_step.empty()) out += fmt::format("      next: {}\n", strip_control(f.next_step));

@@ -100,7 +100,7 @@ std::string render_diagnosis_text(const Snapshot& s, const Diagnosis& d, const R
                                                      : "info ";
         out += fmt::format("{} [{}] {}\n", sev, f.id, strip_control(f.message));
         if (f.process) out += fmt::format("      process: {}\n", strip_control(describe(*f.process)));
-        for (auto& g : f.subjects) out += fmt::format("      gpu: {}\n", strip_control(describe(g)));
+        for (auto& g : f.subjects) out += fmt::format("      {}: {}\n", subject_label(g), strip_control(describe(g)));
         for (auto& e : f.evidence)
             out += fmt::format("      {}evidence: {} = {}{}\n", p.dim(), strip_control(e.source), strip_control(e.value), p.reset());
         if (!f.next_step.empty()) out += fmt::format("      next: {}\n", strip_control(f.next_step));

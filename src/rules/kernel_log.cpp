@@ -319,7 +319,7 @@ void check_sxids(const CheckContext& ctx, const XidPolicy& policy, std::vector<F
                              : r.nonfatal ? "Non-fatal"
                                           : "no severity stated in its lines";
         Finding f = rule("kernel_log.sxid").finding(severity, {});
-        if (!pci.empty()) f.subjects.push_back(GpuRef{{}, pci});
+        if (!pci.empty()) f.subjects.push_back(GpuRef{{}, pci, SubjectKind::nvswitch});
         std::string name = main->module.empty() ? std::string("NVSwitch") : "NVSwitch " + main->module;
         f.message = fmt::format("{} ({}) reported SXid {} ({}), {}: {}", name, pci.empty() ? "address not stated" : pci,
                                 code, known ? sxid.meaning : "not in the SXid policy", stated, first_last(*main));

@@ -86,8 +86,9 @@ TEST(RuleTables, EveryCollectorARuleReadsIsOneASnapshotHas) {
         for (auto& c : j["collectors"]) seen.insert(c["name"].get<std::string>());
     }
     for (auto c : kAllCollectors)
-        if (c != Collector::processes)  // only in a snapshot taken with --pid
+        if (c != Collector::processes) {  // only in a snapshot taken with --pid
             EXPECT_TRUE(seen.count(std::string(to_string(c)))) << to_string(c);
+        }
 }
 
 TEST(RuleTables, EveryFindingInTheGoldenDiagnosesIsDeclaredUnderItsLayer) {

@@ -294,7 +294,9 @@ TEST(Signatures, DeclarationsCoverEveryEmittedId) {
     std::set<std::string> ids;
     for (auto& d : decl) EXPECT_TRUE(ids.insert(d.id).second) << "declared twice: " << d.id;
     for (auto& s : builtin_signature_catalogue().signatures)
-        if (s.severity) EXPECT_TRUE(ids.count(s.id)) << s.id;
+        if (s.severity) {
+            EXPECT_TRUE(ids.count(s.id)) << s.id;
+        }
     // The docs list every signature.
     std::string docs = read_all(std::string(GPUDX_TEST_SOURCE_DIR) + "/../docs/signatures.md");
     for (auto& id : ids) EXPECT_NE(docs.find("`" + id + "`"), std::string::npos) << id << " is not in docs/signatures.md";

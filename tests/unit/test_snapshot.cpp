@@ -34,8 +34,9 @@ TEST(Snapshot, RoundTripsThroughJson) {
 TEST(Snapshot, EveryCollectorHasAStatus) {
     auto s = fixture_snapshot();
     for (auto c : kAllCollectors)
-        if (c != Collector::rocm_smi && c != Collector::processes)  // KFD nodes only; --pid only
+        if (c != Collector::rocm_smi && c != Collector::processes) {  // KFD nodes only; --pid only
             EXPECT_NE(s.collector(c), nullptr) << to_string(c);
+        }
 }
 
 TEST(Snapshot, RejectsNewerSchemaAndForeignDocuments) {

@@ -45,9 +45,9 @@ std::optional<unsigned long long> field_number(const nvmlFieldValue_t& f) {
 }
 
 // One device's queries. Not Supported is an answer (recorded in `unsupported`), not an error.
-class DeviceQuery {
+class NvmlDeviceQuery {
 public:
-    DeviceQuery(const NvmlApi& api, ProbeChannel::Lane& ch, NvmlDevice& dev, nvmlDevice_t h)
+    NvmlDeviceQuery(const NvmlApi& api, ProbeChannel::Lane& ch, NvmlDevice& dev, nvmlDevice_t h)
         : api_(api), calls_(api, ch, dev.index, dev.unsupported, dev.errors), dev_(dev), h_(h) {}
 
     void run() {
@@ -279,7 +279,7 @@ void query_devices(const NvmlApi& api, ProbeChannel& ch, NvmlLayer& layer, unsig
             if (rc != NVML_SUCCESS)
                 dev.errors.push_back(fmt::format("nvmlDeviceGetHandleByIndex_v2: {}", api.describe(rc)));
             else
-                DeviceQuery(api, lane, dev, h).run();
+                NvmlDeviceQuery(api, lane, dev, h).run();
             std::lock_guard lock(answered_mutex);
             answered[i] = std::move(dev);
             NvmlLayer so_far = layer;

@@ -24,10 +24,10 @@ struct RocmSmi {
 
 std::string cstr(const char* buf, size_t n) { return std::string(trim(library_string(buf, n))); }
 
-class DeviceQuery {
+class RocmSmiDeviceQuery {
 public:
     // `addressed` is called once the device's PCI address is known, to publish it before the slower queries.
-    DeviceQuery(const RocmSmiApi& api, ProbeChannel& ch, RocmSmiDevice& dev, std::function<void()> addressed)
+    RocmSmiDeviceQuery(const RocmSmiApi& api, ProbeChannel& ch, RocmSmiDevice& dev, std::function<void()> addressed)
         : api_(api), calls_(api, ch, dev.index, dev.unsupported, dev.errors), dev_(dev), addressed_(std::move(addressed)) {}
 
     void run() {
@@ -142,7 +142,7 @@ void query_rocm_smi(const RocmSmiQueryOptions& options, ProbeChannel& ch) {
         // already read are kept and the finding can name the GPU the hung call was about.
         auto& dev = layer.devices.emplace_back();
         dev.index = i;
-        DeviceQuery(api, ch, dev, [&] { send_layer(ch, layer); }).run();
+        RocmSmiDeviceQuery(api, ch, dev, [&] { send_layer(ch, layer); }).run();
         send_layer(ch, layer);
     }
 }
