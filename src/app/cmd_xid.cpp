@@ -9,6 +9,7 @@
 #include "app/common.hpp"
 #include "rules/xid_policy.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace gpudx::app {
 namespace {
@@ -48,6 +49,7 @@ nlohmann::json rule_json(const XidPolicy& p, const XidRule& r, int code, bool kn
     j["description"] = r.description;
     j["immediate"] = r.immediate;
     j["investigatory"] = r.investigatory;
+    j["generations"] = r.generations;
     const XidBucket* b = known ? p.immediate_bucket(code) : nullptr;
     j["immediate_meaning"] = b ? b->meaning : "";
     j["recovery"] = b ? b->recovery : "";
@@ -75,6 +77,7 @@ std::string explain(const XidPolicy& p, int code, bool sxid) {
         if (b) immediate += " (" + b->meaning + ")";
         out += fmt::format("  buckets:  immediate {}; investigatory {}\n", immediate,
                            r.investigatory.empty() ? std::string("none given") : r.investigatory);
+        if (!r.generations.empty()) out += fmt::format("  GPUs:     {}\n", join_strings(r.generations, ", "));
     }
     out += fmt::format("  severity: {}\n", to_string(r.severity));
     out += fmt::format("  action:   {}\n", r.action);

@@ -56,6 +56,28 @@ public:
         return std::optional<std::string>{*v};
     }
 
+    // An array of non-empty strings: nullopt when absent; an error naming the line when anything else.
+    Result<std::optional<std::vector<std::string>>> strings(std::string_view key) const {
+        const toml::node* n = t_.get(key);
+        if (!n) return std::optional<std::vector<std::string>>{};
+        const toml::array* a = n->as_array();
+        std::vector<std::string> out;
+        if (a)
+            for (auto& item : *a) {
+                auto v = item.value<std::string>();
+                if (!v || v->empty()) {
+                    a = nullptr;
+                    break;
+                }
+                out.push_back(*v);
+            }
+        if (!a)
+            return fail(fmt::format("{}: `{}` in {} must be an array of names, as [\"Ampere\", \"Hopper\"]", line(key), key,
+                                    context_),
+                        origin_);
+        return std::optional<std::vector<std::string>>{std::move(out)};
+    }
+
     Result<std::optional<Severity>> severity(std::string_view key, bool required) const {
         auto s = text(key, required);
         if (!s) return std::unexpected(s.error());
@@ -166,8 +188,8 @@ Result<XidRule> read_rule(const toml::table& t, int code, const std::string& ori
                           RuleKind kind, const std::map<std::string, XidBucket>& buckets) {
     TableReader r(t, origin, context);
     Result<void> keys = kind == RuleKind::xid
-                            ? r.only({"mnemonic", "description", "immediate", "investigatory", "meaning", "severity",
-                                      "action", "note", "repeats", "within_s"})
+                            ? r.only({"mnemonic", "description", "immediate", "investigatory", "generations", "meaning",
+                                      "severity", "action", "note", "repeats", "within_s"})
                             : r.only({"meaning", "severity", "action", "note"});
     if (!keys) return std::unexpected(keys.error());
     XidRule rule;
@@ -192,6 +214,9 @@ Result<XidRule> read_rule(const toml::table& t, int code, const std::string& ori
             return fail(fmt::format("{}: investigatory bucket \"{}\" in {} is not declared (no [bucket.{}])",
                                     r.line("investigatory"), word, context, word),
                         origin);
+    std::optional<std::vector<std::string>> generations;
+    GPUDX_TRY(generations, r.strings("generations"));
+    if (generations) rule.generations = std::move(*generations);
     if (rule.meaning.empty()) rule.meaning = rule.description;
     if (kind != RuleKind::fallback && rule.meaning.empty())
         return fail(fmt::format("{}: {} has no `meaning` (or `description`)", where(origin, t.source()), context), origin);
@@ -245,13 +270,15 @@ Result<XidPolicy> parse_policy(std::string_view text, const std::string& origin,
                                 e.description()),
                     origin);
     }
-    static constexpr std::string_view kTopKeys[] = {"version", "default", "sxid_default", "bucket", "xid", "sxid"};
+    static constexpr std::string_view kTopKeys[] = {"version", "generations", "default", "sxid_default", "bucket",
+                                                    "xid", "sxid"};
     for (auto&& [key, node] : root) {
         if (std::find(std::begin(kTopKeys), std::end(kTopKeys), key.str()) == std::end(kTopKeys))
-            return fail(fmt::format("{}: unknown key `{}` (allowed: version, default, sxid_default, bucket, xid, sxid)",
+            return fail(fmt::format("{}: unknown key `{}` (allowed: version, generations, default, sxid_default, bucket, "
+                                    "xid, sxid)",
                                     where(origin, key.source()), key.str()),
                         origin);
-        if (key != "version" && !node.as_table())
+        if (key != "version" && key != "generations" && !node.as_table())
             return fail(fmt::format("{}: `{}` must be a table", where(origin, node.source()), key.str()), origin);
     }
     const toml::node* version = root.get("version");
@@ -261,6 +288,11 @@ Result<XidPolicy> parse_policy(std::string_view text, const std::string& origin,
         return fail(fmt::format("{}: `version` must be a non-empty string", where(origin, version->source())), origin);
     XidPolicy p;
     p.version = *v;
+    {
+        std::optional<std::vector<std::string>> g;
+        GPUDX_TRY(g, TableReader(root, origin, "the policy").strings("generations"));
+        if (g) p.generations = std::move(*g);
+    }
     std::map<std::string, XidBucket> buckets = known_buckets;
     if (const toml::table* bt = sub_table(root, "bucket")) {
         for (auto&& [key, node] : *bt) {
@@ -306,6 +338,9 @@ Result<XidPolicy> parse_policy(std::string_view text, const std::string& origin,
             (*rules)[*code] = std::move(*r);
         }
     }
+    // A catalog entry that names no GPUs of its own applies to every GPU the catalog covers.
+    for (auto& [code, r] : p.rules)
+        if (r.generations.empty() && !r.mnemonic.empty()) r.generations = p.generations;
     return p;
 }
 
@@ -375,6 +410,7 @@ Result<XidPolicy> load_xid_policy_file(const std::string& path) {
     if (!site->fallback.action.empty()) merged.fallback = site->fallback;
     if (!site->sxid_fallback.action.empty()) merged.sxid_fallback = site->sxid_fallback;
     for (auto& [name, b] : site->buckets) merged.buckets[name] = b;
+    if (!site->generations.empty()) merged.generations = site->generations;
     for (auto& [code, r] : site->rules) {
         XidRule& into = merged.rules[code];
         // NVIDIA's catalog fields stay when the site entry only sets gpudx's severity and words.
@@ -382,6 +418,7 @@ Result<XidPolicy> load_xid_policy_file(const std::string& path) {
                                                  std::pair{&r.immediate, &into.immediate},
                                                  std::pair{&r.investigatory, &into.investigatory}})
             if (site_field->empty()) *site_field = *builtin_field;
+        if (r.generations.empty()) r.generations = into.generations;
         into = r;
     }
     for (auto& [code, r] : site->sxids) merged.sxids[code] = r;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "model/finding.hpp"
 #include "core/error.hpp"
@@ -36,6 +37,9 @@ struct XidRule {
     std::string description;    // NVIDIA's
     std::string immediate;      // NVIDIA's immediate resolution bucket; empty where the catalog gives none
     std::string investigatory;  // NVIDIA's investigatory bucket, as the catalog writes it
+    // The GPUs the entry applies to: its own `generations`, else the policy's (the catalog's scope) for an entry
+    // of the catalog; empty for gpudx's own entries and the defaults.
+    std::vector<std::string> generations;
     std::string meaning;        // gpudx's words (the description when the policy gives none)
     Severity severity = Severity::warning;
     std::string action;
@@ -47,6 +51,7 @@ struct XidRule {
 
 struct XidPolicy {
     std::string version;  // "2026.12.1", or "site 1 (FILE) over built-in 2026.12.1" for a merged policy
+    std::vector<std::string> generations;  // the GPU generations the catalog covers (top-level `generations`)
     XidRule fallback;     // codes not listed
     std::map<int, XidRule> rules;
     std::map<std::string, XidBucket> buckets;

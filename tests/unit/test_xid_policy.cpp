@@ -117,7 +117,9 @@ TEST(XidPolicy, EveryCatalogRowIsParsedFromTheData) {
         EXPECT_EQ(r.immediate, f[3]) << code;
         EXPECT_EQ(r.investigatory, f[4]) << code;
         EXPECT_FALSE(r.action.empty()) << code;
+        EXPECT_EQ(r.generations, p.generations) << code << ": the catalog's scope (it has no per-code column)";
     }
+    EXPECT_EQ(p.generations, (std::vector<std::string>{"Ampere", "Hopper", "Blackwell"}));
     EXPECT_EQ(in_use, 109);
     EXPECT_EQ(unused, 63);
     EXPECT_EQ(p.rules.size(), 109u) << "a code the catalog does not have in use";
@@ -193,6 +195,21 @@ TEST(XidPolicy, BadValuesAreErrors) {
                                  "p.toml");
     ASSERT_FALSE(code);
     EXPECT_NE(code.error().message.find("positive number"), std::string::npos);
+    auto generations = parse_xid_policy("version = \"1\"\ngenerations = [\"Hopper\"]\n[default]\nseverity = \"warning\"\n"
+                                        "action = \"a\"\n[xid.79]\nmeaning = \"m\"\nseverity = \"error\"\naction = \"a\"\n"
+                                        "generations = \"Hopper\"\n",
+                                        "p.toml");
+    ASSERT_FALSE(generations);
+    EXPECT_NE(generations.error().message.find("p.toml:10"), std::string::npos) << generations.error().message;
+    EXPECT_NE(generations.error().message.find("array of names"), std::string::npos);
+    auto own = parse_xid_policy("version = \"1\"\ngenerations = [\"Hopper\"]\n[default]\nseverity = \"warning\"\n"
+                                "action = \"a\"\n[xid.79]\nmnemonic = \"X\"\nmeaning = \"m\"\nseverity = \"error\"\n"
+                                "action = \"a\"\n[xid.80]\nmnemonic = \"Y\"\nmeaning = \"m\"\nseverity = \"error\"\n"
+                                "action = \"a\"\ngenerations = [\"Blackwell\"]\n",
+                                "p.toml");
+    ASSERT_TRUE(own) << own.error().message;
+    EXPECT_EQ(own->rule(79).generations, std::vector<std::string>{"Hopper"});  // the policy's
+    EXPECT_EQ(own->rule(80).generations, std::vector<std::string>{"Blackwell"});  // its own
     auto no_version = parse_xid_policy("[default]\nseverity = \"warning\"\naction = \"a\"\n", "p.toml");
     ASSERT_FALSE(no_version);
     EXPECT_NE(no_version.error().message.find("version"), std::string::npos);
