@@ -52,8 +52,9 @@ t_start=$(ticks); s_start=$(date +%s%N)
 watcher_cpu=""
 if [[ -n ${STANDINS:-} && -x /usr/bin/time ]]; then
   # User and system seconds of the watcher, as wait4 reports them when it ends after IDLE seconds.
-  watcher_cpu=$( { /usr/bin/time -f "%U %S" "$gpudx" nvml-events --root "$root" --driver-lib-dir "$STANDINS" --wait 1 \
-    --duration "$idle" >/dev/null 2>/dev/null; } 2>&1 | tail -1 | awk -v s="$idle" '{printf "%.3f", 100*($1+$2)/s}')
+  /usr/bin/time -f "%U %S" -o "$work/watcher.time" "$gpudx" nvml-events --root "$root" --driver-lib-dir "$STANDINS" \
+    --wait 1 --duration "$idle" >/dev/null 2>&1 || true
+  watcher_cpu=$(tail -1 "$work/watcher.time" | awk -v s="$idle" '{printf "%.3f", 100*($1+$2)/s}')
 else
   sleep "$idle"
 fi
@@ -127,4 +128,6 @@ printf '%-58s %12s %10s\n' "  /v1/events?limit=100000 answered in (ms, mean of 5
 printf '%-58s %12s %10s\n' "  resident memory before -> after 5 answers (MB)" "$(awk -v a="$rss_before" -v b="$rss_after" 'BEGIN{printf "%.1f -> %.1f", a/1024, b/1024}')" ""
 printf '%-58s %12s %10s\n' "  resident memory after $queries answers (MB)" "$(awk -v b="$rss_last" 'BEGIN{printf "%.1f", b/1024}')" \
   "$(awk -v a="$rss_after" -v b="$rss_last" 'BEGIN{printf "%.3f", b/a}')"
-[[ -n $watcher_cpu ]] && printf '%-58s %12s %10s\n' "NVML watcher (stand-in) CPU over ${idle} s (% of one core)" "$watcher_cpu" ""
+if [[ -n $watcher_cpu ]]; then
+  printf '%-58s %12s %10s\n' "NVML watcher (stand-in) CPU over ${idle} s (% of one core)" "$watcher_cpu" ""
+fi

@@ -529,7 +529,7 @@ public:
             return out;
         }
         // One child per environment, all at once; each its own process group (SpawnedProgram), so a child hung
-        // in the driver is killed with what it started and, if the kernel holds it, reaped in the background:
+        // in the driver is killed with what it started and, if the kernel holds it, reaped later (core/reap.hpp):
         // accept never waits on a driver call.
         struct Probe {
             SpawnedProgram child;
@@ -575,7 +575,7 @@ public:
             auto& c = probes[i];
             if (!c.child.running()) continue;  // never started: its error is already there
             if (!c.done) {
-                c.child = SpawnedProgram();  // killed; reaped in the background if the driver holds it
+                c.child = SpawnedProgram();  // killed; reaped later if the driver holds it
                 out[i] = fail(fmt::format("the child did not answer within {} s (a driver call hung)",
                                           deadline.count() / 1000));
                 continue;

@@ -167,7 +167,7 @@ NvmlEventWatcher::Outcome NvmlEventWatcher::check(Clock::time_point now) {
     }
     if (now - last_heard_ > o_.quiet_limit) {
         std::string call = last_call_;
-        child_ = SpawnedProgram();  // killed, and reaped in the background if the driver holds it
+        child_ = SpawnedProgram();  // killed, and reaped later if the driver holds it
         ended(now, fmt::format("hung in {} (no line for {}) and was killed", call, seconds(o_.quiet_limit)), out);
     }
     return out;

@@ -8,7 +8,7 @@
 //   "R <json>"     the results so far (a later R replaces an earlier one)
 //   "E"            finished
 // The parent reads with poll() until the deadline, then SIGKILLs the child and never waits on it
-// longer than it can afford: a child stuck in the kernel is left to a detached reaper thread.
+// longer than it can afford: a child stuck in the kernel is left to be reaped later (core/reap.hpp).
 // A line it cannot read (an R that is not JSON, an unknown tag, a last line cut off) is kept as a read problem.
 #include <sys/types.h>
 

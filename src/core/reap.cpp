@@ -5,7 +5,8 @@
 
 #include <cerrno>
 #include <csignal>
-#include <thread>
+#include <mutex>
+#include <vector>
 
 namespace gpudx {
 
@@ -21,12 +22,23 @@ std::optional<int> wait_for_exit(pid_t pid, std::chrono::milliseconds within) {
     }
 }
 
-void reap_in_background(pid_t pid) {
-    std::thread([pid] {
+namespace {
+std::mutex pending_mutex;
+std::vector<pid_t> pending;
+}  // namespace
+
+void reap_later(pid_t pid) {
+    std::lock_guard lock(pending_mutex);
+    pending.push_back(pid);
+}
+
+void reap_finished() {
+    std::lock_guard lock(pending_mutex);
+    std::erase_if(pending, [](pid_t pid) {
         int status = 0;
-        while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-        }
-    }).detach();
+        pid_t r = ::waitpid(pid, &status, WNOHANG);
+        return r == pid || (r < 0 && errno != EINTR);  // reaped, or not a child of ours any more
+    });
 }
 
 bool still_ours(pid_t pid) {

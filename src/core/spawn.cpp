@@ -21,6 +21,7 @@ namespace gpudx {
 
 Result<SpawnedProgram> SpawnedProgram::start(const std::vector<std::string>& argv, const SpawnOptions& o) {
     if (argv.empty()) return fail("no program to run");
+    reap_finished();
     std::vector<char*> cargv;
     for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
     cargv.push_back(nullptr);
@@ -90,7 +91,7 @@ SpawnedProgram::~SpawnedProgram() { end(); }
 void SpawnedProgram::end() {
     if (running()) {
         kill();
-        if (!wait(kKilledChildGrace) && still_ours(pid_)) reap_in_background(pid_);
+        if (!wait(kKilledChildGrace) && still_ours(pid_)) reap_later(pid_);
         pid_ = -1;
     }
     close_output();

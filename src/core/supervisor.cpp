@@ -88,6 +88,7 @@ Result<Child> Child::start(const std::function<int(int fd)>& body, ChannelKind c
     bool made = channel == ChannelKind::socket ? ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0
                                                : ::pipe2(fds, O_CLOEXEC) == 0;
     if (!made) return fail(std::strerror(errno), channel == ChannelKind::socket ? "socketpair" : "pipe", errno);
+    reap_finished();  // the children earlier ones left behind (core/reap.hpp): no thread of ours reaps them
     // What the parent has buffered must not be written a second time by a child that flushes stdio.
     std::fflush(nullptr);
     pid_t pid = ::fork();
@@ -169,7 +170,7 @@ ChildExit Child::finish(std::chrono::milliseconds within, IfLate late) {
     ended.status = wait_for_exit(pid_, within);
     if (!ended.reaped() && still_ours(pid_)) {
         if (late == IfLate::kill) ::kill(pid_, SIGKILL);
-        reap_in_background(pid_);
+        reap_later(pid_);
     }
     pid_ = -1;
     return ended;

@@ -7,7 +7,7 @@
 //     before starting any other.
 //   - a deadline on every read, then SIGKILL;
 //   - a reap that never blocks gpudx: a process stuck in uninterruptible driver code cannot be reaped until
-//     the kernel lets it go, so one that is not gone soon after SIGKILL is left to a detached reaper thread;
+//     the kernel lets it go, so one that is not gone soon after SIGKILL is left to be reaped later, by no thread (core/reap.hpp);
 //   - framed results: the child writes one line per message (JSON dumped on one line, or a probe's tagged
 //     lines, core/child_probe.hpp); the parent splits them off with split_lines and reports a line it cannot
 //     read as a read problem, never drops it.
@@ -52,7 +52,7 @@ std::string excerpt(std::string_view line);
 
 // How a child ended, as far as waitpid could tell.
 struct ChildExit {
-    std::optional<int> status;  // waitpid's; none when it was not gone in time (a background reaper waits for it)
+    std::optional<int> status;  // waitpid's; none when it was not gone in time (it is reaped later)
     bool reaped() const { return status.has_value(); }
     bool signaled() const;
     int signal() const;     // when signaled()
@@ -111,7 +111,7 @@ public:
     // announced it is done and is only exiting).
     enum class IfLate { kill, leave };
     // Closes the channel (a worker reads that as "finish"), then waits up to `within` for the child to end.
-    // A child not gone by then is never waited for any longer: a detached thread reaps it.
+    // A child not gone by then is never waited for any longer: it is reaped later (core/reap.hpp).
     ChildExit finish(std::chrono::milliseconds within, IfLate late = IfLate::kill);
     // SIGKILL, then waits up to `within` for the kernel to let the child go.
     ChildExit kill(std::chrono::milliseconds within = kKilledChildGrace);

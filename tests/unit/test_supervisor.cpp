@@ -4,9 +4,12 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "core/child_probe.hpp"
@@ -150,6 +153,44 @@ TEST(Supervisor, SendingToAChildThatIsGoneIsAnErrorNotASignal) {
     // MSG_NOSIGNAL: without it this write would end the test binary by SIGPIPE.
     EXPECT_FALSE(child->send(std::string(1 << 20, 'x')));
     child->finish(5s);
+}
+
+// The threads of this process, as the kernel counts them.
+int thread_count() {
+    std::string status = [] {
+        FILE* f = std::fopen("/proc/self/status", "r");
+        std::string out;
+        char buf[4096];
+        for (size_t n; f && (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+        if (f) std::fclose(f);
+        return out;
+    }();
+    auto at = status.find("Threads:");
+    return at == std::string::npos ? -1 : std::atoi(status.c_str() + at + 8);
+}
+
+// A child left behind (it said it was done but had not exited yet, or the kernel holds it after SIGKILL) is
+// reaped later, by no thread: a thread starting or ending while the next child is forked can hold the
+// allocator's lock at the fork, and that child then blocks on its first allocation (AddressSanitizer's
+// allocator did, with a reaper thread per probe).
+TEST(Supervisor, AChildLeftBehindIsReapedLaterByNoThread) {
+    int threads = thread_count();
+    ASSERT_GT(threads, 0);
+    auto child = Child::start([](int) {
+        for (;;) ::pause();  // still running when the parent stops waiting for it
+        return 0;
+    });
+    ASSERT_TRUE(child);
+    pid_t pid = child->pid();
+    auto ended = child->finish(0ms, Child::IfLate::leave);
+    EXPECT_FALSE(ended.reaped());
+    EXPECT_EQ(thread_count(), threads) << "a thread was started to reap the child";
+    ::kill(pid, SIGKILL);
+    siginfo_t info{};
+    ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT), 0);  // ended, left unreaped
+    EXPECT_TRUE(still_ours(pid)) << "nothing but reap_finished may reap it";
+    reap_finished();
+    EXPECT_FALSE(still_ours(pid));
 }
 
 // ---- what the probe protocol makes of a child that writes garbage ---------------------------------

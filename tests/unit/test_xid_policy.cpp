@@ -792,7 +792,8 @@ TEST(KernelLogRules, AnNvmlXidIsJudgedWhenTheKernelLogCannotBeRead) {
     Snapshot s = h200_with_log("/nonexistent/gpudx-kern.log");
     ASSERT_FALSE(s.collected(Collector::kernel_log));
     s.nvml_events = {nvml_xid("0000:00:06.0", 48, "2026-12-02T06:00:00Z")};
-    auto nvml = with_id(kernel_log_findings(s), "kernel_log.xid_from_nvml");
+    auto fs = kernel_log_findings(s);
+    auto nvml = with_id(fs, "kernel_log.xid_from_nvml");
     ASSERT_EQ(nvml.size(), 1u);
     EXPECT_EQ(nvml[0]->severity, Severity::error);
     EXPECT_NE(nvml[0]->message.find("the kernel log could not be read here"), std::string::npos) << nvml[0]->message;
