@@ -35,7 +35,6 @@ bool same_bus(std::string_view a, std::string_view b) {
     return pa && pb && *pa == *pb;
 }
 
-std::string show(std::string_view bus) { return bus.empty() || bus == "-" ? "unknown" : std::string(bus); }
 
 // A state file of the live machine: opened without following a link, judged by what was opened (never by a
 // name that could be swapped between a check and the read), then read.
@@ -69,6 +68,8 @@ Result<std::string> read_trusted_state_file(const std::string& path, const std::
 }
 
 }  // namespace
+
+std::string shown_or_unknown(std::string_view bus) { return bus.empty() || bus == "-" ? "unknown" : std::string(bus); }
 
 Result<ShimState> parse_shim_state(std::string_view text) {
     auto lines = split_lines(text);
@@ -281,7 +282,7 @@ VerifyReport evaluate_identity(int pid, std::string_view maps_text, const std::o
             v.explanation = fmt::format(
                 "the shim could not find {} in /proc/driver/nvidia/gpus or NVML, so the driver's bus id {} is "
                 "passed through unverified",
-                show(o.uuid), show(o.driver_bus));
+                shown_or_unknown(o.uuid), shown_or_unknown(o.driver_bus));
         } else if (driver.empty()) {
             v.verdict = IdentityVerdict::unknown;
             v.explanation = "the driver's bus id for this ordinal has not been observed";

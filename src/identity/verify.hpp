@@ -45,6 +45,8 @@ struct ShimState {
 
 // The state file's text ("gpudx-shim-state 1" … "end"); an error for anything else or a torn file.
 Result<ShimState> parse_shim_state(std::string_view text);
+// A bus id or UUID as the reports show it: "unknown" for none (empty, or the state file's "-").
+std::string shown_or_unknown(std::string_view bus);
 // The mapped libgpudx_shim*.so in /proc/PID/maps text, if any.
 std::optional<std::string> shim_mapping(std::string_view maps_text);
 // GPU libraries that cache identity (libcudart, libnccl, libtorch_cuda, …), by file name, from maps text.

@@ -5,11 +5,6 @@
 
 namespace gpudx {
 
-namespace {
-
-std::string show(std::string_view bus) { return bus.empty() || bus == "-" ? "unknown" : std::string(bus); }
-
-}  // namespace
 
 std::string render_verify_text(const VerifyReport& r) {
     std::string out = fmt::format("process {}: {}\n", r.pid, verdict_name(r.verdict));
@@ -22,7 +17,7 @@ std::string render_verify_text(const VerifyReport& r) {
                            "actual bus", "source", "corrected", "verdict");
         for (const auto& o : r.ordinals)
             out += fmt::format("  {:<7} {:<40} {:<13} {:<13} {:<9} {:>9}  {}\n", o.state.ordinal, o.state.uuid,
-                               show(o.state.driver_bus), show(o.state.current_bus), o.state.source, o.state.corrected,
+                               shown_or_unknown(o.state.driver_bus), shown_or_unknown(o.state.current_bus), o.state.source, o.state.corrected,
                                verdict_name(o.verdict));
         for (const auto& o : r.ordinals) out += fmt::format("  ordinal {}: {}\n", o.state.ordinal, o.explanation);
     }
