@@ -1,6 +1,7 @@
 // Acceptance records (actions/accept.hpp) as `gpudx accept --compare` reads them: saved runs, possibly edited.
 #include "fuzz.hpp"
 #include "actions/accept.hpp"
+#include "render/accept.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     using namespace gpudx;
