@@ -517,7 +517,7 @@ int Agent::run() {
     auto next_ping = clock::now() + watchdog.value_or(std::chrono::hours(24));
     // A diagnosis that NVML events call for: at the next full one, or sooner, but never within
     // nvml_rediagnose_gap of the last one they called for.
-    const char* next_trigger = "interval";
+    bool nvml_called = false;  // the next full diagnosis is one NVML events called for
     auto last_nvml_full = clock::now() - o_.nvml_rediagnose_gap;
     for (;;) {
         auto now = clock::now();
@@ -532,14 +532,14 @@ int Agent::run() {
         if (p[1].revents & POLLIN) take_inbox();
         if (take_nvml_events()) {
             next_full = std::min(next_full, std::max(clock::now(), last_nvml_full + o_.nvml_rediagnose_gap));
-            next_trigger = "nvml_event";
+            nvml_called = true;
         }
         now = clock::now();
         if (now >= next_full) {
-            if (next_trigger == std::string_view("nvml_event")) last_nvml_full = now;
-            if (!full(next_trigger)) break;
+            if (nvml_called) last_nvml_full = now;
+            if (!full(nvml_called ? "nvml_event" : "interval")) break;
             next_full = clock::now() + o_.interval;
-            next_trigger = "interval";
+            nvml_called = false;
         }
         if (watchdog && clock::now() >= next_ping) {
             systemd_.notify("WATCHDOG=1");

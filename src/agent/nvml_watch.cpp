@@ -8,6 +8,7 @@
 
 #include "core/supervisor.hpp"
 #include "core/text.hpp"
+#include "model/layer_json.hpp"
 #include "vendor/nvml/events.hpp"
 
 namespace gpudx {
@@ -55,17 +56,16 @@ NvmlWatchLine parse_nvml_watch_line(std::string_view text) {
             }
     } else if (kind == "event") {
         l.kind = NvmlWatchLine::Kind::event;
-        NvmlEvent& e = l.event;
-        e.time = str(j, "time");
-        e.index = number<unsigned>(j, "index").value_or(0);
-        e.uuid = str(j, "uuid");
-        e.pci = str(j, "pci");
-        e.type = str(j, "type");
-        e.mask = number<unsigned long long>(j, "mask").value_or(0);
-        e.data = number<unsigned long long>(j, "data").value_or(0);
-        e.gpu_instance = number<unsigned>(j, "gpu_instance");
-        e.compute_instance = number<unsigned>(j, "compute_instance");
-        if (e.type.empty()) {
+        // The event's keys are the snapshot's (model/snapshot_keys.hpp), read by its schema. Fault-isolation
+        // boundary: nlohmann's exception for a field of the wrong type makes the line unreadable.
+        try {
+            layer_from_json(j, l.event);
+        } catch (const nlohmann::json::exception& e) {
+            l.kind = NvmlWatchLine::Kind::unreadable;
+            l.reason = std::string("an event that does not fit: ") + e.what() + ": " + excerpt(text);
+            return l;
+        }
+        if (l.event.type.empty()) {
             l.kind = NvmlWatchLine::Kind::unreadable;
             l.reason = "an event without a type: " + excerpt(text);
         }

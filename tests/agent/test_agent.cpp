@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -388,6 +389,34 @@ TEST(AgentNvml, EachLineOfTheWatcherIsRead) {
         EXPECT_EQ(b.kind, K::unreadable) << bad;
         EXPECT_FALSE(b.reason.empty()) << bad;
     }
+}
+
+// What `gpudx nvml-events --types all` wrote on the 1xH200 machine while a workload ran (driver 580.159.04):
+// every line is read, and the events are the GPU's real clock events.
+TEST(AgentNvml, EveryLineTheRealH200WroteIsRead) {
+    std::ifstream in(std::string(GPUDX_SOURCE_DIR) + "/docs/device-runs/2026-12-02-h200x1-session7/all.jsonl");
+    ASSERT_TRUE(in);
+    std::map<NvmlWatchLine::Kind, int> kinds;
+    std::string line;
+    while (std::getline(in, line)) {
+        auto l = parse_nvml_watch_line(line);
+        ASSERT_NE(l.kind, NvmlWatchLine::Kind::unreadable) << l.reason;
+        ++kinds[l.kind];
+        if (l.kind == NvmlWatchLine::Kind::event) {
+            EXPECT_EQ(l.event.type, "clock");
+            EXPECT_EQ(l.event.mask, 0x10u);
+            EXPECT_EQ(l.event.uuid, "GPU-8f88c2fb-1183-539a-8a15-2d59ee85952c");
+            EXPECT_EQ(l.event.pci, "0000:00:06.0");
+            EXPECT_FALSE(l.event.gpu_instance);
+        }
+        if (l.kind == NvmlWatchLine::Kind::ready) {
+            ASSERT_EQ(l.watching.size(), 1u);
+            EXPECT_NE(l.watching[0].find("recovery_action"), std::string::npos) << l.watching[0];
+        }
+    }
+    EXPECT_EQ(kinds[NvmlWatchLine::Kind::call], 8);
+    EXPECT_EQ(kinds[NvmlWatchLine::Kind::ready], 1);
+    EXPECT_EQ(kinds[NvmlWatchLine::Kind::event], 194);
 }
 
 // A stand-in watcher: a shell script printing the protocol's lines.

@@ -8,12 +8,12 @@
 #include <unistd.h>
 
 #include <csignal>
-#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 
 #include "core/child_probe.hpp"
 #include "core/supervisor.hpp"
+#include "test_support.hpp"
 
 using namespace gpudx;
 using namespace std::chrono_literals;
@@ -157,14 +157,7 @@ TEST(Supervisor, SendingToAChildThatIsGoneIsAnErrorNotASignal) {
 
 // The threads of this process, as the kernel counts them.
 int thread_count() {
-    std::string status = [] {
-        FILE* f = std::fopen("/proc/self/status", "r");
-        std::string out;
-        char buf[4096];
-        for (size_t n; f && (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
-        if (f) std::fclose(f);
-        return out;
-    }();
+    std::string status = test::read_all("/proc/self/status");
     auto at = status.find("Threads:");
     return at == std::string::npos ? -1 : std::atoi(status.c_str() + at + 8);
 }
