@@ -5,11 +5,14 @@
 #   FUZZ_SECONDS=20 fuzz/run.sh                 every target, 20 s each
 #   fuzz/run.sh fuzz_kernel_log fuzz_matrix     only these
 # Environment: FUZZ_BUILD (build dir, default build-fuzz), FUZZ_JOBS (targets run at once, default nproc),
+# FUZZ_SEED (libFuzzer's -seed; unset, each run explores afresh; CI sets 1 so a red run repeats),
 # FUZZ_CXX / FUZZ_CC (default clang++-16 / clang-16), BUILD_JOBS (compile jobs, default nproc).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${FUZZ_BUILD:-$src/build-fuzz}
 seconds=${FUZZ_SECONDS:-30}
+seed_flag=()
+[[ -n ${FUZZ_SEED:-} ]] && seed_flag=(-seed="$FUZZ_SEED")
 jobs=${FUZZ_JOBS:-$(nproc)}
 build_jobs=${BUILD_JOBS:-$(nproc)}
 
@@ -42,7 +45,7 @@ run_one() {
     [[ -d $build/fuzz-seeds/$name ]] && seeds+=("$build/fuzz-seeds/$name")
     local rc=0
     "$build/fuzz/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-        -artifact_prefix="$dir/artifacts/" "$dir/corpus" "${seeds[@]}" >"$dir/log" 2>&1 || rc=$?
+        "${seed_flag[@]}" -artifact_prefix="$dir/artifacts/" "$dir/corpus" "${seeds[@]}" >"$dir/log" 2>&1 || rc=$?
     echo "$rc" >"$dir/rc"
 }
 

@@ -13,10 +13,9 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <toml++/toml.h>
 
 #include "core/text.hpp"
-#include "core/toml_text.hpp"
+#include "core/toml.hpp"
 #include "rules/families.hpp"
 
 namespace gpudx {
@@ -283,17 +282,9 @@ private:
 
 Result<Matrix> parse_matrix(std::string_view text, std::string_view source_name) {
     std::string source(source_name.empty() ? "matrix" : source_name);
-    if (auto bad = check_toml_text(text))
-        return fail(fmt::format("{}:{}:{}: {}", source, bad->line, bad->column, bad->message), source);
-    toml::table root;
-    // Fault-isolation boundary: a reader of a third-party format (toml++ reports a syntax error by throwing).
-    try {
-        root = toml::parse(text, source);
-    } catch (const toml::parse_error& e) {
-        return fail(fmt::format("{}:{}:{}: {}", source, e.source().begin.line, e.source().begin.column,
-                                e.description()),
-                    source);
-    }
+    auto parsed = parse_toml(text, source);
+    if (!parsed) return std::unexpected(parsed.error());
+    toml::table root = std::move(*parsed);
     return MatrixReader(source).read(root);
 }
 

@@ -6,11 +6,10 @@
 #include <sstream>
 
 #include <fmt/format.h>
-#include <toml++/toml.h>
 
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
-#include "core/toml_text.hpp"
+#include "core/toml.hpp"
 #include "rules/check_context.hpp"
 #include "rules/xid_policy.hpp"
 
@@ -451,15 +450,9 @@ Result<Signature> read_signature(const toml::table& t, const std::string& origin
 }
 
 Result<SignatureCatalogue> parse_catalogue(std::string_view text, const std::string& origin) {
-    if (auto bad = check_toml_text(text))
-        return fail(fmt::format("{}:{}:{}: {}", origin, bad->line, bad->column, bad->message), origin);
-    toml::table root;
-    try {
-        root = toml::parse(text, origin);
-    } catch (const toml::parse_error& e) {
-        return fail(fmt::format("{}:{}:{}: {}", origin, e.source().begin.line, e.source().begin.column, e.description()),
-                    origin);
-    }
+    auto parsed = parse_toml(text, origin);
+    if (!parsed) return std::unexpected(parsed.error());
+    toml::table root = std::move(*parsed);
     for (auto&& [key, node] : root)
         if (key != "version" && key != "signature")
             return fail(fmt::format("{}: unknown key `{}` (allowed: version, signature)", where(origin, key.source()),

@@ -8,9 +8,8 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <toml++/toml.h>
 
-#include "core/toml_text.hpp"
+#include "core/toml.hpp"
 
 namespace gpudx {
 
@@ -259,17 +258,9 @@ const toml::table* sub_table(const toml::table& root, std::string_view key) { re
 // too. `known_buckets` are the buckets its codes may name besides its own (the built-in ones, for a site file).
 Result<XidPolicy> parse_policy(std::string_view text, const std::string& origin, bool complete,
                                const std::map<std::string, XidBucket>& known_buckets) {
-    if (auto bad = check_toml_text(text))
-        return fail(fmt::format("{}:{}:{}: {}", origin, bad->line, bad->column, bad->message), origin);
-    toml::table root;
-    // Fault-isolation boundary: a reader of a third-party format (toml++ reports a syntax error by throwing).
-    try {
-        root = toml::parse(text, origin);
-    } catch (const toml::parse_error& e) {
-        return fail(fmt::format("{}:{}:{}: {}", origin, e.source().begin.line, e.source().begin.column,
-                                e.description()),
-                    origin);
-    }
+    auto parsed = parse_toml(text, origin);
+    if (!parsed) return std::unexpected(parsed.error());
+    toml::table root = std::move(*parsed);
     static constexpr std::string_view kTopKeys[] = {"version", "generations", "default", "sxid_default", "bucket",
                                                     "xid", "sxid"};
     for (auto&& [key, node] : root) {
