@@ -284,7 +284,7 @@ Result<Matrix> parse_matrix(std::string_view text, std::string_view source_name)
     std::string source(source_name.empty() ? "matrix" : source_name);
     auto parsed = parse_toml(text, source);
     if (!parsed) return std::unexpected(parsed.error());
-    toml::table root = std::move(*parsed);
+    const toml::table& root = *parsed;
     return MatrixReader(source).read(root);
 }
 

@@ -452,7 +452,7 @@ Result<Signature> read_signature(const toml::table& t, const std::string& origin
 Result<SignatureCatalogue> parse_catalogue(std::string_view text, const std::string& origin) {
     auto parsed = parse_toml(text, origin);
     if (!parsed) return std::unexpected(parsed.error());
-    toml::table root = std::move(*parsed);
+    const toml::table& root = *parsed;
     for (auto&& [key, node] : root)
         if (key != "version" && key != "signature")
             return fail(fmt::format("{}: unknown key `{}` (allowed: version, signature)", where(origin, key.source()),

@@ -260,7 +260,7 @@ Result<XidPolicy> parse_policy(std::string_view text, const std::string& origin,
                                const std::map<std::string, XidBucket>& known_buckets) {
     auto parsed = parse_toml(text, origin);
     if (!parsed) return std::unexpected(parsed.error());
-    toml::table root = std::move(*parsed);
+    const toml::table& root = *parsed;
     static constexpr std::string_view kTopKeys[] = {"version", "generations", "default", "sxid_default", "bucket",
                                                     "xid", "sxid"};
     for (auto&& [key, node] : root) {
