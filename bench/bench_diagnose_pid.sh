@@ -14,8 +14,9 @@ done
 # job on the host), one with the stand-in libcuda loaded from an application folder on its LD_LIBRARY_PATH (its
 # loader view is read again).
 fifos=$(mktemp -d)
-trap 'exec {same_in}>&- {app_in}>&-; wait; rm -rf "$fifos"' EXIT
-mkfifo "$fifos/same.in" "$fifos/same.out" "$fifos/app.in" "$fifos/app.out"
+cuda_in=
+trap 'exec {same_in}>&- {app_in}>&-; [[ -n $cuda_in ]] && exec {cuda_in}>&-; wait; rm -rf "$fifos"' EXIT
+mkfifo "$fifos/same.in" "$fifos/same.out" "$fifos/app.in" "$fifos/app.out" "$fifos/cuda.in" "$fifos/cuda.out"
 "$target" < "$fifos/same.in" > "$fifos/same.out" &
 exec {same_in}> "$fifos/same.in"
 read -r word same < "$fifos/same.out"
@@ -24,15 +25,23 @@ LD_LIBRARY_PATH=$standins "$target" libcuda.so.1 < "$fifos/app.in" > "$fifos/app
 exec {app_in}> "$fifos/app.in"
 read -r word app < "$fifos/app.out"
 [[ $word == ready ]] || { echo "the second target did not start"; exit 2; }
+# On a GPU node a third: a process that loaded the host's libcuda and ran cuInit, so it holds the GPUs open.
+cuda=
+"$target" libcuda.so.1 --cuinit < "$fifos/cuda.in" > "$fifos/cuda.out" 2>/dev/null &
+exec {cuda_in}> "$fifos/cuda.in"
+read -r word cuda < "$fifos/cuda.out"
+[[ $word == ready ]] || { cuda=; echo "(no CUDA process case: the host's libcuda.so.1 did not load or cuInit failed)"; }
 
 # Wall time on a shared build machine swings by more than the 5 ms measured, so beside the wall medians the table
 # gives the CPU time (user + system, from wait4) each run cost, which contention does not inflate.
-python3 - "$gpudx" "$same" "$app" "$runs" <<'PY'
+python3 - "$gpudx" "$runs" "$same" "$app" $cuda <<'PY'
 import os, statistics, subprocess, sys, time
-gpudx, same, app, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+gpudx, runs, same, app = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 cases = [("gpudx diagnose --no-driver (reference)", []),
          ("  --pid: a process with this shell's environment", ["--pid", same]),
          ("  --pid: a process with libcuda from an app folder", ["--pid", app])]
+if len(sys.argv) > 5:
+    cases.append(("  --pid: a process that ran cuInit (GPUs open)", ["--pid", sys.argv[5]]))
 wall, cpu = {c: [] for c, _ in cases}, {c: [] for c, _ in cases}
 for _ in range(runs):
     for name, extra in cases:

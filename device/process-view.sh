@@ -4,7 +4,11 @@
 #     module's version (no process.libcuda_version_mismatch, no process.library_not_hosts), and
 #     process.gpus_open (with -v / in JSON) must name the GPU it holds by UUID and PCI address;
 #   - `gather --pid` of that process, replayed with --root after it has exited: the same mapped libcuda;
-#   - the CPU time --pid adds (bench/bench_diagnose_pid.sh needs the test build; here: diagnose -v timings).
+#   - a copy of the host's libcuda taken with `cp -L` into an application folder as libcuda.so.1 (a name that
+#     carries no version), loaded through LD_LIBRARY_PATH and cuInit'ed: what gpudx says of it;
+#   - where the real libcuda and libnvidia-ml carry their version in their bytes (device/lib_version_probe.py);
+#   - bench/bench_diagnose_pid.sh, with a process that ran cuInit beside the two of the build machine's run (it
+#     needs build-device/tests/standins/lib carried; the target is compiled here).
 # Needs build-device/gpudx (device/run-all.sh builds it) and a C compiler for tests/e2e/process_target.c.
 set -u
 OUT=${OUT:-/tmp/gpudx-process-view-out}
@@ -42,4 +46,33 @@ print("findings about the process:", ids)
 bad = [i for i in ids if i in ("process.libcuda_version_mismatch", "process.library_not_hosts")]
 print("PASS" if not bad else f"FAIL: {bad} on a process using the host's own driver")
 PY
+
+say "== a cp -L copy of the host's libcuda as app/libcuda.so.1"
+host_cuda=$(readlink -f "$(ldconfig -p | awk '$1 == "libcuda.so.1" && /x86-64/ {print $NF; exit}')")
+mkdir -p "$WORK/app"; cp -L "$host_cuda" "$WORK/app/libcuda.so.1"
+mkfifo "$WORK/in2" "$WORK/out2"
+LD_LIBRARY_PATH=$WORK/app "$WORK/target" libcuda.so.1 --cuinit < "$WORK/in2" > "$WORK/out2" 2>"$OUT/target2.err" &
+exec {hold2}> "$WORK/in2"
+read -r word pid2 < "$WORK/out2"
+if [[ $word == ready ]]; then
+  "$BIN" diagnose -v --no-driver --pid "$pid2" >"$OUT/diagnose-copy.txt" 2>&1; say "diagnose --pid (copy) exit $?"
+  grep -E '^(ERROR|WARN|info) |process:|^  pid' "$OUT/diagnose-copy.txt" | tee -a "$S"
+  grep -E 'libcuda' /proc/$pid2/maps | awk '{print $NF}' | sort -u | tee -a "$S"
+else
+  say "copy target did not start: $word $(cat "$OUT/target2.err")"
+fi
+exec {hold2}>&-
+wait
+
+say "== version strings in the real libraries"
+python3 device/lib_version_probe.py "$host_cuda" "$(readlink -f "$(ldconfig -p | awk '$1 == "libnvidia-ml.so.1" && /x86-64/ {print $NF; exit}')")" 2>&1 | tee -a "$S"
+
+say "== bench/bench_diagnose_pid.sh"
+if [[ -e build-device/tests/standins/lib/libcuda.so.1 ]]; then
+  mkdir -p build-device/tests/e2e
+  cp "$WORK/target" build-device/tests/e2e/gpudx_process_target
+  bash bench/bench_diagnose_pid.sh build-device "${RUNS:-40}" 2>&1 | tee -a "$S"
+else
+  say "build-device/tests/standins/lib not carried: no benchmark"
+fi
 rm -rf "$WORK"

@@ -55,6 +55,15 @@ public:
         }
         return Root::read_file(p, max);
     }
+    void note_excerpt(std::string_view p, std::string_view excerpt) const override {
+        std::lock_guard lock(mu_);
+        excerpts_[std::string(p)] = std::string(excerpt);
+    }
+    // The bytes a reader used of each large file it mapped (Root::note_excerpt), by in-root path.
+    std::map<std::string, std::string> excerpts() const {
+        std::lock_guard lock(mu_);
+        return excerpts_;
+    }
     Result<std::vector<std::string>> list_dir(std::string_view p) const override {
         note(p, Kind::dir);
         return Root::list_dir(p);
@@ -87,6 +96,7 @@ private:
     mutable std::mutex mu_;
     mutable std::set<std::pair<std::string, Kind>> seen_;
     mutable std::map<std::string, size_t> read_limits_;
+    mutable std::map<std::string, std::string> excerpts_;
     mutable std::vector<std::pair<std::string, std::shared_ptr<RecordingRoot>>> subroots_;
 };
 
@@ -377,6 +387,14 @@ Result<GatherSummary> gather(const GatherOptions& options) {
             if (kind == RecordingRoot::Kind::file) limit = recorded.read_limit(path);
             else if (is_shared_library_name(path.substr(path.rfind('/') + 1))) limit = 0;
             writer.capture(path, kind, limit, prefix);
+        }
+        // A driver library whose version came from its bytes is kept as those bytes alone (not its 100 MB), at
+        // the path the links above lead to.
+        for (auto& [path, excerpt] : recorded.excerpts()) {
+            auto inroot = recorded.canonical(path);
+            if (!inroot) continue;
+            writer.capture(*inroot, RecordingRoot::Kind::stat, 0, prefix);
+            writer.write_text(prefix + *inroot, excerpt);
         }
     };
     capture_all(root, {});

@@ -12,6 +12,7 @@
 
 #include "collect/collectors.hpp"
 #include "collect/ld_so_cache.hpp"
+#include "collect/library_version.hpp"
 #include "core/text.hpp"
 
 namespace gpudx {
@@ -249,6 +250,13 @@ private:
         std::string base = c.real_path.substr(c.real_path.rfind('/') + 1);
         c.version = library_version_from_name(base, soname, keep);
         if (c.version.empty() && keep) c.version = library_version_from_name(soname, soname, true);
+        if (!c.version.empty()) {
+            c.version_from = kVersionFromName;
+        } else if (c.present) {
+            // A driver library whose name carries no version (a `cp -L` of libcuda.so.1): its bytes do.
+            c.version = driver_version_in_file(root_, c.real_path);
+            if (!c.version.empty()) c.version_from = kVersionFromContents;
+        }
         return c;
     }
 

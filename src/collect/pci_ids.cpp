@@ -1,15 +1,12 @@
 #include "collect/pci_ids.hpp"
 
-#include <fcntl.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
+#include "core/mapped_file.hpp"
 #include "core/text.hpp"
 
 #include <optional>
@@ -112,38 +109,6 @@ PciIdNames parse_pci_ids(std::string_view text, const std::vector<std::pair<uint
     return out;
 }
 
-namespace {
-
-// The file mapped rather than copied: only a few pages around the wanted vendors are ever touched.
-class MappedFile {
-public:
-    explicit MappedFile(const std::filesystem::path& path) {
-        int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) return;
-        struct stat st;
-        if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && st.st_size < (64 << 20)) {
-            void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-            if (p != MAP_FAILED) {
-                data_ = p;
-                size_ = static_cast<size_t>(st.st_size);
-            }
-        }
-        ::close(fd);
-    }
-    ~MappedFile() {
-        if (data_) ::munmap(data_, size_);
-    }
-    MappedFile(const MappedFile&) = delete;
-    MappedFile& operator=(const MappedFile&) = delete;
-    bool ok() const { return data_ != nullptr; }
-    std::string_view text() const { return {static_cast<const char*>(data_), size_}; }
-
-private:
-    void* data_ = nullptr;
-    size_t size_ = 0;
-};
-
-}  // namespace
 
 PciIdNames lookup_pci_ids(const Root& root, const std::vector<std::pair<uint16_t, uint16_t>>& wanted) {
     if (wanted.empty()) return {};
@@ -152,8 +117,9 @@ PciIdNames lookup_pci_ids(const Root& root, const std::vector<std::pair<uint16_t
         if (!root.exists(path)) continue;
         auto host = root.host_path(path);
         if (!host) continue;
-        MappedFile file(*host);
-        if (file.ok()) return parse_pci_ids(file.text(), wanted);
+        // Mapped rather than copied: only a few pages around the wanted vendors are ever touched.
+        MappedFile file(*host, 64 << 20);
+        if (file.ok()) return parse_pci_ids(file.bytes(), wanted);
         // A recorded or unusual file that cannot be mapped: read it through the root.
         if (auto text = root.read_file(path, 16 * 1024 * 1024)) return parse_pci_ids(*text, wanted);
     }

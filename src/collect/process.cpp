@@ -12,6 +12,7 @@
 #include "collect/collectors.hpp"
 #include "collect/devices.hpp"
 #include "collect/ld_so_cache.hpp"
+#include "collect/library_version.hpp"
 #include "collect/proc_cgroup.hpp"
 #include "core/text.hpp"
 
@@ -26,6 +27,12 @@ constexpr std::string_view kMappedVersionedStems[] = {"libcudart.so", "libnccl.s
 std::string base_name(std::string_view path) {
     auto pos = path.rfind('/');
     return std::string(pos == std::string_view::npos ? path : path.substr(pos + 1));
+}
+
+bool is_fixed_soname(std::string_view soname) {
+    for (auto so : kMappedFixedSonames)
+        if (so == soname) return true;
+    return false;
 }
 
 // "libcuda.so.580.95.05" -> "libcuda.so.1"; "libcudart.so.12.4.127" -> "libcudart.so.12"; nullopt for others.
@@ -150,11 +157,22 @@ private:
         return value(environment_) == value(node_environment);
     }
 
+    // A mapped driver library whose name carries no version (a `cp -L` of libcuda.so.1 in its application folder
+    // or image) is read inside its root for the version its bytes carry. A deleted one is no longer there.
+    void read_mapped_versions(const Root& own) {
+        for (auto& m : view_.mapped) {
+            if (!m.version.empty() || m.deleted || !is_fixed_soname(m.soname)) continue;
+            m.version = driver_version_in_file(own, m.path);
+            if (!m.version.empty()) m.version_from = kVersionFromContents;
+        }
+    }
+
     // Its loader's next pick, its container files and its /dev, read inside its own root by the node's collectors.
     void read_own_root() {
         std::shared_ptr<const Root> subroot;
         if (!shares_root_) subroot = root_.subroot(dir_ + "/root");
         const Root& own = subroot ? *subroot : root_;
+        read_mapped_versions(own);
         CollectOptions options;
         options.environment = environment_;
         CollectContext ctx{own, options};
@@ -214,8 +232,9 @@ std::vector<MappedLibrary> parse_proc_maps(std::string_view text) {
         MappedLibrary m;
         m.soname = *soname;
         m.path = p;
-        bool versioned_family = *soname != "libcuda.so.1" && *soname != "libnvidia-ml.so.1";
+        bool versioned_family = !is_fixed_soname(*soname);
         m.version = library_version_from_name(file, *soname, versioned_family);
+        if (!m.version.empty()) m.version_from = kVersionFromName;
         m.deleted = deleted;
         out.push_back(std::move(m));
     }

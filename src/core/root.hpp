@@ -54,6 +54,11 @@ public:
     // /proc/PID/root, live or in a capture. A recording root (gather) records what is read through it too.
     virtual std::shared_ptr<const Root> subroot(std::string_view path) const;
 
+    // A reader that takes one fact from a large file it maps outside this API (a driver library's version, from
+    // its bytes) hands over the bytes it used: a recording root (gpudx gather) keeps them as the file's content
+    // instead of an empty placeholder, so the replay finds the same fact. Other roots ignore it.
+    virtual void note_excerpt(std::string_view /*path*/, std::string_view /*excerpt*/) const {}
+
     // The path on this machine where an in-root path lives after following links inside the root,
     // for libraries that want a real path (libkmod). Never escapes the root.
     Result<std::filesystem::path> host_path(std::string_view path) const;

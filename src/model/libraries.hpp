@@ -1,9 +1,13 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpudx {
+
+inline constexpr std::string_view kVersionFromName = "name";
+inline constexpr std::string_view kVersionFromContents = "contents";
 
 // One copy of a library found on the loader's search path.
 struct LibraryCopy {
@@ -13,7 +17,17 @@ struct LibraryCopy {
     // How it was found first: LD_LIBRARY_PATH, ld.so.cache, default dir, ld.so.conf dir, cuda dir, compat dir, other
     std::string found_by;
     bool present = true;    // false: named by the cache but the file is not under the root (a capture without it)
+    // Where version came from: kVersionFromName, kVersionFromContents (a driver library whose name carries none,
+    // collect/library_version.hpp), or empty when unknown.
+    std::string version_from;
 };
+
+// A copy's version as findings write it: "580.159.04", "580.159.04 by its contents" or "version unknown".
+inline std::string version_shown(const std::string& version, std::string_view version_from) {
+    if (version.empty()) return "version unknown";
+    return version_from == kVersionFromContents ? version + " by its contents" : version;
+}
+inline std::string version_shown(const LibraryCopy& c) { return version_shown(c.version, c.version_from); }
 
 struct ResolvedLibrary {
     std::string soname;  // libcuda.so.1, libcudart.so.12 ...

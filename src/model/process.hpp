@@ -17,8 +17,9 @@ namespace gpudx {
 struct MappedLibrary {
     std::string soname;    // the name the loader looks up: libcuda.so.1, libcudart.so.12, libnccl.so.2 ...
     std::string path;      // as the process sees it, inside its mount namespace
-    std::string version;   // from the file name (libcuda.so.580.95.05 -> 580.95.05); empty when unknown
+    std::string version;   // from the file name (libcuda.so.580.95.05 -> 580.95.05), else its contents; empty: unknown
     bool deleted = false;  // maps says "(deleted)": the file was replaced since (a driver upgrade under a running job)
+    std::string version_from;  // kVersionFromName, kVersionFromContents, or empty (model/libraries.hpp)
 };
 
 // How far gpudx got reading the process.

@@ -124,7 +124,7 @@ GPUDX_SCHEMA(KernelLogTally, kind, device, module, code, count, first_monotonic_
 GPUDX_SCHEMA(KernelLog, source, format, lines_read, lines_skipped, lines_dropped, boots_seen, window, lines_over_cap,
              lines, xids, tallies)
 
-GPUDX_SCHEMA(LibraryCopy, path, real_path, version, found_by, present)
+GPUDX_SCHEMA(LibraryCopy, path, real_path, version, version_from, found_by, present)
 GPUDX_SCHEMA(ResolvedLibrary, soname, chosen, reason, copies)
 GPUDX_SCHEMA(RocmInstall, path, real_path, version)
 GPUDX_SCHEMA(LibrariesLayer, ld_library_path, ld_so_cache_format, ld_so_cache_source, ld_so_conf_dirs, libraries,
@@ -134,7 +134,7 @@ GPUDX_SCHEMA(DeviceNode, path, type, major, minor, mode, gid, group, caller_can_
 GPUDX_SCHEMA(DeviceHolder, pid, name, uid, state, cgroup, container_id, slurm_job_id, cgroup_exists, devices)
 GPUDX_SCHEMA(DevicesLayer, nodes, holders, processes_scanned, processes_unreadable)
 
-GPUDX_SCHEMA(MappedLibrary, soname, path, version, deleted)
+GPUDX_SCHEMA(MappedLibrary, soname, path, version, version_from, deleted)
 GPUDX_SCHEMA(ProcessView, pid, state, problem, command, uid, user, slurm_job_id, own_mount_namespace, mapped, libraries,
              environment, device_nodes, open_devices, problems)
 

@@ -41,7 +41,8 @@ std::string render_process_line(const ProcessView& p) {
     if (p.state != kProcessRead) return line + " — " + strip_control(p.problem) + "\n";
     std::string mapped;
     for (auto& m : p.mapped)
-        mapped += fmt::format("{}{} {} {}", mapped.empty() ? "" : "; ", m.soname, m.version.empty() ? "?" : m.version,
+        mapped += fmt::format("{}{} {} {}", mapped.empty() ? "" : "; ", m.soname,
+                              m.version.empty() ? "?" : strip_control(version_shown(m.version, m.version_from)),
                               strip_control(m.path));
     line += mapped.empty() ? "; no GPU library mapped" : "; mapped " + mapped;
     if (!p.open_devices.empty()) line += fmt::format("; {} GPU device file(s) open", p.open_devices.size());

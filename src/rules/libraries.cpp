@@ -73,8 +73,7 @@ std::string dir_of(std::string_view path) {
 std::string copies_text(const ResolvedLibrary& lib) {
     std::string s;
     for (auto& c : lib.copies)
-        s += fmt::format("{}{} ({}, {})", s.empty() ? "" : "; ", c.path, c.version.empty() ? "version unknown" : c.version,
-                         c.found_by);
+        s += fmt::format("{}{} ({}, {})", s.empty() ? "" : "; ", c.path, version_shown(c), c.found_by);
     return s;
 }
 
@@ -95,8 +94,8 @@ void version_mismatch(const CheckContext& ctx, const ResolvedLibrary& lib, std::
                     : fmt::format("the loader picks {} {} but the kernel module is {}: {}", lib.soname, user, kernel,
                                   lib.soname == "libnvidia-ml.so.1" ? "NVML fails with \"Driver/library version mismatch\""
                                                                     : "cuInit fails or the driver misbehaves");
-    f.evidence.push_back({lib.chosen->path, fmt::format("resolves to {} (version {}); {}", lib.chosen->real_path, user,
-                                                        lib.reason)});
+    f.evidence.push_back({lib.chosen->path, fmt::format("resolves to {} (version {}); {}", lib.chosen->real_path,
+                                                        version_shown(*lib.chosen), lib.reason)});
     f.evidence.push_back({"/proc/driver/nvidia/version", kernel});
     f.next_step = forward_compat
                       ? "Confirm this GPU and kernel branch are in the cuda-compat support matrix; otherwise remove the "
@@ -147,9 +146,8 @@ void multiple_copies(const LibrariesLayer& layer, const ResolvedLibrary& all, st
             if (!versions_compatible(*a, *b)) differ = true;
     if (!differ && !unknown) return;
     Finding f = rule("libs.multiple_copies").finding(differ ? Severity::warning : Severity::info, {});
-    std::string winner = lib.chosen ? fmt::format("{} ({})", lib.chosen->path,
-                                                  lib.chosen->version.empty() ? "version unknown" : lib.chosen->version)
-                                    : std::string("none of them");
+    std::string winner =
+        lib.chosen ? fmt::format("{} ({})", lib.chosen->path, version_shown(*lib.chosen)) : std::string("none of them");
     f.message = differ ? fmt::format("{} copies of {} with different versions; the loader picks {}: {}", lib.copies.size(),
                                      lib.soname, winner, lib.reason)
                        : fmt::format("{} copies of {}, versions not all known; the loader picks {}: {}",
@@ -175,7 +173,7 @@ void stray_libcuda(const ResolvedLibrary& lib, std::vector<Finding>& out) {
         Finding f = rule("libs.stray_libcuda").finding({});
         f.message = fmt::format("a copy of libcuda.so.1 sits in {} ({}), outside the driver's directories: it outlives "
                                 "driver upgrades and shadows the real driver for any job that finds it first",
-                                dir, c.version.empty() ? "version unknown" : c.version);
+                                dir, version_shown(c));
         f.evidence.push_back({c.path, fmt::format("-> {} (found by {})", c.real_path, c.found_by)});
         f.next_step = fmt::format("Delete {} (applications must not ship libcuda; it belongs to the driver), then run "
                                   "`ldconfig`.",

@@ -36,7 +36,7 @@ consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, i
 
 bool is_driver_library(std::string_view soname) { return soname == "libcuda.so.1" || soname == "libnvidia-ml.so.1"; }
 
-std::string version_text(const std::string& v) { return v.empty() ? "version unknown" : v; }
+std::string version_text(const std::string& v) { return version_shown(v, kVersionFromName); }
 
 ProcessRef process_ref(const ProcessView& v) {
     ProcessRef r;
@@ -103,7 +103,7 @@ void mapped_libraries(const Snapshot& s, const ProcessView& v, std::vector<Findi
             Finding f = rule("process.library_deleted").finding({});
             f.message = fmt::format("the process still runs on {} {} ({}), deleted since it was mapped: the driver was "
                                     "upgraded or removed under it",
-                                    m.soname, version_text(m.version), m.path);
+                                    m.soname, version_shown(m.version, m.version_from), m.path);
             f.evidence.push_back({fmt::format("/proc/{}/maps", v.pid), m.path + " (deleted)"});
             f.next_step = "Restart the process (or the job) so it loads the installed driver libraries.";
             out.push_back(std::move(f));
@@ -111,10 +111,11 @@ void mapped_libraries(const Snapshot& s, const ProcessView& v, std::vector<Findi
         if (module && !m.version.empty() && m.version != *module) {
             Finding f = rule("process.libcuda_version_mismatch").finding({});
             f.message = fmt::format("the process has mapped {} {} ({}) but the kernel module is {}: {}", m.soname,
-                                    m.version, m.path, *module,
+                                    version_shown(m.version, m.version_from), m.path, *module,
                                     m.soname == "libnvidia-ml.so.1" ? "NVML fails with \"Driver/library version mismatch\""
                                                                     : "cuInit fails or the driver misbehaves");
-            f.evidence.push_back({fmt::format("/proc/{}/maps", v.pid), fmt::format("{} (version {})", m.path, m.version)});
+            f.evidence.push_back({fmt::format("/proc/{}/maps", v.pid),
+                                  fmt::format("{} (version {})", m.path, version_shown(m.version, m.version_from))});
             for (auto& e : module_evidence(s)) f.evidence.push_back(std::move(e));
             f.next_step = fmt::format(
                 "Find where the process got {}: a copy in its application folder, on its LD_LIBRARY_PATH or in its "
@@ -132,9 +133,8 @@ void mapped_libraries(const Snapshot& s, const ProcessView& v, std::vector<Findi
         if (same_file || same_version) continue;
         Finding f = rule("process.library_not_hosts").finding({});
         f.message = fmt::format("the process has mapped {} {} from {}, not the host's: {}", m.soname,
-                                version_text(m.version), m.path,
-                                pick ? fmt::format("the host's loader picks {} ({})", pick->real_path,
-                                                   version_text(pick->version))
+                                version_shown(m.version, m.version_from), m.path,
+                                pick ? fmt::format("the host's loader picks {} ({})", pick->real_path, version_shown(*pick))
                                      : std::string("the host's loader finds no ") + m.soname);
         f.evidence.push_back({fmt::format("/proc/{}/maps", v.pid), m.path});
         if (pick) f.evidence.push_back({pick->path, fmt::format("-> {} ({})", pick->real_path, host->reason)});

@@ -6,6 +6,9 @@ waits for its stdin to close), reads it with gpudx, then ends it by closing its 
 
   app_folder   the stand-in libcuda as libcuda.so.535.104.05 in an application folder on LD_LIBRARY_PATH: the
                findings name the folder, the file and the version, and the process (pid, command, user)
+  copied       a copy of a libcuda made with `cp -L` (a regular file named libcuda.so.1, copied_libcuda.c) in an
+               application folder: its version is read from its bytes, in the live view and in the replay of
+               `gather --pid` laid into the 2xH200 capture (process.libcuda_version_mismatch against 580.159.04)
   namespace    the same started by `unshare -m` with the library on a tmpfs mounted only inside that mount
                namespace: gpudx reads it through /proc/PID/root (skipped when unshare is not permitted)
   uuid         CUDA_VISIBLE_DEVICES naming a UUID not on the node: `gather --pid` captures the process, its
@@ -130,6 +133,50 @@ def case_app_folder(a, work):
     want = 1 if mismatch else expected_exit(a.gpudx, 2)
     check(code == want, f"warnings only for the process: exit {code}, expected {want}")
     print(f"app_folder: pid {t.pid}: {msg}")
+
+
+def case_copied(a, work):
+    lib = os.path.join(work, "app", "lib")
+    os.makedirs(lib)
+    shutil.copy(a.copied_libcuda, os.path.join(lib, "libcuda.so.1"))
+    t = Target([a.target, "libcuda.so.1"], base_env(LD_LIBRARY_PATH=lib))
+    capture = os.path.join(work, "capture")
+    try:
+        code, doc = gpudx_json(a.gpudx, ["--pid", str(t.pid)])
+        r = subprocess.run([a.gpudx, "gather", "--no-driver", "--no-commands", "--dir", "--pid", str(t.pid), capture],
+                           capture_output=True, text=True, timeout=300)
+        check(r.returncode == 0, f"gather --pid: exit {r.returncode}: {r.stderr}")
+    finally:
+        t.close()
+    path = os.path.join(lib, "libcuda.so.1")
+    view = doc["processes"][0]
+    mapped = [m for m in view["mapped"] if m["soname"] == "libcuda.so.1"]
+    check(len(mapped) == 1 and mapped[0]["path"] == path and mapped[0]["version"] == VERSION
+          and mapped[0]["version_from"] == "contents", f"mapped libcuda, version from its bytes: {view['mapped']}")
+    found = (findings(doc, "process.library_not_hosts", t.pid)
+             or findings(doc, "process.libcuda_version_mismatch", t.pid))
+    check(len(found) == 1 and path in found[0]["message"] and f"{VERSION} by its contents" in found[0]["message"],
+          f"names the file and the version its bytes carry: {found}")
+    stray = findings(doc, "libs.stray_libcuda", t.pid)
+    check(len(stray) == 1 and VERSION in stray[0]["message"], f"its loader view: {stray}")
+    # The capture keeps the version string, not the library: a few bytes at the library's path.
+    kept = os.path.join(capture, path.lstrip("/"))
+    check(os.path.getsize(kept) < 64, f"the capture keeps only the version of {path}: {os.path.getsize(kept)} bytes")
+    code, doc = gpudx_json(a.gpudx, ["--root", capture, "--pid", str(t.pid)])
+    mapped = [m for m in doc["processes"][0]["mapped"] if m["soname"] == "libcuda.so.1"]
+    check(mapped and mapped[0]["version"] == VERSION and mapped[0]["version_from"] == "contents",
+          f"replayed from the capture: {mapped}")
+    # Laid into the 2xH200 node (its /proc entries and the application folder it loaded from).
+    node = os.path.join(work, "node")
+    overlay(capture, a.fixture, node, t.pid)
+    os.makedirs(os.path.join(node, lib.lstrip("/")))
+    shutil.copy(kept, os.path.join(node, path.lstrip("/")))
+    code, doc = gpudx_json(a.gpudx, ["--root", node, "--pid", str(t.pid)])
+    mismatch = findings(doc, "process.libcuda_version_mismatch", t.pid)
+    check(len(mismatch) == 1 and VERSION in mismatch[0]["message"] and "580.159.04" in mismatch[0]["message"]
+          and path in mismatch[0]["message"], f"replayed on the 2xH200 node: {[f['id'] for f in doc['findings']]}")
+    check(code == 1, f"an error, exit 1: exit {code}")
+    print(f"copied: pid {t.pid}: {found[0]['message']}\ncopied (replay): {mismatch[0]['message']}")
 
 
 def case_namespace(a, work):
@@ -267,10 +314,11 @@ def case_other_user(a, work):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=["app_folder", "namespace", "uuid", "gone", "other_user"])
+    ap.add_argument("case", choices=["app_folder", "copied", "namespace", "uuid", "gone", "other_user"])
     ap.add_argument("--gpudx", required=True)
     ap.add_argument("--target", required=True)
     ap.add_argument("--standin", required=True, help="the stand-in libcuda.so.1")
+    ap.add_argument("--copied-libcuda", required=True, help="copied_libcuda.c built as a shared library")
     ap.add_argument("--fixture", required=True, help="tests/fixtures/h200x2")
     ap.add_argument("--work", required=True)
     a = ap.parse_args()

@@ -1,0 +1,29 @@
+#pragma once
+// The version a driver library (libcuda, libnvidia-ml) carries in its own bytes, for a copy whose file name says
+// none: a `cp -L` of libcuda.so.1 into an application folder or an image is a regular file named libcuda.so.1, and
+// it is exactly the copy that shadows the host's driver.
+//
+// Why the bytes hold it: the user-space driver hands its version string to the kernel module, which refuses a
+// client of another version ("NVRM: API mismatch"), so the string sits NUL-terminated in .rodata. libcuda also
+// lists older releases there (on the 1xH200 node, libcuda.so.580.159.04 holds "580.159.04" once and
+// 535.54.02 ... 580.65.05 twice each, docs/device-runs/2026-12-03-h200x1-process-view), never a newer one, so the
+// highest driver version found is its own. libnvidia-ml.so.580.159.04 holds exactly one, its own.
+#include <string>
+#include <string_view>
+
+#include "core/root.hpp"
+
+namespace gpudx {
+
+// An ELF file's .rodata section; the whole input when it is not a well-formed 64-bit ELF file or has no .rodata.
+std::string_view elf_rodata(std::string_view file);
+
+// The highest NUL-bounded driver version ("580.159.04", "565.40": a three-digit major from 300, one to three
+// digits after each dot) in `bytes`; empty when there is none.
+std::string driver_version_in_bytes(std::string_view bytes);
+
+// driver_version_in_bytes over the .rodata of the file at `path` under `root` (mapped, not copied: libcuda is
+// about 100 MB). Empty when the file cannot be read, is larger than 1 GiB or holds no version.
+std::string driver_version_in_file(const Root& root, std::string_view path);
+
+}  // namespace gpudx
