@@ -67,9 +67,11 @@ Snapshot as_seen_by(const Snapshot& s, const ProcessView& v) {
     return out;
 }
 
-// The node's families judged again over a process's view.
+// The node's families judged again over a process's view. The AMD family holds the ROCm counterparts
+// (ROCR_/HIP_VISIBLE_DEVICES, /dev/kfd and render nodes a CUDA job can reach, mixed ROCm releases); its rules about
+// the node alone say the same for every view and are dropped as the node's own.
 std::span<const RuleFamily> view_families() {
-    static const RuleFamily families[] = {kLibrariesFamily, kContainerFamily, kAllocationFamily};
+    static const RuleFamily families[] = {kLibrariesFamily, kContainerFamily, kAllocationFamily, kAmdFamily};
     return families;
 }
 

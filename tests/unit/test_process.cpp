@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "actions/slurm.hpp"
+#include "collect/collectors.hpp"
 #include "collect/process.hpp"
 #include "rules/diagnose.hpp"
 #include "test_support.hpp"
@@ -228,6 +229,32 @@ TEST(ProcessRules, JudgeTheContainerisedProcessAsItSeesTheStack) {
             EXPECT_TRUE(finding.process) << finding.id << " names no process";
         }
     }
+}
+
+TEST(ProcessRules, AProcessOnAnAmdNodeGoesThroughTheRocmRulesToo) {
+    // The 8xMI300X tree; the process pins its GPUs by another node's ROCm UUIDs and can open /dev/kfd as a CUDA job.
+    Root root(std::string(GPUDX_TEST_FIXTURES) + "/mi300x8");
+    CollectOptions options;
+    options.probe_driver = false;
+    Snapshot s = take_snapshot(root, options);
+    ProcessView v;
+    v.pid = 31337;
+    v.state = kProcessRead;
+    v.command = "hip_train";
+    v.own_mount_namespace = false;
+    v.libraries = s.libraries;
+    v.device_nodes = s.devices.nodes;
+    v.environment.variables = {{"SLURM_JOB_ID", "90112"}, {"ROCR_VISIBLE_DEVICES", "GPU-5c6b9d1e2f3a4b7c"}};
+    s.processes.push_back(v);
+    auto d = diagnose(s, {});
+    auto invalid = with_id(d, "allocation.rocm_visible_devices_invalid");
+    ASSERT_EQ(invalid.size(), 1u);
+    ASSERT_TRUE(invalid[0]->process);
+    EXPECT_EQ(invalid[0]->process->pid, 31337);
+    EXPECT_NE(invalid[0]->message.find("GPU-5c6b9d1e2f3a4b7c"), std::string::npos) << invalid[0]->message;
+    // The node's own AMD findings are not said again for the process that sees the same node.
+    for (auto& f : d.findings)
+        if (f.process) EXPECT_NE(f.id, "pcie.mixed_vendors") << f.message;
 }
 
 TEST(ProcessRules, AProcessOnTheHostsOwnLibcudaIsQuiet) {
