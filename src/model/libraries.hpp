@@ -29,6 +29,12 @@ inline std::string version_shown(const std::string& version, std::string_view ve
 }
 inline std::string version_shown(const LibraryCopy& c) { return version_shown(c.version, c.version_from); }
 
+// A CUDA toolkit link-time stub (`/usr/local/cuda/lib64/stubs/libcuda.so`, `.../targets/x86_64-linux/lib/stubs/`):
+// it lets a build link against libcuda or NVML without a driver, and at run time it has no driver behind it
+// (cuInit returns CUDA_ERROR_STUB_LIBRARY). ldconfig gives it a libcuda.so.1 link as soon as its folder is on
+// ld.so.conf, and an image that puts the folder on LD_LIBRARY_PATH hands it to every job.
+inline bool is_toolkit_stub(std::string_view path) { return path.find("/stubs/") != std::string_view::npos; }
+
 struct ResolvedLibrary {
     std::string soname;  // libcuda.so.1, libcudart.so.12 ...
     std::optional<LibraryCopy> chosen;  // what the dynamic loader would load, nullopt when nothing

@@ -20,6 +20,8 @@ constexpr Rule kRules[] = {
      "copies of one library with different versions on the loader's path (info when versions are unknown)"},
     {"libs.stray_libcuda", Layer::libraries, Severity::warning, {C::libraries},
      "a libcuda.so.1 outside the driver's directories"},
+    {"libs.stub_picked", Layer::libraries, Severity::error, {C::libraries},
+     "the loader picks the CUDA toolkit's link-time stub for libcuda or libnvidia-ml: there is no driver behind it"},
     {"libs.runtime_too_new", Layer::libraries, Severity::error, {C::libraries, C::module},
      "the CUDA runtime is newer than the driver branch supports (a warning within one major version)"},
 };
@@ -165,11 +167,29 @@ void multiple_copies(const LibrariesLayer& layer, const ResolvedLibrary& all, st
     out.push_back(std::move(f));
 }
 
+// libs.stub_picked: the stubs folder on ld.so.conf or LD_LIBRARY_PATH (a build-time setting left in an image).
+void stub_picked(const ResolvedLibrary& lib, std::vector<Finding>& out) {
+    if (lib.soname != "libcuda.so.1" && lib.soname != "libnvidia-ml.so.1") return;
+    if (!lib.chosen || !(is_toolkit_stub(lib.chosen->path) || is_toolkit_stub(lib.chosen->real_path))) return;
+    Finding f = rule("libs.stub_picked").finding({});
+    f.message = fmt::format("the loader picks {} for {}: the CUDA toolkit's link-time stub, with no driver behind it "
+                            "({})",
+                            lib.chosen->real_path, lib.soname,
+                            lib.soname == "libcuda.so.1" ? "cuInit fails with CUDA_ERROR_STUB_LIBRARY, error 34"
+                                                         : "NVML cannot initialise");
+    f.evidence.push_back({lib.chosen->path, fmt::format("-> {} ({})", lib.chosen->real_path, lib.reason)});
+    f.next_step = fmt::format("Take the stubs folder ({}) off LD_LIBRARY_PATH and out of /etc/ld.so.conf.d, delete "
+                              "the {} link ldconfig made in it, and run `ldconfig`: stubs are for linking only.",
+                              dir_of(lib.chosen->path), lib.soname);
+    out.push_back(std::move(f));
+}
+
 void stray_libcuda(const ResolvedLibrary& lib, std::vector<Finding>& out) {
     if (lib.soname != "libcuda.so.1") return;
     for (auto& c : lib.copies) {
         auto dir = dir_of(c.path);
-        if (is_standard_driver_dir(dir)) continue;
+        // A stub is the toolkit's own file, judged when the loader picks it (libs.stub_picked).
+        if (is_standard_driver_dir(dir) || is_toolkit_stub(c.path) || is_toolkit_stub(c.real_path)) continue;
         Finding f = rule("libs.stray_libcuda").finding({});
         f.message = fmt::format("a copy of libcuda.so.1 sits in {} ({}), outside the driver's directories: it outlives "
                                 "driver upgrades and shadows the real driver for any job that finds it first",
@@ -237,6 +257,7 @@ void check_libraries(const CheckContext& ctx, std::vector<Finding>& out) {
         if (lib.soname == "libcuda.so.1" || lib.soname == "libnvidia-ml.so.1") version_mismatch(ctx, lib, out);
         multiple_copies(s.libraries, lib, out);
         stray_libcuda(lib, out);
+        stub_picked(lib, out);
         if (!driver_version.empty()) runtime_too_new(ctx, lib, driver_version, driver_source, out);
     }
 }

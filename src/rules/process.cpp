@@ -24,6 +24,8 @@ constexpr Rule kRules[] = {
      "a process has mapped a libcuda or libnvidia-ml of another version than the kernel module"},
     {"process.library_not_hosts", Layer::libraries, Severity::warning, {C::libraries},
      "a process has mapped a driver library that is not the host's (an application's or image's copy)"},
+    {"process.stub_mapped", Layer::libraries, Severity::error, {C::libraries},
+     "a process has mapped the CUDA toolkit's link-time stub libcuda or libnvidia-ml: it has no driver behind it"},
     {"process.library_deleted", Layer::libraries, Severity::warning, {C::libraries},
      "a process runs on a driver library deleted since it was mapped (the driver was upgraded under it)"},
     {"process.image_driver_library", Layer::container, Severity::warning, {C::libraries, C::module},
@@ -109,6 +111,20 @@ void mapped_libraries(const Snapshot& s, const ProcessView& v, std::vector<Findi
             f.evidence.push_back({fmt::format("/proc/{}/maps", v.pid), m.path + " (deleted)"});
             f.next_step = "Restart the process (or the job) so it loads the installed driver libraries.";
             out.push_back(std::move(f));
+        }
+        if (is_toolkit_stub(m.path)) {
+            Finding f = rule("process.stub_mapped").finding({});
+            f.message = fmt::format("the process has mapped {} as {}: the CUDA toolkit's link-time stub, with no driver "
+                                    "behind it ({})",
+                                    m.path, m.soname,
+                                    m.soname == "libcuda.so.1" ? "every CUDA call fails with CUDA_ERROR_STUB_LIBRARY, "
+                                                                 "error 34"
+                                                               : "NVML cannot initialise");
+            f.evidence.push_back({fmt::format("/proc/{}/maps", v.pid), m.path});
+            f.next_step = "Take the stubs folder off the process's LD_LIBRARY_PATH (and out of its image's "
+                          "/etc/ld.so.conf.d, then `ldconfig`) and restart it: stubs are for linking only.";
+            out.push_back(std::move(f));
+            continue;
         }
         if (module && !m.version.empty() && m.version != *module) {
             Finding f = rule("process.libcuda_version_mismatch").finding({});
@@ -204,10 +220,10 @@ void unreadable(const ProcessView& v, std::vector<Finding>& out) {
     out.push_back(std::move(f));
 }
 
-// The loader's next pick is a prediction; what the process mapped is the fact. The libraries rules' mismatch on a
-// library the process has mapped is therefore left to the mapped rules.
+// The loader's next pick is a prediction; what the process mapped is the fact. The libraries rules' mismatch or stub
+// on a library the process has mapped is therefore left to the mapped rules.
 bool superseded_by_mapping(const Finding& f, const ProcessView& v) {
-    if (f.id != "libs.version_mismatch" || f.evidence.empty()) return false;
+    if ((f.id != "libs.version_mismatch" && f.id != "libs.stub_picked") || f.evidence.empty()) return false;
     for (auto& lib : v.libraries.libraries)
         if (lib.chosen && lib.chosen->path == f.evidence.front().source)
             return std::any_of(v.mapped.begin(), v.mapped.end(), [&](auto& m) { return m.soname == lib.soname; });

@@ -257,6 +257,24 @@ TEST(ProcessRules, AProcessOnAnAmdNodeGoesThroughTheRocmRulesToo) {
         if (f.process) EXPECT_NE(f.id, "pcie.mixed_vendors") << f.message;
 }
 
+TEST(ProcessRules, AProcessThatMappedTheToolkitsStubIsAnError) {
+    Snapshot s = node_with_module("580.95.05");
+    ProcessView v;
+    v.pid = 12;
+    v.state = kProcessRead;
+    v.command = "python3";
+    v.own_mount_namespace = true;
+    v.mapped.push_back({"libcuda.so.1", "/usr/local/cuda-12.4/targets/x86_64-linux/lib/stubs/libcuda.so", "", false});
+    s.processes.push_back(v);
+    auto d = diagnose(s, {});
+    auto stub = with_id(d, "process.stub_mapped");
+    ASSERT_EQ(stub.size(), 1u);
+    EXPECT_EQ(stub[0]->severity, Severity::error);
+    EXPECT_NE(stub[0]->message.find("CUDA_ERROR_STUB_LIBRARY"), std::string::npos) << stub[0]->message;
+    EXPECT_TRUE(with_id(d, "process.library_not_hosts").empty()) << "the stub is said once, as what it is";
+    EXPECT_EQ(d.exit_code, kExitErrors);
+}
+
 TEST(ProcessRules, AProcessOnTheHostsOwnLibcudaIsQuiet) {
     Snapshot s = node_with_module("580.95.05");
     ResolvedLibrary host;
