@@ -192,6 +192,16 @@ std::vector<const Finding*> with_id(const Diagnosis& d, std::string_view id) {
     return out;
 }
 
+// A process gpudx read whole, to be given the view a test is about.
+ProcessView read_view(int pid, std::string command, bool own_mount_namespace) {
+    ProcessView v;
+    v.pid = pid;
+    v.state = kProcessRead;
+    v.command = std::move(command);
+    v.own_mount_namespace = own_mount_namespace;
+    return v;
+}
+
 TEST(ProcessRules, JudgeTheContainerisedProcessAsItSeesTheStack) {
     auto dir = containerised_process_tree();
     Snapshot s = node_with_module("580.95.05");
@@ -237,11 +247,7 @@ TEST(ProcessRules, AProcessOnAnAmdNodeGoesThroughTheRocmRulesToo) {
     CollectOptions options;
     options.probe_driver = false;
     Snapshot s = take_snapshot(root, options);
-    ProcessView v;
-    v.pid = 31337;
-    v.state = kProcessRead;
-    v.command = "hip_train";
-    v.own_mount_namespace = false;
+    ProcessView v = read_view(31337, "hip_train", false);
     v.libraries = s.libraries;
     v.device_nodes = s.devices.nodes;
     v.environment.variables = {{"SLURM_JOB_ID", "90112"}, {"ROCR_VISIBLE_DEVICES", "GPU-5c6b9d1e2f3a4b7c"}};
@@ -259,11 +265,7 @@ TEST(ProcessRules, AProcessOnAnAmdNodeGoesThroughTheRocmRulesToo) {
 
 TEST(ProcessRules, AProcessThatMappedTheToolkitsStubIsAnError) {
     Snapshot s = node_with_module("580.95.05");
-    ProcessView v;
-    v.pid = 12;
-    v.state = kProcessRead;
-    v.command = "python3";
-    v.own_mount_namespace = true;
+    ProcessView v = read_view(12, "python3", true);
     v.mapped.push_back({"libcuda.so.1", "/usr/local/cuda-12.4/targets/x86_64-linux/lib/stubs/libcuda.so", "", false});
     s.processes.push_back(v);
     auto d = diagnose(s, {});
@@ -283,11 +285,7 @@ TEST(ProcessRules, AProcessOnTheHostsOwnLibcudaIsQuiet) {
                               "/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05", "580.95.05", "ld.so.cache", true};
     host.copies = {*host.chosen};
     s.libraries.libraries.push_back(host);
-    ProcessView v;
-    v.pid = 10;
-    v.state = kProcessRead;
-    v.command = "train";
-    v.own_mount_namespace = false;
+    ProcessView v = read_view(10, "train", false);
     v.mapped.push_back({"libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05", "580.95.05", false});
     v.libraries = s.libraries;
     s.processes.push_back(v);
