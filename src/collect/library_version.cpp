@@ -1,12 +1,14 @@
 #include "collect/library_version.hpp"
 
 #include <elf.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <optional>
-
-#include "core/mapped_file.hpp"
 
 namespace gpudx {
 namespace {
@@ -37,35 +39,81 @@ std::optional<std::array<unsigned, 3>> parse_driver_version(std::string_view s) 
 }
 
 
+// The best of two candidates: the higher driver version.
+void keep_highest(std::string candidate, std::string& best) {
+    if (candidate.empty()) return;
+    if (best.empty() || *parse_driver_version(candidate) > *parse_driver_version(best)) best = std::move(candidate);
+}
+
+// A file read by offset, never mapped: a library truncated while gpudx reads it gives short reads, not SIGBUS.
+class FileReader {
+public:
+    explicit FileReader(const std::filesystem::path& path)
+        : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) {
+        struct stat st;
+        if (fd_ >= 0 && ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode)) size_ = static_cast<uint64_t>(st.st_size);
+    }
+    ~FileReader() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    FileReader(const FileReader&) = delete;
+    FileReader& operator=(const FileReader&) = delete;
+    uint64_t size() const { return size_; }
+    // Up to n bytes at offset (fewer at the end of the file or on an error).
+    std::string read_at(uint64_t offset, size_t n) const {
+        std::string out(n, '\0');
+        size_t got = 0;
+        while (got < n) {
+            ssize_t k = ::pread(fd_, out.data() + got, n - got, static_cast<off_t>(offset + got));
+            if (k < 0 && errno == EINTR) continue;
+            if (k <= 0) break;
+            got += static_cast<size_t>(k);
+        }
+        out.resize(got);
+        return out;
+    }
+
+private:
+    int fd_;
+    uint64_t size_ = 0;
+};
+
 }  // namespace
 
-std::string_view elf_rodata(std::string_view file) {
+std::optional<FileRange> elf_rodata_range(uint64_t file_size, const ReadAt& read_at) {
     Elf64_Ehdr eh;
-    if (file.size() < sizeof eh) return file;
-    std::memcpy(&eh, file.data(), sizeof eh);
+    std::string head = read_at(0, sizeof eh);
+    if (head.size() < sizeof eh) return std::nullopt;
+    std::memcpy(&eh, head.data(), sizeof eh);
     if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-        eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shstrndx >= eh.e_shnum)
-        return file;
-    auto section = [&](size_t i) -> std::optional<Elf64_Shdr> {
-        uint64_t off = eh.e_shoff + i * sizeof(Elf64_Shdr);
-        if (eh.e_shoff > file.size() || off > file.size() - sizeof(Elf64_Shdr)) return std::nullopt;
+        eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shstrndx >= eh.e_shnum || eh.e_shoff > file_size ||
+        uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr) > file_size - eh.e_shoff)
+        return std::nullopt;
+    std::string table = read_at(eh.e_shoff, size_t{eh.e_shnum} * sizeof(Elf64_Shdr));
+    if (table.size() != size_t{eh.e_shnum} * sizeof(Elf64_Shdr)) return std::nullopt;
+    auto section = [&](size_t i) {
         Elf64_Shdr sh;
-        std::memcpy(&sh, file.data() + off, sizeof sh);
-        if (sh.sh_type != SHT_NOBITS && (sh.sh_offset > file.size() || sh.sh_size > file.size() - sh.sh_offset))
-            return std::nullopt;
+        std::memcpy(&sh, table.data() + i * sizeof sh, sizeof sh);
         return sh;
     };
-    auto names = section(eh.e_shstrndx);
-    if (!names) return file;
-    std::string_view strtab = file.substr(names->sh_offset, names->sh_size);
+    auto inside = [&](const Elf64_Shdr& sh) { return sh.sh_offset <= file_size && sh.sh_size <= file_size - sh.sh_offset; };
+    Elf64_Shdr names = section(eh.e_shstrndx);
+    if (!inside(names) || names.sh_size > (1u << 20)) return std::nullopt;
+    std::string strtab = read_at(names.sh_offset, names.sh_size);
     constexpr std::string_view kRodata{".rodata\0", 8};
     for (size_t i = 0; i < eh.e_shnum; ++i) {
-        auto sh = section(i);
-        if (!sh) return file;
-        if (sh->sh_name < strtab.size() && strtab.substr(sh->sh_name).starts_with(kRodata) && sh->sh_type == SHT_PROGBITS)
-            return file.substr(sh->sh_offset, sh->sh_size);
+        Elf64_Shdr sh = section(i);
+        if (sh.sh_type != SHT_PROGBITS || sh.sh_name >= strtab.size() || !inside(sh)) continue;
+        if (std::string_view(strtab).substr(sh.sh_name).starts_with(kRodata)) return FileRange{sh.sh_offset, sh.sh_size};
     }
-    return file;
+    return std::nullopt;
+}
+
+std::string_view elf_rodata(std::string_view file) {
+    auto range = elf_rodata_range(file.size(), [&](uint64_t offset, size_t n) {
+        return offset > file.size() ? std::string() : std::string(file.substr(offset, n));
+    });
+    return range ? file.substr(range->offset, range->size) : file;
 }
 
 std::string driver_version_in_bytes(std::string_view bytes) {
@@ -96,10 +144,22 @@ std::string driver_version_in_bytes(std::string_view bytes) {
 std::string driver_version_in_file(const Root& root, std::string_view path) {
     auto host = root.host_path(path);
     if (!host) return {};
-    MappedFile file(*host, kMaxLibraryBytes);
-    std::string version = driver_version_in_bytes(elf_rodata(file.bytes()));
-    if (!version.empty()) root.note_excerpt(path, std::string(1, '\0') + version + '\0');
-    return version;
+    FileReader file(*host);
+    if (file.size() == 0 || file.size() > kMaxLibraryBytes) return {};
+    auto range = elf_rodata_range(file.size(), [&](uint64_t offset, size_t n) { return file.read_at(offset, n); });
+    FileRange scan = range.value_or(FileRange{0, file.size()});
+    // In chunks, each starting with the last bytes of the one before: a version string (13 bytes with its NULs)
+    // that straddles two chunks is whole in the second.
+    constexpr size_t kChunk = 1 << 20, kCarry = 16;
+    std::string best, carry;
+    for (uint64_t offset = scan.offset; offset < scan.offset + scan.size; offset += kChunk) {
+        std::string chunk = carry + file.read_at(offset, std::min<uint64_t>(kChunk, scan.offset + scan.size - offset));
+        if (chunk.size() <= carry.size()) break;  // the file shrank under us
+        keep_highest(driver_version_in_bytes(chunk), best);
+        carry = chunk.substr(chunk.size() - std::min(kCarry, chunk.size()));
+    }
+    if (!best.empty()) root.note_excerpt(path, std::string(1, '\0') + best + '\0');
+    return best;
 }
 
 }  // namespace gpudx

@@ -74,6 +74,18 @@ TEST(DriverVersionInFile, ReadsThroughTheRootAndKeepsNothingOpen) {
     fs::remove_all(dir);
 }
 
+TEST(DriverVersionInFile, AVersionAcrossTwoChunksIsFound) {
+    // The file is read a MiB at a time: this version starts five bytes before the first MiB ends.
+    auto dir = scratch("libversion-chunks");
+    std::string bytes(size_t{1} << 20, 'x');
+    bytes.replace(100, 11, "\0" "470.57.02\0"s);
+    bytes.replace(bytes.size() - 5, 5, "\0" "535."s);
+    bytes += "104.05"s + '\0' + std::string(4096, 'y');
+    write_file(dir / "libcuda.so.1", bytes);
+    EXPECT_EQ(driver_version_in_file(Root(dir), "/libcuda.so.1"), "535.104.05");
+    fs::remove_all(dir);
+}
+
 TEST(DriverVersionInFile, TheLibrariesCollectorGivesACopyWithoutAVersionedNameTheVersionOfItsBytes) {
     auto dir = scratch("libversion-collect");
     fs::create_directories(dir / "opt/app/lib");
