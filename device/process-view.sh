@@ -4,8 +4,9 @@
 #     module's version (no process.libcuda_version_mismatch, no process.library_not_hosts), and
 #     process.gpus_open (with -v / in JSON) must name the GPU it holds by UUID and PCI address;
 #   - `gather --pid` of that process, replayed with --root after it has exited: the same mapped libcuda;
-#   - a copy of the host's libcuda taken with `cp -L` into an application folder as libcuda.so.1 (a name that
-#     carries no version), loaded through LD_LIBRARY_PATH and cuInit'ed: what gpudx says of it;
+#   - copies of the host's libcuda and libnvidia-ml taken with `cp -L` into an application folder (names that
+#     carry no version), loaded through LD_LIBRARY_PATH and cuInit'ed: what gpudx says of them, what reading
+#     their version from their bytes costs, and the same in a mount namespace of its own;
 #   - where the real libcuda and libnvidia-ml carry their version in their bytes (device/lib_version_probe.py);
 #   - bench/bench_diagnose_pid.sh, with a process that ran cuInit beside the two of the build machine's run (it
 #     needs build-device/tests/standins/lib carried; the target is compiled here).
@@ -49,15 +50,16 @@ PY
 
 say "== a cp -L copy of the host's libcuda as app/libcuda.so.1"
 host_cuda=$(readlink -f "$(ldconfig -p | awk '$1 == "libcuda.so.1" && /x86-64/ {print $NF; exit}')")
-mkdir -p "$WORK/app"; cp -L "$host_cuda" "$WORK/app/libcuda.so.1"
+host_nvml=$(readlink -f "$(ldconfig -p | awk '$1 == "libnvidia-ml.so.1" && /x86-64/ {print $NF; exit}')")
+mkdir -p "$WORK/app"; cp -L "$host_cuda" "$WORK/app/libcuda.so.1"; cp -L "$host_nvml" "$WORK/app/libnvidia-ml.so.1"
 mkfifo "$WORK/in2" "$WORK/out2"
-LD_LIBRARY_PATH=$WORK/app "$WORK/target" libcuda.so.1 --cuinit < "$WORK/in2" > "$WORK/out2" 2>"$OUT/target2.err" &
+LD_LIBRARY_PATH=$WORK/app "$WORK/target" libnvidia-ml.so.1 libcuda.so.1 --cuinit < "$WORK/in2" > "$WORK/out2" 2>"$OUT/target2.err" &
 exec {hold2}> "$WORK/in2"
 read -r word pid2 < "$WORK/out2"
 if [[ $word == ready ]]; then
   "$BIN" diagnose -v --no-driver --pid "$pid2" >"$OUT/diagnose-copy.txt" 2>&1; say "diagnose --pid (copy) exit $?"
   grep -E '^(ERROR|WARN|info) |process:|^  pid|^  (libraries|processes) ' "$OUT/diagnose-copy.txt" | tee -a "$S"
-  grep -E 'libcuda' /proc/$pid2/maps | awk '{print $NF}' | sort -u | tee -a "$S"
+  grep -E 'libcuda|libnvidia-ml' /proc/$pid2/maps | awk '{print $NF}' | sort -u | tee -a "$S"
   # What reading the 96 MB copy's bytes costs: CPU time of diagnose --no-driver with and without --pid of it.
   python3 - "$BIN" "$pid2" <<'PY' | tee -a "$S"
 import os, statistics, subprocess, sys
@@ -104,7 +106,7 @@ exec {hold3}>&-
 wait
 
 say "== version strings in the real libraries"
-python3 device/lib_version_probe.py "$host_cuda" "$(readlink -f "$(ldconfig -p | awk '$1 == "libnvidia-ml.so.1" && /x86-64/ {print $NF; exit}')")" 2>&1 | tee -a "$S"
+python3 device/lib_version_probe.py "$host_cuda" "$host_nvml" 2>&1 | tee -a "$S"
 
 say "== bench/bench_diagnose_pid.sh"
 if [[ -e build-device/tests/standins/lib/libcuda.so.1 ]]; then

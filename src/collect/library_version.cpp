@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <array>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -51,7 +54,10 @@ public:
     explicit FileReader(const std::filesystem::path& path)
         : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) {
         struct stat st;
-        if (fd_ >= 0 && ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode)) size_ = static_cast<uint64_t>(st.st_size);
+        if (fd_ >= 0 && ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode)) {
+            size_ = static_cast<uint64_t>(st.st_size);
+            identity_ = {st.st_dev, st.st_ino, size_, st.st_mtim.tv_sec, st.st_mtim.tv_nsec};
+        }
     }
     ~FileReader() {
         if (fd_ >= 0) ::close(fd_);
@@ -59,6 +65,8 @@ public:
     FileReader(const FileReader&) = delete;
     FileReader& operator=(const FileReader&) = delete;
     uint64_t size() const { return size_; }
+    // Which file this is, as long as nobody rewrites it: a changed file gets a new inode, size or mtime.
+    std::tuple<uint64_t, uint64_t, uint64_t, int64_t, int64_t> identity() const { return identity_; }
     // Up to n bytes at offset (fewer at the end of the file or on an error).
     std::string read_at(uint64_t offset, size_t n) const {
         std::string out(n, '\0');
@@ -76,7 +84,34 @@ public:
 private:
     int fd_;
     uint64_t size_ = 0;
+    std::tuple<uint64_t, uint64_t, uint64_t, int64_t, int64_t> identity_{};
 };
+
+// Versions already read, by file: one run reads the same copy for the process's mappings and for its loader's
+// view, and the agent reads it at every interval. A few entries are all a node has.
+class VersionCache {
+public:
+    using Key = std::tuple<uint64_t, uint64_t, uint64_t, int64_t, int64_t>;
+    std::optional<std::string> find(const Key& k) {
+        std::lock_guard lock(mu_);
+        auto it = versions_.find(k);
+        return it == versions_.end() ? std::nullopt : std::optional<std::string>(it->second);
+    }
+    void add(const Key& k, const std::string& version) {
+        std::lock_guard lock(mu_);
+        if (versions_.size() >= 64) versions_.clear();
+        versions_[k] = version;
+    }
+
+private:
+    std::mutex mu_;
+    std::map<Key, std::string> versions_;
+};
+
+VersionCache& version_cache() {
+    static VersionCache cache;
+    return cache;
+}
 
 }  // namespace
 
@@ -146,6 +181,11 @@ std::string driver_version_in_file(const Root& root, std::string_view path) {
     if (!host) return {};
     FileReader file(*host);
     if (file.size() == 0 || file.size() > kMaxLibraryBytes) return {};
+    auto note = [&](const std::string& version) {
+        if (!version.empty()) root.note_excerpt(path, std::string(1, '\0') + version + '\0');
+        return version;
+    };
+    if (auto known = version_cache().find(file.identity())) return note(*known);
     auto range = elf_rodata_range(file.size(), [&](uint64_t offset, size_t n) { return file.read_at(offset, n); });
     FileRange scan = range.value_or(FileRange{0, file.size()});
     // In chunks, each starting with the last bytes of the one before: a version string (13 bytes with its NULs)
@@ -158,8 +198,8 @@ std::string driver_version_in_file(const Root& root, std::string_view path) {
         keep_highest(driver_version_in_bytes(chunk), best);
         carry = chunk.substr(chunk.size() - std::min(kCarry, chunk.size()));
     }
-    if (!best.empty()) root.note_excerpt(path, std::string(1, '\0') + best + '\0');
-    return best;
+    version_cache().add(file.identity(), best);
+    return note(best);
 }
 
 }  // namespace gpudx

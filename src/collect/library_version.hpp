@@ -34,7 +34,8 @@ std::string driver_version_in_bytes(std::string_view bytes);
 
 // driver_version_in_bytes over the .rodata of the file at `path` under `root` (the whole file when it is no ELF
 // file), read in 1 MiB chunks: libcuda is about 100 MB. Empty when the file cannot be read, is larger than 1 GiB or
-// holds no version. The version found is handed to root.note_excerpt, so a capture keeps it.
+// holds no version. The version found is handed to root.note_excerpt, so a capture keeps it. Each file is read
+// once per gpudx process (remembered by device, inode, size and mtime: a rewritten file is read again).
 std::string driver_version_in_file(const Root& root, std::string_view path);
 
 }  // namespace gpudx

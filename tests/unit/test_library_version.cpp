@@ -74,6 +74,18 @@ TEST(DriverVersionInFile, ReadsThroughTheRootAndKeepsNothingOpen) {
     fs::remove_all(dir);
 }
 
+TEST(DriverVersionInFile, ARewrittenFileIsReadAgain) {
+    // Versions are remembered per file for the rest of the gpudx process: a file replaced in place must not keep
+    // its old one.
+    auto dir = scratch("libversion-rewritten");
+    write_file(dir / "libcuda.so.1", "\0" "470.57.02\0"s);
+    EXPECT_EQ(driver_version_in_file(Root(dir), "/libcuda.so.1"), "470.57.02");
+    EXPECT_EQ(driver_version_in_file(Root(dir), "/libcuda.so.1"), "470.57.02");
+    write_file(dir / "libcuda.so.1", "\0" "535.104.05\0"s);
+    EXPECT_EQ(driver_version_in_file(Root(dir), "/libcuda.so.1"), "535.104.05");
+    fs::remove_all(dir);
+}
+
 TEST(DriverVersionInFile, AVersionAcrossTwoChunksIsFound) {
     // The file is read a MiB at a time: this version starts five bytes before the first MiB ends.
     auto dir = scratch("libversion-chunks");
