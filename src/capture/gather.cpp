@@ -59,7 +59,7 @@ public:
         std::lock_guard lock(mu_);
         excerpts_[std::string(p)] = std::string(excerpt);
     }
-    // The bytes a reader used of each large file it mapped (Root::note_excerpt), by in-root path.
+    // The bytes a reader used of each large file it read outside the Root API (Root::note_excerpt), by in-root path.
     std::map<std::string, std::string> excerpts() const {
         std::lock_guard lock(mu_);
         return excerpts_;

@@ -1,6 +1,7 @@
 #pragma once
-// A whole regular file mapped read-only, for large inputs read once (pci.ids, a driver library): no copy into the
-// heap, and the page cache serves repeated runs. Unmapped when it goes.
+// A whole regular file mapped read-only, for a large input of which a reader touches a few pages (pci.ids): no copy
+// into the heap. Unmapped when it goes. (A file that may be truncated while it is read is better read by offset:
+// a mapping past the new end raises SIGBUS.)
 #include <cstddef>
 #include <filesystem>
 #include <string_view>

@@ -54,7 +54,7 @@ public:
     // /proc/PID/root, live or in a capture. A recording root (gather) records what is read through it too.
     virtual std::shared_ptr<const Root> subroot(std::string_view path) const;
 
-    // A reader that takes one fact from a large file it maps outside this API (a driver library's version, from
+    // A reader that takes one fact from a large file it reads outside this API (a driver library's version, from
     // its bytes) hands over the bytes it used: a recording root (gpudx gather) keeps them as the file's content
     // instead of an empty placeholder, so the replay finds the same fact. Other roots ignore it.
     virtual void note_excerpt(std::string_view /*path*/, std::string_view /*excerpt*/) const {}
