@@ -6,12 +6,12 @@
 #include <unistd.h>
 
 #include <array>
-#include <map>
-#include <mutex>
-#include <tuple>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <tuple>
 
 namespace gpudx {
 namespace {
@@ -41,6 +41,8 @@ std::optional<std::array<unsigned, 3>> parse_driver_version(std::string_view s) 
     return parts;
 }
 
+// Which file this is, as long as nobody rewrites it: a changed file gets a new device, inode, size or mtime.
+using FileIdentity = std::tuple<uint64_t, uint64_t, uint64_t, int64_t, int64_t>;
 
 // The best of two candidates: the higher driver version.
 void keep_highest(std::string candidate, std::string& best) {
@@ -65,8 +67,7 @@ public:
     FileReader(const FileReader&) = delete;
     FileReader& operator=(const FileReader&) = delete;
     uint64_t size() const { return size_; }
-    // Which file this is, as long as nobody rewrites it: a changed file gets a new inode, size or mtime.
-    std::tuple<uint64_t, uint64_t, uint64_t, int64_t, int64_t> identity() const { return identity_; }
+    const FileIdentity& identity() const { return identity_; }
     // Up to n bytes at offset (fewer at the end of the file or on an error).
     std::string read_at(uint64_t offset, size_t n) const {
         std::string out(n, '\0');
@@ -84,20 +85,19 @@ public:
 private:
     int fd_;
     uint64_t size_ = 0;
-    std::tuple<uint64_t, uint64_t, uint64_t, int64_t, int64_t> identity_{};
+    FileIdentity identity_{};
 };
 
 // Versions already read, by file: one run reads the same copy for the process's mappings and for its loader's
 // view, and the agent reads it at every interval. A few entries are all a node has.
 class VersionCache {
 public:
-    using Key = std::tuple<uint64_t, uint64_t, uint64_t, int64_t, int64_t>;
-    std::optional<std::string> find(const Key& k) {
+    std::optional<std::string> find(const FileIdentity& k) {
         std::lock_guard lock(mu_);
         auto it = versions_.find(k);
         return it == versions_.end() ? std::nullopt : std::optional<std::string>(it->second);
     }
-    void add(const Key& k, const std::string& version) {
+    void add(const FileIdentity& k, const std::string& version) {
         std::lock_guard lock(mu_);
         if (versions_.size() >= 64) versions_.clear();
         versions_[k] = version;
@@ -105,7 +105,7 @@ public:
 
 private:
     std::mutex mu_;
-    std::map<Key, std::string> versions_;
+    std::map<FileIdentity, std::string> versions_;
 };
 
 VersionCache& version_cache() {

@@ -29,12 +29,6 @@ std::string base_name(std::string_view path) {
     return std::string(pos == std::string_view::npos ? path : path.substr(pos + 1));
 }
 
-bool is_fixed_soname(std::string_view soname) {
-    for (auto so : kMappedFixedSonames)
-        if (so == soname) return true;
-    return false;
-}
-
 // "libcuda.so.580.95.05" -> "libcuda.so.1"; "libcudart.so.12.4.127" -> "libcudart.so.12"; nullopt for others.
 std::optional<std::string> gpu_library_soname(std::string_view name) {
     for (auto so : kMappedFixedSonames) {
@@ -161,7 +155,7 @@ private:
     // or image) is read inside its root for the version its bytes carry. A deleted one is no longer there.
     void read_mapped_versions(const Root& own) {
         for (auto& m : view_.mapped) {
-            if (!m.version.empty() || m.deleted || !is_fixed_soname(m.soname)) continue;
+            if (!m.version.empty() || m.deleted || !is_driver_library(m.soname)) continue;
             m.version = driver_version_in_file(own, m.path);
             if (!m.version.empty()) m.version_from = kVersionFromContents;
         }
@@ -232,7 +226,7 @@ std::vector<MappedLibrary> parse_proc_maps(std::string_view text) {
         MappedLibrary m;
         m.soname = *soname;
         m.path = p;
-        bool versioned_family = !is_fixed_soname(*soname);
+        bool versioned_family = !is_driver_library(*soname);
         m.version = library_version_from_name(file, *soname, versioned_family);
         if (!m.version.empty()) m.version_from = kVersionFromName;
         m.deleted = deleted;

@@ -22,6 +22,9 @@ struct LibraryCopy {
     std::string version_from;
 };
 
+// The user-space driver's own libraries, whose version must be the kernel module's.
+inline bool is_driver_library(std::string_view soname) { return soname == "libcuda.so.1" || soname == "libnvidia-ml.so.1"; }
+
 // A copy's version as findings write it: "580.159.04", "580.159.04 by its contents" or "version unknown".
 inline std::string version_shown(const std::string& version, std::string_view version_from) {
     if (version.empty()) return "version unknown";

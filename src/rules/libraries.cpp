@@ -169,7 +169,7 @@ void multiple_copies(const LibrariesLayer& layer, const ResolvedLibrary& all, st
 
 // libs.stub_picked: the stubs folder on ld.so.conf or LD_LIBRARY_PATH (a build-time setting left in an image).
 void stub_picked(const ResolvedLibrary& lib, std::vector<Finding>& out) {
-    if (lib.soname != "libcuda.so.1" && lib.soname != "libnvidia-ml.so.1") return;
+    if (!is_driver_library(lib.soname)) return;
     if (!lib.chosen || !(is_toolkit_stub(lib.chosen->path) || is_toolkit_stub(lib.chosen->real_path))) return;
     Finding f = rule("libs.stub_picked").finding({});
     f.message = fmt::format("the loader picks {} for {}: the CUDA toolkit's link-time stub, with no driver behind it "
@@ -254,7 +254,7 @@ void check_libraries(const CheckContext& ctx, std::vector<Finding>& out) {
     }
 
     for (auto& lib : s.libraries.libraries) {
-        if (lib.soname == "libcuda.so.1" || lib.soname == "libnvidia-ml.so.1") version_mismatch(ctx, lib, out);
+        if (is_driver_library(lib.soname)) version_mismatch(ctx, lib, out);
         multiple_copies(s.libraries, lib, out);
         stray_libcuda(lib, out);
         stub_picked(lib, out);

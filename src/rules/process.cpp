@@ -36,9 +36,6 @@ constexpr Rule kRules[] = {
 };
 consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
 
-bool is_driver_library(std::string_view soname) { return soname == "libcuda.so.1" || soname == "libnvidia-ml.so.1"; }
-
-std::string version_text(const std::string& v) { return version_shown(v, kVersionFromName); }
 
 ProcessRef process_ref(const ProcessView& v) {
     ProcessRef r;
@@ -89,7 +86,7 @@ std::string finding_key(const Finding& f) { return f.id + '\n' + f.message; }
 std::vector<Evidence> module_evidence(const Snapshot& s) {
     std::vector<Evidence> ev{{"/proc/driver/nvidia/version", s.module.nvidia_driver_version.value_or("")}};
     for (auto& f : s.module.files)
-        if (f.name == "nvidia" && !f.path.empty()) ev.push_back({f.path, version_text(f.version)});
+        if (f.name == "nvidia" && !f.path.empty()) ev.push_back({f.path, version_shown(f.version, kVersionFromName)});
     return ev;
 }
 
