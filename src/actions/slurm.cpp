@@ -148,8 +148,7 @@ Result<ProcessResult> scontrol(const SlurmDrainOptions& o, std::vector<std::stri
 
 }  // namespace
 
-Result<SlurmDrainResult> apply_slurm_drain(const SlurmDrainOptions& o, int diagnosis_exit_code,
-                                           const std::string& reason) {
+Result<SlurmNodeState> read_slurm_node(const SlurmDrainOptions& o) {
     if (o.node.empty()) return fail("no Slurm node name: pass --node NAME");
     auto shown = scontrol(o, {"show", "node", o.node});
     if (!shown) return std::unexpected(shown.error());
@@ -157,6 +156,13 @@ Result<SlurmDrainResult> apply_slurm_drain(const SlurmDrainOptions& o, int diagn
     if (!node)
         return fail(fmt::format("`{} show node {}` printed no node state: {}", o.scontrol, o.node, one_line(shown->output)),
                     o.scontrol);
+    return *node;
+}
+
+Result<SlurmDrainResult> apply_slurm_drain(const SlurmDrainOptions& o, int diagnosis_exit_code,
+                                           const std::string& reason) {
+    auto node = read_slurm_node(o);
+    if (!node) return std::unexpected(node.error());
     SlurmDrainResult res;
     res.before = *node;
     res.action = decide_slurm_action(diagnosis_exit_code, reason, *node);

@@ -68,6 +68,10 @@ struct SlurmDrainResult {
     std::string message;  // one line for the operator: what was done and why
 };
 
+// The node's state as `scontrol show node` says it. An Error when scontrol cannot be run, fails, times out, or
+// does not know the node.
+Result<SlurmNodeState> read_slurm_node(const SlurmDrainOptions& o);
+
 // Reads the node's state, decides, and runs `scontrol update` when needed. An Error when scontrol cannot
 // be run, fails, times out, or does not know the node.
 Result<SlurmDrainResult> apply_slurm_drain(const SlurmDrainOptions& o, int diagnosis_exit_code,

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -65,6 +66,9 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
 }
 
 constexpr size_t kKeptNotes = 20;
+// Lines of earlier generations of a followed file kept for the diagnosis (the oldest go first, said as a note):
+// only lines that matter are kept, and a node that logs 20,000 of them between rotations has bigger news.
+constexpr long kKeptEarlierLines = 20000;
 constexpr size_t kDefaultEventLimit = 1000;
 constexpr size_t kMaxEventLimit = 100000;
 constexpr size_t kEventPage = 500;
@@ -102,12 +106,29 @@ private:
     Collected collect_full();
     void diagnose_and_publish(Snapshot s, const std::string& trigger, double started_ms);
     void rediagnose_kernel_log();
+    // Reads the kernel-log layer into `s` here, a followed file's earlier generations included.
+    void read_kernel_log(Snapshot& s);
+    bool has_earlier_lines();
+    // Under inbox_mutex_. The oldest go past the bound: they are still in the file until it is rotated.
+    void keep_generation_line(std::string_view line) {
+        generation_lines_.emplace_back(line);
+        if (static_cast<long>(generation_lines_.size()) > 2 * kKeptEarlierLines)
+            generation_lines_.erase(generation_lines_.begin(), generation_lines_.begin() + kKeptEarlierLines);
+    }
     void take_inbox();
     // Reads the NVML watcher; returns whether its news calls for a new diagnosis.
     bool take_nvml_events();
-    void record(std::vector<AgentEvent> events);
-    // The drain, resume or failure to record, if any (recorded by the caller with the findings' events).
-    std::optional<AgentEvent> drain_or_resume(const Diagnosis& d, bool changed);
+    // Stores the events, and the state given (key -> value) in the same commit (agent/store.hpp).
+    void record(std::vector<AgentEvent> events, const std::map<std::string, std::string>& state = {});
+    // What the store remembers of an earlier run: the open findings, the layers judged at gpudx's drain, a
+    // drain that was started and not recorded.
+    void restore_state();
+    // Drains or resumes the Slurm node as the diagnosis says, recording the intent before scontrol runs and
+    // the outcome after.
+    void drain_or_resume(const Diagnosis& d, const std::map<Layer, std::string>& unread);
+    // The drain, resume or failure to record for scontrol's answer, if any.
+    std::optional<AgentEvent> slurm_event(const Diagnosis& d, const std::string& reason,
+                                          const Result<SlurmDrainResult>& r);
     void note(std::string message);
 
     // The endpoints, from the servers' threads.
@@ -143,6 +164,16 @@ private:
     std::mutex inbox_mutex_;
     uint64_t inbox_matched_ = 0;
     std::vector<std::string> inbox_notes_;
+    // The followed log's lines that matter (under inbox_mutex_): a file's, those of the generation under the name
+    // now and those of earlier generations (rotated, truncated or rewritten away), judged before the file at each
+    // read; /dev/kmsg's, every record since start (generation_lines_), judged where the ring lost them.
+    std::vector<std::string> generation_lines_, earlier_lines_;
+    bool following_file_ = false;  // set before the follower starts
+    // A followed file's earlier generations are saved in the store (a restart would lose them otherwise): what
+    // the previous run saved, and how many lines the last save held (main thread).
+    nlohmann::json restored_earlier_lines_;
+    size_t saved_earlier_lines_ = 0;
+    uint64_t earlier_lines_dropped_ = 0;
     std::atomic<uint64_t> lines_read_{0}, lines_matched_{0}, kmsg_lost_{0};
 
     mutable std::mutex notes_mutex_;
@@ -162,6 +193,17 @@ private:
         drain_state_ = std::move(state);
     }
     bool collect_failing_ = false;
+
+    // Main thread only. The warning and error findings recorded as open; what was last read of a layer that
+    // could not be read since stays in it (fail closed).
+    FindingLedger ledger_;
+    // The layers gpudx's drain of the node rested on (read when it drained): the node is resumed only by a
+    // diagnosis that read every one of them again.
+    std::set<Layer> drain_layers_;
+    // The drain or resume the previous run started and did not record (it stopped between scontrol and the
+    // commit): resolved from the node's state at the first decision.
+    std::optional<nlohmann::json> interrupted_drain_;
+    std::string resume_held_;  // why a resume is held back, said once while it lasts
 
     // NVML events (main thread only, but for the counter): the recent ones go into every snapshot judged.
     NvmlEventWatcher nvml_watch_{o_.nvml_events};
@@ -227,6 +269,40 @@ void Agent::open_store() {
     if (auto st = store_->status(); !st.moved_aside.empty()) std::fprintf(stderr, "gpudx agent: %s\n", st.problem.c_str());
 }
 
+// State keys in the event store (agent/store.hpp): what must survive a restart beside the events.
+constexpr const char* kStateOpenFindings = "open_findings";
+constexpr const char* kStateDrainLayers = "drain_layers";
+constexpr const char* kStateDrainIntent = "drain_intent";
+constexpr const char* kStateEarlierLines = "kernel_log_earlier_lines";
+
+nlohmann::json layers_json(const std::set<Layer>& layers) {
+    nlohmann::json j = nlohmann::json::array();
+    for (auto l : layers) j.push_back(to_string(l));
+    return j;
+}
+
+std::set<Layer> layers_from_json(const nlohmann::json& j) {
+    std::set<Layer> out;
+    if (j.is_array())
+        for (const auto& v : j)
+            if (v.is_string())
+                if (auto l = parse_layer(v.get<std::string>())) out.insert(*l);
+    return out;
+}
+
+void Agent::restore_state() {
+    std::lock_guard lock(store_mutex_);
+    if (!store_) return;
+    auto parsed = [&](const char* key) {
+        auto text = store_->state(key);
+        return text && !text->empty() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+    };
+    ledger_ = FindingLedger::from_json(parsed(kStateOpenFindings));
+    drain_layers_ = layers_from_json(parsed(kStateDrainLayers));
+    if (auto intent = parsed(kStateDrainIntent); intent.is_object()) interrupted_drain_ = intent;
+    restored_earlier_lines_ = parsed(kStateEarlierLines);
+}
+
 void Agent::start_follower() {
     follower_stop_ = ::eventfd(0, EFD_CLOEXEC);
     wake_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -242,6 +318,15 @@ void Agent::start_follower() {
         auto p = root_.host_path("/dev/kmsg");
         follow_source_ = p ? p->string() : std::string("/dev/kmsg");
     }
+    following_file_ = file;
+    // The earlier generations the previous run kept, if it followed the same file: rotated away before this
+    // start, they are in no file this run reads.
+    if (file && restored_earlier_lines_.is_object() && restored_earlier_lines_.value("source", "") == follow_source_)
+        if (auto lines = restored_earlier_lines_.find("lines"); lines != restored_earlier_lines_.end() && lines->is_array())
+            for (const auto& l : *lines)
+                if (l.is_string()) earlier_lines_.push_back(l.get<std::string>());
+    saved_earlier_lines_ = earlier_lines_.size();
+    restored_earlier_lines_ = nullptr;
     follower_ = std::thread([this, file] {
         FollowSink sink;
         sink.line = [this](std::string_view line) {
@@ -251,6 +336,7 @@ void Agent::start_follower() {
             {
                 std::lock_guard lock(inbox_mutex_);
                 ++inbox_matched_;
+                keep_generation_line(line);
             }
             uint64_t one = 1;
             (void)!::write(wake_, &one, sizeof one);
@@ -264,6 +350,27 @@ void Agent::start_follower() {
             (void)!::write(wake_, &one, sizeof one);
         };
         sink.lost = [this](uint64_t n) { kmsg_lost_.fetch_add(n, std::memory_order_relaxed); };
+        // The lines that matter of each generation of a followed file (or of the kmsg ring), so one rotated,
+        // truncated or overwritten away is still judged (read_kernel_log): the source no longer holds them.
+        sink.initial_line = [this](std::string_view line) {
+            if (!kernel_line_matters(line, o_.kernel_log_words)) return;
+            std::lock_guard lock(inbox_mutex_);
+            keep_generation_line(line);
+        };
+        sink.generation_ended = [this] {
+            {
+                std::lock_guard lock(inbox_mutex_);
+                for (auto& l : generation_lines_) earlier_lines_.push_back(std::move(l));
+                generation_lines_.clear();
+                if (auto n = static_cast<long>(earlier_lines_.size()); n > kKeptEarlierLines) {
+                    earlier_lines_dropped_ += static_cast<uint64_t>(n - kKeptEarlierLines);
+                    earlier_lines_.erase(earlier_lines_.begin(), earlier_lines_.begin() + (n - kKeptEarlierLines));
+                }
+                ++inbox_matched_;  // the file now under the name no longer holds them: judge again
+            }
+            uint64_t one = 1;
+            (void)!::write(wake_, &one, sizeof one);
+        };
         if (file) follow_file(follow_source_, follower_stop_, sink);
         else follow_kmsg(follow_source_, follower_stop_, sink);
     });
@@ -340,8 +447,8 @@ Collected Agent::collect_full() {
     return out;
 }
 
-void Agent::record(std::vector<AgentEvent> events) {
-    if (events.empty()) return;
+void Agent::record(std::vector<AgentEvent> events, const std::map<std::string, std::string>& state) {
+    if (events.empty() && state.empty()) return;
     {
         std::lock_guard lock(counters_mutex_);
         for (const auto& e : events) ++events_by_kind_[e.kind];
@@ -349,8 +456,8 @@ void Agent::record(std::vector<AgentEvent> events) {
     std::lock_guard lock(store_mutex_);
     if (store_) {
         bool was_writable = store_->status().writable;
-        store_->append(events);
-        store_->prune(now_ms());
+        store_->append(events, state);
+        if (!events.empty()) store_->prune(now_ms());
         auto st = store_->status();
         if (was_writable && !st.writable) std::fprintf(stderr, "gpudx agent: %s\n", st.problem.c_str());
         return;
@@ -363,14 +470,23 @@ void Agent::diagnose_and_publish(Snapshot s, const std::string& trigger, double 
     s.nvml_events.assign(nvml_recent_.begin(), nvml_recent_.end());
     auto p = std::make_shared<Published>();
     p->diagnosis = diagnose(s, o_.diagnose);
+    // Fail closed: a layer that could not be read keeps the findings last read in it, judged again beside
+    // what was read, so neither the verdict nor the node turns healthy because a read failed.
+    std::map<Layer, std::string> unread;
+    for (const auto& l : p->diagnosis.layers)
+        if (l.state == LayerState::not_evaluated) unread.emplace(l.layer, l.reason);
+    if (auto carried = ledger_.carried(unread); !carried.empty()) {
+        DiagnoseOptions with_carried = o_.diagnose;
+        with_carried.extra_findings.insert(with_carried.extra_findings.end(), carried.begin(), carried.end());
+        p->diagnosis = diagnose(s, with_carried);
+    }
     p->snapshot = std::move(s);
     p->prom = render_prometheus(p->snapshot, p->diagnosis);
     p->time_ms = now_ms();
     p->trigger = trigger;
     p->duration_ms = static_cast<double>(now_ms()) - started_ms;
     auto before = published();
-    std::vector<Finding> previous = before ? before->diagnosis.findings : std::vector<Finding>{};
-    auto events = diff_findings(previous, p->diagnosis.findings, p->time_ms);
+    auto events = ledger_.advance(p->diagnosis.findings, unread, p->time_ms);
     {
         std::lock_guard lock(published_mutex_);
         published_ = p;
@@ -379,21 +495,35 @@ void Agent::diagnose_and_publish(Snapshot s, const std::string& trigger, double 
         std::lock_guard lock(counters_mutex_);
         ++diagnoses_by_trigger_[trigger];
     }
-    bool changed = !events.empty() || !before;
-    // Slurm first: the node leaves service before the events are written (one commit, one fsync, for all).
-    if (o_.drain)
-        if (auto drained = drain_or_resume(p->diagnosis, changed)) events.push_back(std::move(*drained));
-    record(std::move(events));
+    // What the scheduler should do changes with any event, and with the verdict alone (an unreadable layer).
+    bool changed = !events.empty() || !before || before->diagnosis.exit_code != p->diagnosis.exit_code;
+    std::map<std::string, std::string> state;
+    if (!events.empty() || !before) state[kStateOpenFindings] = json_text(ledger_.to_json());
+    record(std::move(events), state);
+    if (o_.drain && (changed || drain_failing_ || interrupted_drain_)) drain_or_resume(p->diagnosis, unread);
     // A diagnosis allocates and frees megabytes (the snapshot's JSON); give them back between runs.
     ::malloc_trim(0);
 }
 
-void Agent::rediagnose_kernel_log() {
-    auto before = published();
-    if (!before) return;
-    double started = static_cast<double>(now_ms());
-    Snapshot s = before->snapshot;
-    CollectContext ctx{root_, o_.collect};
+void Agent::read_kernel_log(Snapshot& s) {
+    CollectOptions options = o_.collect;
+    uint64_t dropped = 0;
+    {
+        std::lock_guard lock(inbox_mutex_);
+        // /dev/kmsg has no generations: every record kept goes, and the collector takes those the ring lost.
+        options.kernel_log_earlier_lines = following_file_ ? earlier_lines_ : generation_lines_;
+        std::swap(dropped, earlier_lines_dropped_);
+    }
+    if (dropped > 0)
+        note(fmt::format("{} kernel-log lines of rotated-away generations of {} were dropped (more than {} kept)",
+                         dropped, follow_source_, kKeptEarlierLines));
+    // Saved when a generation ended since the last save (rare: a rotation), so a restart still judges them.
+    if (following_file_ && (options.kernel_log_earlier_lines.size() != saved_earlier_lines_ || dropped > 0)) {
+        nlohmann::json saved = {{"source", follow_source_}, {"lines", options.kernel_log_earlier_lines}};
+        record({}, {{kStateEarlierLines, json_text(saved)}});
+        saved_earlier_lines_ = options.kernel_log_earlier_lines.size();
+    }
+    CollectContext ctx{root_, options};
     KernelLog log;
     CollectorStatus st = collect_kernel_log(ctx, log);
     s.kernel_log = std::move(log);
@@ -401,14 +531,91 @@ void Agent::rediagnose_kernel_log() {
     for (auto& c : s.collectors)
         if (c.name == st.name) c = st, replaced = true;
     if (!replaced) s.collectors.push_back(st);
+}
+
+bool Agent::has_earlier_lines() {
+    std::lock_guard lock(inbox_mutex_);
+    return following_file_ ? !earlier_lines_.empty() : !generation_lines_.empty();
+}
+
+void Agent::rediagnose_kernel_log() {
+    auto before = published();
+    if (!before) return;
+    double started = static_cast<double>(now_ms());
+    Snapshot s = before->snapshot;
+    read_kernel_log(s);
     diagnose_and_publish(std::move(s), "kernel_log", started);
 }
 
-std::optional<AgentEvent> Agent::drain_or_resume(const Diagnosis& d, bool changed) {
-    // Only when the findings changed (or the last attempt failed): one event, one scontrol update at most.
-    if (!changed && !drain_failing_) return std::nullopt;
+void Agent::drain_or_resume(const Diagnosis& d, const std::map<Layer, std::string>& unread) {
+    // What this diagnosis read (a layer whose findings were carried was not).
+    std::set<Layer> read_now;
+    for (const auto& l : d.layers)
+        if (!unread.contains(l.layer)) read_now.insert(l.layer);
+    // A node gpudx drained comes back only on evidence: a diagnosis that read every layer the drain rested on.
+    int exit_code = d.exit_code;
+    if (exit_code == kExitHealthy || exit_code == kExitWarnings) {
+        std::string missing;
+        for (auto l : drain_layers_)
+            if (!read_now.contains(l)) missing += (missing.empty() ? "" : ", ") + std::string(to_string(l));
+        if (!missing.empty()) {
+            exit_code = kExitUnknown;  // neither drain nor resume
+            std::string why = "a resume waits: the drain rested on " + missing + ", which could not be read now";
+            if (why != resume_held_) note(why);
+            resume_held_ = why;
+        } else {
+            resume_held_.clear();
+        }
+    }
     std::string reason = slurm_reason(d);
-    auto r = apply_slurm_drain(o_.slurm, d.exit_code, reason);
+    // The intent is on disk before scontrol runs: a kill -9 between the two leaves it for the next start to
+    // resolve against the node's state, instead of a drain with no record.
+    nlohmann::json intent = {{"time_ms", now_ms()}, {"exit_code", exit_code}, {"reason", reason},
+                             {"layers", layers_json(read_now)}};
+    record({}, {{kStateDrainIntent, json_text(intent)}});
+    auto r = apply_slurm_drain(o_.slurm, exit_code, reason);
+    std::map<std::string, std::string> state{{kStateDrainIntent, ""}};
+    std::vector<AgentEvent> events;
+    if (auto e = slurm_event(d, reason, r)) events.push_back(std::move(*e));
+    if (r && r->action == SlurmAction::drain) {
+        drain_layers_ = read_now;
+        state[kStateDrainLayers] = json_text(layers_json(drain_layers_));
+    } else if (r && r->action == SlurmAction::resume) {
+        drain_layers_.clear();
+        state[kStateDrainLayers] = "";
+    } else if (r && interrupted_drain_) {
+        // The previous run stopped between scontrol and recording it: the node's state says what it did.
+        const auto& before = r->before;
+        int was = interrupted_drain_->value("exit_code", kExitUnknown);
+        bool ours = before.drain && is_gpudx_reason(before.reason);
+        if (ours && was == kExitErrors) {
+            AgentEvent e;
+            e.time_ms = now_ms();
+            e.kind = "drained";
+            e.message = fmt::format("Slurm node {} was drained by gpudx ({}) just before the agent stopped; recorded "
+                                    "after its restart",
+                                    o_.slurm.node, before.reason);
+            events.push_back(std::move(e));
+            drain_layers_ = layers_from_json(interrupted_drain_->value("layers", nlohmann::json::array()));
+            state[kStateDrainLayers] = json_text(layers_json(drain_layers_));
+        } else if (!before.drain && (was == kExitHealthy || was == kExitWarnings) && !drain_layers_.empty()) {
+            AgentEvent e;
+            e.time_ms = now_ms();
+            e.kind = "resumed";
+            e.message = fmt::format("Slurm node {} ({}) was resumed by gpudx just before the agent stopped; recorded "
+                                    "after its restart",
+                                    o_.slurm.node, before.state);
+            events.push_back(std::move(e));
+            drain_layers_.clear();
+            state[kStateDrainLayers] = "";
+        }
+    }
+    if (r || !interrupted_drain_) interrupted_drain_.reset();
+    record(std::move(events), state);
+}
+
+std::optional<AgentEvent> Agent::slurm_event(const Diagnosis& d, const std::string& reason,
+                                             const Result<SlurmDrainResult>& r) {
     AgentEvent e;
     e.time_ms = now_ms();
     if (!r) {
@@ -425,17 +632,27 @@ std::optional<AgentEvent> Agent::drain_or_resume(const Diagnosis& d, bool change
     if (r->action != SlurmAction::drain && r->action != SlurmAction::resume) return std::nullopt;
     e.kind = r->action == SlurmAction::drain ? "drained" : "resumed";
     e.message = r->message;
-    // The reason names the finding and its GPU: "gpudx: <check> <UUID> <PCI address>".
-    auto words = split_ws(r->action == SlurmAction::drain ? std::string_view(reason) : std::string_view(r->before.reason));
-    if (words.size() >= 2) e.finding = std::string(words[1]);
-    for (const auto& f : d.findings)
-        if (f.id == e.finding && !f.subjects.empty()) {
-            e.gpu_uuid = f.subjects.front().uuid;
-            e.gpu_pci = f.subjects.front().pci;
-            e.layer = to_string(f.layer);
-            e.severity = to_string(f.severity);
-            break;
+    // A drain names the finding its reason names (the first error); a resume, the one the node's reason named.
+    const Finding* cause = nullptr;
+    if (r->action == SlurmAction::drain) {
+        for (const auto& f : d.findings)
+            if (f.severity == Severity::error) {
+                cause = &f;
+                break;
+            }
+    } else if (auto words = split_ws(r->before.reason); words.size() >= 2) {
+        e.finding = std::string(words[1]);
+    }
+    if (cause) {
+        e.finding = cause->id;
+        e.layer = to_string(cause->layer);
+        e.severity = to_string(cause->severity);
+        if (!cause->subjects.empty()) {
+            e.gpu_uuid = cause->subjects.front().uuid;
+            e.gpu_pci = cause->subjects.front().pci;
         }
+    }
+    if (!reason.empty() && r->action == SlurmAction::drain) e.evidence.push_back({{"source", "Slurm reason"}, {"value", reason}});
     std::fprintf(stderr, "gpudx agent: %s\n", r->message.c_str());
     return e;
 }
@@ -474,6 +691,7 @@ bool Agent::take_nvml_events() {
 int Agent::run() {
     if (int rc = open_listeners(); rc != 0) return rc;
     open_store();
+    restore_state();
     {
         std::lock_guard lock(store_mutex_);
         if (!store_problem_.empty()) std::fprintf(stderr, "gpudx agent: %s\n", store_problem_.c_str());
@@ -501,6 +719,8 @@ int Agent::run() {
             c.snapshot = take_snapshot(root_, host_only);
         } else {
             collect_failing_ = false;
+            // The child read the followed file as it is now: the lines rotated away since are read here too.
+            if (has_earlier_lines()) read_kernel_log(*c.snapshot);
         }
         diagnose_and_publish(std::move(*c.snapshot), trigger, started);
         return true;
@@ -603,7 +823,7 @@ std::string Agent::agent_metrics() {
     {
         std::lock_guard lock(counters_mutex_);
         family("gpudx_agent_events_total", "counter", "Events the agent recorded since it started, by kind.");
-        for (const char* kind : {"appeared", "cleared", "drained", "resumed", "drain_failed", "nvml", "agent"})
+        for (const char* kind : {"appeared", "changed", "cleared", "drained", "resumed", "drain_failed", "nvml", "agent"})
             out += fmt::format("gpudx_agent_events_total{{kind=\"{}\"}} {}\n", kind,
                                events_by_kind_.contains(kind) ? events_by_kind_.at(kind) : 0);
         family("gpudx_agent_diagnoses_total", "counter", "Diagnoses the agent made since it started, by trigger.");

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -38,26 +39,77 @@ AgentEvent finding_event(const Finding& f, const char* kind, int64_t time_ms) {
     return e;
 }
 
-std::map<std::string, const Finding*> by_key(const std::vector<Finding>& findings) {
-    std::map<std::string, const Finding*> m;
-    for (const auto& f : findings)
-        if (f.severity != Severity::info) m.emplace(finding_key(f), &f);
-    return m;
-}
-
 }  // namespace
 
-std::vector<AgentEvent> diff_findings(const std::vector<Finding>& before, const std::vector<Finding>& after,
-                                      int64_t time_ms) {
-    auto old_keys = by_key(before), new_keys = by_key(after);
-    std::vector<AgentEvent> events;
-    for (const auto& f : after)
-        if (f.severity != Severity::info && !old_keys.contains(finding_key(f)))
+std::vector<Finding> FindingLedger::carried(const std::map<Layer, std::string>& unread) const {
+    std::vector<Finding> out;
+    for (const auto& [key, o] : open_) {
+        auto why = unread.find(o.finding.layer);
+        if (why == unread.end()) continue;
+        Finding f = o.finding;
+        f.evidence.push_back({"gpudx agent",
+                              fmt::format("carried: the {} layer could not be read ({}); as last read at {}",
+                                          to_string(f.layer), why->second, format_event_time(o.read_ms))});
+        out.push_back(std::move(f));
+    }
+    return out;
+}
+
+std::vector<AgentEvent> FindingLedger::advance(const std::vector<Finding>& now,
+                                               const std::map<Layer, std::string>& unread, int64_t time_ms) {
+    std::vector<AgentEvent> events, cleared;
+    std::set<std::string> seen;
+    for (const auto& f : now) {
+        if (f.severity == Severity::info) continue;
+        auto key = finding_key(f);
+        if (!seen.insert(key).second) continue;  // one finding per key
+        auto it = open_.find(key);
+        // What an unread layer shows of an open finding is its carried copy: the ledger keeps the original.
+        if (it != open_.end() && unread.contains(f.layer)) continue;
+        if (it == open_.end()) {
             events.push_back(finding_event(f, "appeared", time_ms));
-    for (const auto& f : before)
-        if (f.severity != Severity::info && !new_keys.contains(finding_key(f)))
-            events.push_back(finding_event(f, "cleared", time_ms));
+            open_.emplace(key, Open{f, time_ms});
+            continue;
+        }
+        if (it->second.finding.severity != f.severity) {
+            AgentEvent e = finding_event(f, "changed", time_ms);
+            e.message = fmt::format("{} (was {}, now {})", f.message, to_string(it->second.finding.severity),
+                                    to_string(f.severity));
+            events.push_back(std::move(e));
+        }
+        it->second = Open{f, time_ms};
+    }
+    for (auto it = open_.begin(); it != open_.end();) {
+        if (seen.contains(it->first) || unread.contains(it->second.finding.layer)) {
+            ++it;
+            continue;
+        }
+        cleared.push_back(finding_event(it->second.finding, "cleared", time_ms));
+        it = open_.erase(it);
+    }
+    events.insert(events.end(), std::make_move_iterator(cleared.begin()), std::make_move_iterator(cleared.end()));
     return events;
+}
+
+nlohmann::json FindingLedger::to_json() const {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& [key, o] : open_) j.push_back({{"read_ms", o.read_ms}, {"finding", finding_to_json(o.finding)}});
+    return j;
+}
+
+FindingLedger FindingLedger::from_json(const nlohmann::json& j) {
+    FindingLedger ledger;
+    if (!j.is_array()) return ledger;
+    for (const auto& entry : j) {
+        if (!entry.is_object() || !entry.contains("finding")) continue;
+        auto f = finding_from_json(entry["finding"]);
+        if (!f || f->severity == Severity::info) continue;
+        auto read = entry.find("read_ms");
+        int64_t read_ms = read != entry.end() && read->is_number_integer() ? read->get<int64_t>() : 0;
+        auto key = finding_key(*f);
+        ledger.open_.emplace(std::move(key), Open{std::move(*f), read_ms});
+    }
+    return ledger;
 }
 
 AgentEvent agent_note(std::string message, int64_t time_ms) {

@@ -2,6 +2,7 @@
 // What the agent remembers (docs/agent.md): a finding that appeared or cleared, a drain or resume of the Slurm
 // node, and what happened to the agent itself (records lost to a kmsg overrun, a database moved aside).
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,16 +13,17 @@
 
 namespace gpudx {
 
-// appeared, cleared: a warning or error finding; drained, resumed, drain_failed: the Slurm node; nvml: an event
-// NVML delivered (an Xid, a double-bit ECC error, a recovery action, ...); agent: the agent's own news (started,
-// kmsg records lost, the event store moved aside or unwritable, a log file gone, the NVML watcher's state).
+// appeared, changed, cleared: a warning or error finding (changed: the same finding on the same GPUs at another
+// severity); drained, resumed, drain_failed: the Slurm node; nvml: an event NVML delivered (an Xid, a
+// double-bit ECC error, a recovery action, ...); agent: the agent's own news (started, kmsg records lost, the
+// event store moved aside or unwritable, a log file gone, the NVML watcher's state).
 struct AgentEvent {
     int64_t id = 0;       // the store's row id, increasing; 0 before it is stored
     int64_t time_ms = 0;  // Unix time in milliseconds
     std::string kind;
-    std::string finding;   // the finding id (appeared/cleared), the drain reason's finding, empty otherwise
+    std::string finding;   // the finding id (appeared/changed/cleared), the drain reason's finding, empty otherwise
     std::string layer;     // empty when none
-    std::string severity;  // empty when none
+    std::string severity;  // empty when none; for changed, the new one
     std::string gpu_uuid;  // the first GPU the finding names, empty when none
     std::string gpu_pci;
     std::string message;
@@ -29,13 +31,39 @@ struct AgentEvent {
 };
 
 // The identity of a finding across diagnoses: its id and the GPUs it names. The message is left out: it
-// carries counts ("3 Xid 79 events") that change while the finding stays the same.
+// carries counts ("3 Xid 79 events") that change while the finding stays the same. So is the severity: a
+// warning that becomes an error is the same finding, changed.
 std::string finding_key(const Finding& f);
 
-// The warning and error findings of `after` that `before` lacks (appeared) and those of `before` gone from
-// `after` (cleared), in that order, each at `time_ms`. Info findings are no events.
-std::vector<AgentEvent> diff_findings(const std::vector<Finding>& before, const std::vector<Finding>& after,
-                                      int64_t time_ms);
+// What the agent holds open: every warning and error finding it recorded as appeared (or changed) and has not
+// recorded as cleared, by finding_key. It is saved in the event store beside the events, in the same commit,
+// so a restarted agent goes on from it instead of recording every finding again.
+//
+// Fail closed: a finding of a layer the latest diagnosis could not read is neither cleared nor changed. It
+// stays open as last read, and carried() hands it back to be judged beside what was read, so the verdict (and
+// the Slurm node) never turns healthy because a read failed.
+class FindingLedger {
+public:
+    struct Open {
+        Finding finding;
+        int64_t read_ms = 0;  // when a diagnosis last read it
+    };
+
+    // The open findings of the `unread` layers (layer -> why it could not be read), each with a line of
+    // evidence saying that it is carried, from when, and why.
+    std::vector<Finding> carried(const std::map<Layer, std::string>& unread) const;
+    // The events that take the ledger to `now` (a diagnosis's findings, carried ones included): appeared,
+    // changed, then cleared; info findings are no events. Findings of `unread` layers are left as they are.
+    std::vector<AgentEvent> advance(const std::vector<Finding>& now, const std::map<Layer, std::string>& unread,
+                                    int64_t time_ms);
+    const std::map<std::string, Open>& open() const { return open_; }
+    nlohmann::json to_json() const;
+    // Reads back to_json's document; entries it cannot read are skipped.
+    static FindingLedger from_json(const nlohmann::json& j);
+
+private:
+    std::map<std::string, Open> open_;
+};
 
 AgentEvent agent_note(std::string message, int64_t time_ms);
 // An NVML event as the agent records it (kind nvml): "NVML event: Xid 79 on GPU-... (0000:...)".

@@ -7,11 +7,16 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "collect/kernel_log_parse.hpp"
 
 
 namespace gpudx {
@@ -36,19 +41,7 @@ bool wait_for(int fd, int stop_fd, int timeout_ms) {
 
 }  // namespace
 
-std::optional<uint64_t> KmsgSequence::parse(std::string_view record) {
-    auto comma = record.find(',');
-    if (comma == std::string_view::npos) return std::nullopt;
-    auto rest = record.substr(comma + 1);
-    auto end = rest.find_first_of(",;");
-    if (end == std::string_view::npos || end == 0) return std::nullopt;
-    uint64_t seq = 0;
-    for (char c : rest.substr(0, end)) {
-        if (c < '0' || c > '9') return std::nullopt;
-        seq = seq * 10 + static_cast<uint64_t>(c - '0');
-    }
-    return seq;
-}
+std::optional<uint64_t> KmsgSequence::parse(std::string_view record) { return kmsg_sequence(record); }
 
 uint64_t KmsgSequence::advance(uint64_t seq) {
     uint64_t lost = 0;
@@ -92,12 +85,16 @@ void follow_kmsg(const std::string& path, int stop_fd, const FollowSink& sink) {
                               err == EPERM || err == EACCES ? " (run as root, or follow a file with --kernel-log)" : ""));
         return;
     }
-    // Only what the kernel logs from now on: the ring's past is the initial diagnosis's.
-    ::lseek(fd, 0, SEEK_END);
+    // The ring's past is the initial diagnosis's: handed to initial_line when the caller keeps it (a fresh
+    // descriptor reads from the oldest record), skipped otherwise.
+    if (!sink.initial_line) ::lseek(fd, 0, SEEK_END);
     KmsgSequence seq;
     bool overrun = false;
     std::vector<char> record(kKmsgRecord);
-    while (wait_for(fd, stop_fd, -1)) {
+    const std::function<void(std::string_view)>* deliver = sink.initial_line ? &sink.initial_line : &sink.line;
+    bool first_wait = true;
+    // The first pass reads what is there without waiting; after it, every record is a new one.
+    while (std::exchange(first_wait, false) || wait_for(fd, stop_fd, -1)) {
         for (;;) {
             ssize_t n = ::read(fd, record.data(), record.size());
             if (n < 0 && errno == EINTR) continue;
@@ -107,7 +104,10 @@ void follow_kmsg(const std::string& path, int stop_fd, const FollowSink& sink) {
                 overrun = true;
                 continue;
             }
-            if (n < 0 && errno == EAGAIN) break;
+            if (n < 0 && errno == EAGAIN) {
+                deliver = &sink.line;
+                break;
+            }
             if (n <= 0) {
                 int err = n < 0 ? errno : 0;
                 sink.note(fmt::format("stopped following {}: {}", path, err ? std::strerror(err) : "end of file"));
@@ -126,7 +126,7 @@ void follow_kmsg(const std::string& path, int stop_fd, const FollowSink& sink) {
                 }
                 overrun = false;
             }
-            sink.line(first);
+            (*deliver)(first);
         }
     }
     ::close(fd);
@@ -140,9 +140,17 @@ public:
     FileFollower(std::string path, const FollowSink& sink) : path_(std::move(path)), sink_(sink) {}
     ~FileFollower() { close_file(); }
 
-    // At start: the file's present content is the initial diagnosis's, so follow from its end.
-    void open_at_end() {
-        if (open_file() && fd_ >= 0) offset_ = ::lseek(fd_, 0, SEEK_END);
+    // At start: the file's present content is the initial diagnosis's; its lines go to initial_line, so the
+    // caller holds the whole generation should it be rotated or truncated away.
+    void open_at_start() {
+        if (!open_file()) return;
+        if (!sink_.initial_line) {
+            offset_ = ::lseek(fd_, 0, SEEK_END);
+            remember_edges();
+            return;
+        }
+        // A last line still being written stays in the splitter: its end comes through line() as one line.
+        read_to_end(sink_.initial_line);
     }
 
     // Brings the follow up to date with the file under the name now.
@@ -152,28 +160,34 @@ public:
             // Gone from its name (removed, or renamed away by a rotation): what is still written to the open
             // file is read until a new one takes the name, as tail -F does.
             int err = errno;
-            read_to_end();
+            read_to_end(sink_.line);
             vanished_ = fd_ >= 0 || had_file_;
             report(fmt::format("{}: {}; following it again when it reappears", path_, std::strerror(err)));
             return;
         }
         if (fd_ >= 0 && (vanished_ || st.st_ino != ino_ || st.st_dev != dev_)) {
-            read_to_end();  // the rotated-away file's last lines
+            read_to_end(sink_.line);  // the rotated-away file's last lines
             split_.flush(sink_.line);
             close_file();
+            end_generation();
             sink_.note(fmt::format("{}: replaced by a new file (rotated); following the new one from its start", path_));
             if (!open_file()) return;
         } else if (fd_ < 0) {
             if (!open_file()) return;
             if (had_file_before_) sink_.note(fmt::format("{}: following again, from its start", path_));
-        } else if (st.st_size < offset_) {
-            sink_.note(fmt::format("{}: truncated (to {} bytes from {}); reading it again from its start", path_,
-                                   static_cast<long long>(st.st_size), static_cast<long long>(offset_)));
-            split_.clear();
+        } else if (st.st_size < offset_ || rewritten()) {
+            sink_.note(st.st_size < offset_
+                           ? fmt::format("{}: truncated (to {} bytes from {}); reading it again from its start", path_,
+                                         static_cast<long long>(st.st_size), static_cast<long long>(offset_))
+                           : fmt::format("{}: rewritten in place (its bytes are no longer those read); reading it again "
+                                         "from its start",
+                                         path_));
+            split_.flush(sink_.line);
+            end_generation();
             offset_ = 0;
             ::lseek(fd_, 0, SEEK_SET);
         }
-        read_to_end();
+        read_to_end(sink_.line);
     }
 
 private:
@@ -201,19 +215,46 @@ private:
         fd_ = -1;
     }
 
-    void read_to_end() {
+    void read_to_end(const std::function<void(std::string_view)>& line) {
         if (fd_ < 0) return;
         for (;;) {
             ssize_t n = ::read(fd_, buf_.data(), buf_.size());
             if (n < 0 && errno == EINTR) continue;
             if (n < 0) {
                 report(fmt::format("cannot read {}: {}", path_, std::strerror(errno)));
-                return;
+                break;
             }
-            if (n == 0) return;
+            if (n == 0) break;
             offset_ += n;
-            split_.feed(std::string_view(buf_.data(), static_cast<size_t>(n)), sink_.line);
+            split_.feed(std::string_view(buf_.data(), static_cast<size_t>(n)), line);
         }
+        remember_edges();
+    }
+
+    void end_generation() {
+        split_.clear();
+        if (sink_.generation_ended) sink_.generation_ended();
+    }
+
+    // The bytes at the file's start and just before what was read: a file rewritten in place shows in one of
+    // them even when its size grew past what was read (a copytruncate and a large write at once) or stayed
+    // the same. A log only ever appends, so neither changes while it is followed.
+    std::string edge_bytes(off_t at, size_t n) const {
+        std::string out(n, '\0');
+        ssize_t got = ::pread(fd_, out.data(), n, at);
+        out.resize(got > 0 ? static_cast<size_t>(got) : 0);
+        return out;
+    }
+    void remember_edges() {
+        if (fd_ < 0) return;
+        head_ = edge_bytes(0, static_cast<size_t>(std::min<off_t>(offset_, kEdgeBytes)));
+        off_t tail_at = std::max<off_t>(0, offset_ - static_cast<off_t>(kEdgeBytes));
+        tail_ = edge_bytes(tail_at, static_cast<size_t>(offset_ - tail_at));
+    }
+    bool rewritten() const {
+        if (fd_ < 0 || offset_ == 0) return false;
+        off_t tail_at = std::max<off_t>(0, offset_ - static_cast<off_t>(kEdgeBytes));
+        return edge_bytes(0, head_.size()) != head_ || edge_bytes(tail_at, tail_.size()) != tail_;
     }
 
     // A problem is said once, not at every change of the directory while it lasts.
@@ -232,6 +273,8 @@ private:
     bool had_file_ = false, had_file_before_ = false;
     bool vanished_ = false;  // the name was gone since the file was opened: what takes it is a new file
     std::string last_problem_;
+    static constexpr size_t kEdgeBytes = 4096;
+    std::string head_, tail_;  // the file's first bytes and the last ones read (remember_edges)
     LineSplitter split_;
     std::vector<char> buf_ = std::vector<char>(kReadChunk);
 };
@@ -251,7 +294,7 @@ void follow_file(const std::string& path, int stop_fd, const FollowSink& sink) {
     constexpr uint32_t kMask = IN_MODIFY | IN_ATTRIB | IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |
                                IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF;
     int wd = ::inotify_add_watch(in, dir.c_str(), kMask);
-    f.open_at_end();
+    f.open_at_start();
     std::vector<char> events(64 * 1024);
     for (;;) {
         // Only while the directory is missing is there nothing to watch: look again once a second then.

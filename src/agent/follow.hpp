@@ -18,6 +18,12 @@ struct FollowSink {
     std::function<void(std::string_view line)> line;     // one line, without its newline
     std::function<void(std::string note)> note;          // for the operator: what happened to the source
     std::function<void(uint64_t lost_records)> lost;     // /dev/kmsg records the ring overwrote before we read them
+    // A followed file: the lines it held when the follow began (already judged by the first diagnosis), so the
+    // caller knows the whole of each generation. May be empty.
+    std::function<void(std::string_view line)> initial_line;
+    // A followed file: the generation read so far will not be under the name again (rotated away, truncated,
+    // rewritten in place). Every line of it went to line() or initial_line() first. May be empty.
+    std::function<void()> generation_ended;
 };
 
 // /dev/kmsg hands out records "PRIO,SEQ,USEC,FLAGS;message" with a sequence number that counts every record
@@ -39,10 +45,13 @@ private:
 // (cannot open, a read failing other than with EPIPE or EAGAIN) is a note and ends the follow.
 void follow_kmsg(const std::string& path, int stop_fd, const FollowSink& sink);
 
-// Follows a file like `tail -F`, starting at its end: appended lines as they are written; a file truncated
-// shorter than what was read is read again from its start; a file replaced under its name (rotation: renamed
-// away and created anew, or a new file moved over it) is read to its end and the new file from its start; a
-// file that vanishes or cannot be read is a note, and is followed again when it reappears. Watches the
+// Follows a file like `tail -F`, its present lines handed to initial_line, then appended lines as they are
+// written; a file truncated shorter than what was read, or rewritten in place (its first bytes, or the last
+// ones read, are no longer what they were: a copytruncate followed at once by a larger write, a same-size
+// rewrite), is read again from its start; a file replaced under its name (rotation: renamed away and created
+// anew, or a new file moved over it) is read to its end and the new file from its start; each of these ends a
+// generation (generation_ended); a file that vanishes or cannot be read is a note, and is followed again when
+// it reappears. Watches the
 // file's directory with inotify; only while the directory itself is missing does it look again once a second.
 void follow_file(const std::string& path, int stop_fd, const FollowSink& sink);
 

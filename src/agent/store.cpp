@@ -16,7 +16,9 @@ constexpr const char* kSchema =
     " id INTEGER PRIMARY KEY AUTOINCREMENT, time_ms INTEGER NOT NULL, kind TEXT NOT NULL,"
     " finding TEXT NOT NULL, layer TEXT NOT NULL, severity TEXT NOT NULL, gpu_uuid TEXT NOT NULL,"
     " gpu_pci TEXT NOT NULL, message TEXT NOT NULL, evidence TEXT NOT NULL);"
-    "CREATE INDEX IF NOT EXISTS events_time ON events(time_ms);";
+    "CREATE INDEX IF NOT EXISTS events_time ON events(time_ms);"
+    // What the agent must remember across a restart beside its events (docs/agent.md, "Restarts").
+    "CREATE TABLE IF NOT EXISTS agent_state(key TEXT PRIMARY KEY, value TEXT NOT NULL);";
 
 // A statement, finalized when it goes out of scope.
 class Statement {
@@ -134,7 +136,7 @@ EventStore::~EventStore() {
     if (db_) sqlite3_close(db_);
 }
 
-bool EventStore::write(const std::vector<AgentEvent*>& events) {
+bool EventStore::write(const std::vector<AgentEvent*>& events, const std::map<std::string, std::string>& state) {
     if (!db_) return false;
     auto failed = [&](const char* what) {
         status_.writable = false;
@@ -163,6 +165,16 @@ bool EventStore::write(const std::vector<AgentEvent*>& events) {
         e->id = sqlite3_last_insert_rowid(db_);
         sqlite3_reset(insert.get());
     }
+    if (!state.empty()) {
+        Statement put(db_, "INSERT INTO agent_state(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value");
+        if (!put.ok()) return failed("prepare");
+        for (const auto& [key, value] : state) {
+            put.bind(1, key);
+            put.bind(2, value);
+            if (put.step() != SQLITE_DONE) return failed("state");
+            sqlite3_reset(put.get());
+        }
+    }
     if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) return failed("commit");
     status_.stored += events.size();
     if (!status_.writable) status_.problem.clear();
@@ -170,14 +182,16 @@ bool EventStore::write(const std::vector<AgentEvent*>& events) {
     return true;
 }
 
-bool EventStore::append(std::vector<AgentEvent>& events) {
-    // What waited from an earlier failure goes first, in order.
+bool EventStore::append(std::vector<AgentEvent>& events, const std::map<std::string, std::string>& state) {
+    // What waited from an earlier failure goes first, in order; the newer value of a state key wins.
     std::vector<AgentEvent*> batch;
     for (auto& e : pending_) batch.push_back(&e);
     for (auto& e : events) batch.push_back(&e);
-    if (batch.empty()) return true;
-    if (write(batch)) {
+    for (const auto& [key, value] : state) pending_state_[key] = value;
+    if (batch.empty() && pending_state_.empty()) return true;
+    if (write(batch, pending_state_)) {
         pending_.clear();
+        pending_state_.clear();
         status_.pending = 0;
         return true;
     }
@@ -188,6 +202,16 @@ bool EventStore::append(std::vector<AgentEvent>& events) {
     }
     status_.pending = pending_.size();
     return false;
+}
+
+std::optional<std::string> EventStore::state(const std::string& key) {
+    if (auto it = pending_state_.find(key); it != pending_state_.end()) return it->second;
+    if (!db_) return std::nullopt;
+    Statement q(db_, "SELECT value FROM agent_state WHERE key = ?");
+    if (!q.ok()) return std::nullopt;
+    q.bind(1, key);
+    if (q.step() != SQLITE_ROW) return std::nullopt;
+    return q.text(0);
 }
 
 std::vector<AgentEvent> EventStore::query(int64_t since_ms, int64_t after_id, size_t limit) {

@@ -6,7 +6,9 @@
 // until a write succeeds again. Every such state is said in status() and as an event.
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,9 +46,15 @@ public:
     EventStore(const EventStore&) = delete;
     EventStore& operator=(const EventStore&) = delete;
 
-    // Stores the events in one transaction, each given its id (the events not written keep 0 and wait).
-    // False when the write failed (a full disk): the events wait in memory and go with the next append.
-    bool append(std::vector<AgentEvent>& events);
+    // Stores the events in one transaction, each given its id (the events not written keep 0 and wait), with
+    // the agent's state (key -> value: what it holds open, a drain it is about to make) in the same commit, so
+    // a kill -9 leaves both as they were before or both as they are after.
+    // False when the write failed (a full disk): the events and the state wait in memory and go with the next
+    // append.
+    bool append(std::vector<AgentEvent>& events, const std::map<std::string, std::string>& state = {});
+    // A state value as last appended (waiting in memory or stored); nullopt when never set. An empty value is
+    // how a key is cleared.
+    std::optional<std::string> state(const std::string& key);
     // Stored events with time >= since_ms and id > after_id, oldest first, at most `limit`.
     std::vector<AgentEvent> query(int64_t since_ms, int64_t after_id, size_t limit);
     // The events waiting in memory for a write to succeed (id 0), with time >= since_ms.
@@ -61,13 +69,14 @@ private:
     explicit EventStore(EventStoreOptions o) : o_(std::move(o)) {}
     // `corrupt`: the file is there but is no database, or fails its check (to be moved aside).
     Result<void> open_database(bool& corrupt);
-    bool write(const std::vector<AgentEvent*>& events);
+    bool write(const std::vector<AgentEvent*>& events, const std::map<std::string, std::string>& state);
     void move_aside(const std::string& why);
     int64_t bytes_in_use();
 
     EventStoreOptions o_;
     sqlite3* db_ = nullptr;
     std::deque<AgentEvent> pending_;
+    std::map<std::string, std::string> pending_state_;
     EventStoreStatus status_;
 };
 

@@ -12,6 +12,11 @@ namespace gpudx {
 struct CollectOptions {
     // A saved kernel log to read instead of /dev/kmsg (or a capture's _commands/dmesg.txt).
     std::optional<std::string> kernel_log_file;
+    // What the agent read of the log before (docs/agent.md): a followed file's earlier generations (rotated,
+    // truncated or rewritten away), read before the file as it is now; or /dev/kmsg records, of which those
+    // the ring has overwritten since (numbered before its oldest) are read first. So nothing the agent read
+    // is lost to a rotation or a ring that wrapped.
+    std::vector<std::string> kernel_log_earlier_lines;
     // Keep kernel-log lines at or after this many seconds since boot, or this wall time; empty: current boot.
     std::string since;
     // The environment of the job being diagnosed: the process environment on a live root, the capture's

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -24,6 +25,14 @@ constexpr size_t kMaxCapturedLog = 512u << 20;
 // /dev/kmsg returns one record per read; a record is at most about 8 KiB (LOG_LINE_MAX plus dictionary).
 constexpr size_t kKmsgRecord = 16 * 1024;
 
+// The earlier generations' lines first, as the log held them before what is read now.
+void feed_earlier_lines(const CollectContext& ctx, KernelLogScanner& scanner) {
+    for (const auto& line : ctx.options.kernel_log_earlier_lines) {
+        scanner.feed(line);
+        scanner.feed("\n");
+    }
+}
+
 KernelLogScanOptions scan_options(const CollectContext& ctx) {
     KernelLogScanOptions o;
     o.since = ctx.options.since;
@@ -31,12 +40,22 @@ KernelLogScanOptions scan_options(const CollectContext& ctx) {
     return o;
 }
 
-CollectorStatus finish(KernelLogScanner& scanner, std::string source, KernelLog& out) {
+// Which source an empty read came from decides what it means. A file the user named was read: it holds nothing
+// to judge. A running kernel's log (or a capture of one) always holds its boot messages, so an empty one means
+// the real log was not what was read (a container's /dev/kmsg bound to /dev/null, a failed capture).
+enum class EmptyLog { read, unreadable };
+
+CollectorStatus finish(KernelLogScanner& scanner, std::string source, KernelLog& out, EmptyLog empty) {
     auto log = scanner.finish(source);
     if (!log) return status_error(kName, log.error());
     out = std::move(*log);
-    CollectorStatus st = out.lines_read == 0 ? status_no_data(kName, "the kernel log is empty", out.source)
-                                             : status_ok(kName);
+    CollectorStatus st = status_ok(kName);
+    if (out.lines_read == 0 && empty == EmptyLog::unreadable) {
+        st = status_no_data(kName, "the kernel log is empty", out.source);
+    } else if (out.lines_read == 0) {
+        st.message = "the kernel log is empty";
+        st.path = out.source;
+    }
     for (auto& note : scanner.notes()) st.problems.push_back({out.source, note});
     return st;
 }
@@ -50,6 +69,7 @@ CollectorStatus read_user_file(const CollectContext& ctx, const std::string& pat
     }
     ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     KernelLogScanner scanner(scan_options(ctx));
+    feed_earlier_lines(ctx, scanner);
     std::vector<char> buf(kReadChunk);
     for (;;) {
         ssize_t n = ::read(fd, buf.data(), buf.size());
@@ -63,7 +83,7 @@ CollectorStatus read_user_file(const CollectContext& ctx, const std::string& pat
         scanner.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
     }
     ::close(fd);
-    return finish(scanner, path, out);
+    return finish(scanner, path, out, EmptyLog::read);
 }
 
 CollectorStatus read_captured(const CollectContext& ctx, KernelLog& out) {
@@ -75,8 +95,9 @@ CollectorStatus read_captured(const CollectContext& ctx, KernelLog& out) {
         return status_error(kName, text.error());
     }
     KernelLogScanner scanner(scan_options(ctx));
+    feed_earlier_lines(ctx, scanner);
     scanner.feed(*text);
-    return finish(scanner, path, out);
+    return finish(scanner, path, out, EmptyLog::unreadable);
 }
 
 CollectorStatus read_kmsg(const CollectContext& ctx, KernelLog& out) {
@@ -94,6 +115,18 @@ CollectorStatus read_kmsg(const CollectContext& ctx, KernelLog& out) {
     }
     KernelLogScanner scanner(scan_options(ctx));
     scanner.set_format(KernelLogFormat::kmsg);
+    // Records the caller read before (the agent) that the ring has overwritten since: those numbered before the
+    // oldest record still in it, judged first, as the ring once held them.
+    bool earlier_fed = false;
+    auto feed_overwritten = [&](std::optional<uint64_t> oldest_in_ring) {
+        if (std::exchange(earlier_fed, true)) return;
+        for (const auto& line : ctx.options.kernel_log_earlier_lines) {
+            auto seq = kmsg_sequence(line);
+            if (!seq || (oldest_in_ring && *seq >= *oldest_in_ring)) continue;
+            scanner.feed(line);
+            scanner.feed("\n");
+        }
+    };
     std::vector<char> record(kKmsgRecord);
     for (;;) {
         ssize_t n = ::read(fd, record.data(), record.size());
@@ -109,11 +142,13 @@ CollectorStatus read_kmsg(const CollectContext& ctx, KernelLog& out) {
         }
         if (n == 0) break;
         std::string_view rec(record.data(), static_cast<size_t>(n));
+        feed_overwritten(kmsg_sequence(rec));
         scanner.feed(rec);
         if (rec.back() != '\n') scanner.feed("\n");
     }
     ::close(fd);
-    return finish(scanner, path, out);
+    feed_overwritten(std::nullopt);  // an empty ring: every record read before is gone from it
+    return finish(scanner, path, out, EmptyLog::unreadable);
 }
 
 }  // namespace

@@ -324,6 +324,20 @@ ParsedLogLine parse_iso(std::string_view line) {
 
 }  // namespace
 
+std::optional<uint64_t> kmsg_sequence(std::string_view record) {
+    auto comma = record.find(',');
+    if (comma == std::string_view::npos) return std::nullopt;
+    auto rest = record.substr(comma + 1);
+    auto end = rest.find_first_of(",;");
+    if (end == std::string_view::npos || end == 0) return std::nullopt;
+    uint64_t seq = 0;
+    for (char c : rest.substr(0, end)) {
+        if (c < '0' || c > '9') return std::nullopt;
+        seq = seq * 10 + static_cast<uint64_t>(c - '0');
+    }
+    return seq;
+}
+
 ParsedLogLine parse_log_line(std::string_view line, KernelLogFormat format) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     switch (format) {

@@ -27,6 +27,9 @@ struct ParsedLogLine {
 };
 
 ParsedLogLine parse_log_line(std::string_view line, KernelLogFormat format);
+// The sequence number of a /dev/kmsg record "PRIO,SEQ,USEC,FLAGS;message" (it counts every record the kernel
+// logged since boot), or nullopt when the record has no "PRIO,SEQ," prefix.
+std::optional<uint64_t> kmsg_sequence(std::string_view record);
 // The format whose prefix this one line has, or unknown.
 KernelLogFormat detect_line_format(std::string_view line);
 // The format most of the first lines of a log have, or unknown (the caller says which are accepted).

@@ -27,7 +27,6 @@
 #include "model/layer_json.hpp"
 #include "model/snapshot_keys.hpp"
 #include "rules/diagnose.hpp"
-#include "rules/xid_policy.hpp"  // parse_severity
 
 namespace gpudx {
 

@@ -17,6 +17,9 @@ struct LayerReport {
     LayerState state = LayerState::ok;
     std::string reason;   // for not_evaluated: why; otherwise a one-line summary
     bool trusted = true;  // false above the failure boundary
+    // not_evaluated because its evidence could not be read (a layer every node has, or a collector that
+    // failed), not because it is absent here: the verdict cannot be healthy while one is.
+    bool unreadable = false;
     unsigned errors = 0, warnings = 0;
 };
 
@@ -27,7 +30,9 @@ struct Diagnosis {
     std::vector<Finding> findings;  // errors first, then warnings, then info; bottom layer first within each
     std::vector<LayerReport> layers;  // bottom-up
     std::optional<Layer> boundary;    // lowest layer with an error
-    std::string verdict;              // healthy, unhealthy, degraded, unknown
+    // healthy, unhealthy, degraded, unknown ("could not evaluate": nothing read, or a layer unreadable and no
+    // error found in the others)
+    std::string verdict;
     int exit_code = kExitHealthy;
 };
 

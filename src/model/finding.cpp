@@ -32,6 +32,12 @@ std::optional<Layer> parse_layer(std::string_view s) {
     return std::nullopt;
 }
 
+std::optional<Severity> parse_severity(std::string_view s) {
+    for (auto v : {Severity::info, Severity::warning, Severity::error})
+        if (s == to_string(v)) return v;
+    return std::nullopt;
+}
+
 const char* subject_label(const GpuRef& g) { return g.kind == SubjectKind::nvswitch ? "nvswitch" : "gpu"; }
 
 std::string describe(const GpuRef& g) {

@@ -60,11 +60,15 @@ struct Finding {
 const char* to_string(Layer l);
 const char* to_string(Severity s);
 std::optional<Layer> parse_layer(std::string_view s);
+std::optional<Severity> parse_severity(std::string_view s);
 // One line naming a GPU: "GPU-7e37... (0000:00:06.0)".
 std::string describe(const GpuRef& g);
 // "pid 4242 (python, user alice, container docker 3f2a9c0d1e4b, job 17)".
 std::string describe(const ProcessRef& p);
 // The finding as every JSON output writes it (docs/output-formats.md).
 nlohmann::json finding_to_json(const Finding& f);
+// Reads back what finding_to_json wrote (the agent's saved state); nullopt when the id, layer or severity is
+// missing or unknown.
+std::optional<Finding> finding_from_json(const nlohmann::json& j);
 
 }  // namespace gpudx

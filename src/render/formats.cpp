@@ -171,8 +171,18 @@ std::string slurm_reason(const Diagnosis& d) {
     return ascii;
 }
 
+namespace {
+// Why a diagnosis could not evaluate the node, for one-line formats: the layers that could not be read.
+std::string could_not_evaluate(const Diagnosis& d) {
+    std::string unread;
+    for (auto& l : d.layers)
+        if (l.unreadable) unread += (unread.empty() ? "" : ", ") + std::string(to_string(l.layer));
+    return unread.empty() ? "could not evaluate any layer" : "could not read " + unread;
+}
+}  // namespace
+
 PluginResult node_problem_detector(const Diagnosis& d) {
-    if (d.exit_code == kExitUnknown) return {2, "gpudx: could not evaluate any layer"};
+    if (d.exit_code == kExitUnknown) return {2, "gpudx: " + could_not_evaluate(d)};
     auto* f = most_severe(d, Severity::error);
     if (!f) {
         auto warnings = std::count_if(d.findings.begin(), d.findings.end(),
@@ -192,7 +202,7 @@ PluginResult nagios(const Snapshot& s, const Diagnosis& d) {
         warnings += f.severity == Severity::warning;
     }
     std::string perf = fmt::format("| errors={} warnings={} gpus_pcie={}", errors, warnings, s.pcie.gpus.size());
-    if (d.exit_code == kExitUnknown) return {3, "GPUDX UNKNOWN - could not evaluate any layer " + perf};
+    if (d.exit_code == kExitUnknown) return {3, "GPUDX UNKNOWN - " + could_not_evaluate(d) + " " + perf};
     auto* f = most_severe(d, Severity::warning);
     if (!f) return {0, "GPUDX OK - " + d.verdict + " " + perf};
     std::string head = f->severity == Severity::error ? "GPUDX CRITICAL - " : "GPUDX WARNING - ";

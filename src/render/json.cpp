@@ -21,6 +21,7 @@ nlohmann::json diagnosis_to_json(const Snapshot& s, const Diagnosis& d) {
                           {"state", to_string(l.state)},
                           {"reason", l.reason},
                           {"trusted", l.trusted},
+                          {"unreadable", l.unreadable},
                           {"errors", l.errors},
                           {"warnings", l.warnings}});
     auto& findings = j["findings"] = nlohmann::json::array();

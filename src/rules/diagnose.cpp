@@ -54,6 +54,19 @@ std::optional<std::string> not_evaluated_reason(const Snapshot& s, Layer l) {
     return joined;
 }
 
+// Layers every Linux node has: a PCI bus, procfs and a kernel log. Not reading one of them is never "nothing
+// there"; the node cannot be called healthy without it. Other layers may be absent for good (no NVIDIA library
+// on an AMD node, --no-driver), but any layer whose collector failed (an error, a deadline) could not be read
+// either.
+bool every_node_has(Layer l) { return l == Layer::pcie || l == Layer::module || l == Layer::kernel_log; }
+
+bool collector_failed(const Snapshot& s, Layer l) {
+    for (auto collector : collectors_of(l))
+        if (auto* c = s.collector(collector); c && (c->state == CollectorState::error || c->state == CollectorState::timed_out))
+            return true;
+    return false;
+}
+
 }  // namespace
 
 constinit const RuleTable kEngineRules{"engine", kRules};
@@ -85,7 +98,7 @@ Diagnosis diagnose(const Snapshot& snapshot, const DiagnoseOptions& options, std
         return a.layer < b.layer;
     });
 
-    bool any_evaluated = false;
+    bool any_evaluated = false, any_unreadable = false;
     for (auto l : kAllLayers) {
         LayerReport r;
         r.layer = l;
@@ -101,6 +114,7 @@ Diagnosis diagnose(const Snapshot& snapshot, const DiagnoseOptions& options, std
         } else if (why_not) {
             r.state = LayerState::not_evaluated;
             r.reason = *why_not;
+            r.unreadable = every_node_has(l) || collector_failed(snapshot, l);
         } else if (r.warnings) {
             r.state = LayerState::warning;
             r.reason = fmt::format("{} warning(s)", r.warnings);
@@ -108,6 +122,7 @@ Diagnosis diagnose(const Snapshot& snapshot, const DiagnoseOptions& options, std
             r.state = LayerState::ok;
         }
         if (r.state != LayerState::not_evaluated) any_evaluated = true;
+        if (r.unreadable) any_unreadable = true;
         if (r.errors && !d.boundary) d.boundary = l;
         r.trusted = !d.boundary || l == *d.boundary ? true : false;
         if (d.boundary && l != *d.boundary) r.trusted = false;
@@ -119,7 +134,8 @@ Diagnosis diagnose(const Snapshot& snapshot, const DiagnoseOptions& options, std
     if (errors) {
         d.verdict = "unhealthy";
         d.exit_code = kExitErrors;
-    } else if (!any_evaluated) {
+    } else if (!any_evaluated || any_unreadable) {
+        // Fail closed: what could not be read may hold the error that would drain the node.
         d.verdict = "unknown";
         d.exit_code = kExitUnknown;
     } else if (warnings) {

@@ -339,13 +339,6 @@ Result<XidPolicy> parse_policy(std::string_view text, const std::string& origin,
 
 }  // namespace
 
-std::optional<Severity> parse_severity(std::string_view s) {
-    if (s == "info") return Severity::info;
-    if (s == "warning") return Severity::warning;
-    if (s == "error") return Severity::error;
-    return std::nullopt;
-}
-
 const XidRule& XidPolicy::rule(int code) const {
     auto it = rules.find(code);
     return it == rules.end() ? fallback : it->second;

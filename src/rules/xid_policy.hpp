@@ -80,8 +80,6 @@ Result<XidPolicy> parse_xid_policy(std::string_view text, const std::string& ori
 // buckets either declares.
 Result<XidPolicy> load_xid_policy_file(const std::string& path);
 
-std::optional<Severity> parse_severity(std::string_view s);
-
 // Xid and SXid codes are positive and at most this (the driver prints them as decimal numbers of up to 5 digits).
 inline constexpr int kMaxXidCode = 99999;
 

@@ -193,20 +193,25 @@ Finding finding(std::string id, Severity sev, std::string pci, std::string messa
     return f;
 }
 
+// The event a finding makes when it first appears.
+AgentEvent appeared_event(const Finding& f, int64_t time_ms) { return FindingLedger().advance({f}, {}, time_ms).at(0); }
+
 TEST(AgentEvents, AFindingThatAppearsOrClearsIsAnEvent) {
     std::vector<Finding> before = {finding("kernel_log.xid", Severity::error, "0000:00:06.0"),
                                    finding("pcie.link_degraded", Severity::warning, "0000:00:07.0")};
     std::vector<Finding> after = {finding("kernel_log.xid", Severity::error, "0000:00:06.0", "2 Xid 79 events"),
                                   finding("kernel_log.xid", Severity::error, "0000:00:08.0"),
                                   finding("kernel_log.summary", Severity::info, "")};
-    auto events = diff_findings(before, after, 1000);
+    FindingLedger ledger;
+    ledger.advance(before, {}, 500);
+    auto events = ledger.advance(after, {}, 1000);
     ASSERT_EQ(events.size(), 2u);
     EXPECT_EQ(events[0].kind, "appeared");
     EXPECT_EQ(events[0].gpu_pci, "0000:00:08.0");
     EXPECT_EQ(events[0].severity, "error");
     EXPECT_EQ(events[1].kind, "cleared");
     EXPECT_EQ(events[1].finding, "pcie.link_degraded");
-    EXPECT_TRUE(diff_findings(after, after, 2000).empty());
+    EXPECT_TRUE(ledger.advance(after, {}, 2000).empty());
 }
 
 TEST(AgentEvents, EventTimesAreUnixSecondsIsoOrAnAge) {
@@ -220,7 +225,7 @@ TEST(AgentEvents, EventTimesAreUnixSecondsIsoOrAnAge) {
     EXPECT_EQ(parse_event_time("2h", now), now - 7'200'000);
     EXPECT_FALSE(parse_event_time("yesterday", now));
     EXPECT_EQ(format_event_time(1'764'634'443'250), "2025-12-02T00:14:03.250Z");
-    auto e = event_from_json(event_to_json(diff_findings({}, {finding("a.b", Severity::error, "0000:00:06.0")}, 5)[0]));
+    auto e = event_from_json(event_to_json(appeared_event(finding("a.b", Severity::error, "0000:00:06.0"), 5)));
     EXPECT_EQ(e.finding, "a.b");
     EXPECT_EQ(e.gpu_pci, "0000:00:06.0");
     EXPECT_EQ(e.time_ms, 5);
@@ -231,8 +236,7 @@ TEST(AgentEvents, EventTimesAreUnixSecondsIsoOrAnAge) {
 std::vector<AgentEvent> some_events(int n, int64_t t0) {
     std::vector<AgentEvent> v;
     for (int i = 0; i < n; ++i) {
-        auto e = diff_findings({}, {finding("kernel_log.xid", Severity::error, "0000:00:06.0", std::string(200, 'e'))},
-                               t0 + i)[0];
+        auto e = appeared_event(finding("kernel_log.xid", Severity::error, "0000:00:06.0", std::string(200, 'e')), t0 + i);
         v.push_back(e);
     }
     return v;

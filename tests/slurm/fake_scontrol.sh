@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A stand-in for Slurm's scontrol, for tests of `gpudx diagnose --drain` without a cluster. It keeps one
 # node's state in files under $FAKE_SCONTROL_STATE: node (its name), state (e.g. IDLE), reason, and appends
-# every call to calls. A file `fail` makes every call fail with its text; a file `hang` makes it hang.
+# every call to calls. A file `fail` makes every call fail with its text; a file `hang` makes it hang; a file
+# `hang_after_update` makes an update take effect, then hang (its PID in `hanging_pid`): a caller killed then
+# has changed the node without hearing so.
 set -u
 d=${FAKE_SCONTROL_STATE:?FAKE_SCONTROL_STATE must name the fake scontrol state directory}
 printf '%s\n' "$*" >> "$d/calls"
@@ -46,6 +48,7 @@ if [[ ${1:-} == update ]]; then
       echo "$base" > "$d/state"; rm -f "$d/reason" ;;
     *) echo "scontrol: error: no state given"; exit 1 ;;
   esac
+  if [[ -f $d/hang_after_update ]]; then echo $$ > "$d/hanging_pid"; sleep 60; fi
   exit 0
 fi
 echo "scontrol: fake: unsupported command: $*" >&2

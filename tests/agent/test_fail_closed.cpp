@@ -1,0 +1,266 @@
+// Failing closed (issue 28): what could not be read is never health, a warning that becomes an error is news,
+// the agent's memory survives a restart, and no line of a followed file is lost to a rotation or a rewrite.
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "agent/events.hpp"
+#include "agent/follow.hpp"
+#include "agent/store.hpp"
+#include "collect/collectors.hpp"
+#include "rules/diagnose.hpp"
+#include "test_support.hpp"
+
+namespace gpudx {
+namespace {
+
+using namespace std::chrono_literals;
+
+Finding xid(Severity sev, std::string message = "Xid") {
+    Finding f;
+    f.id = "kernel_log.xid";
+    f.layer = Layer::kernel_log;
+    f.severity = sev;
+    f.subjects = {GpuRef{"GPU-63acd0f2-e950-182f-ae7d-ac246f19966d", "0000:00:06.0"}};
+    f.message = std::move(message);
+    return f;
+}
+
+Finding link_degraded() {
+    Finding f;
+    f.id = "pcie.link_degraded";
+    f.layer = Layer::pcie;
+    f.severity = Severity::warning;
+    f.subjects = {GpuRef{"GPU-63acd0f2-e950-182f-ae7d-ac246f19966d", "0000:00:06.0"}};
+    f.message = "Gen5 x8 of x16";
+    return f;
+}
+
+// ---- the ledger of open findings
+
+TEST(AgentLedger, AWarningThatBecomesAnErrorIsAnEvent) {
+    FindingLedger ledger;
+    ASSERT_EQ(ledger.advance({xid(Severity::warning, "Xid 13")}, {}, 1000).size(), 1u);
+    auto events = ledger.advance({xid(Severity::error, "Xid 13, Xid 79")}, {}, 2000);
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(events[0].kind, "changed");
+    EXPECT_EQ(events[0].severity, "error");
+    EXPECT_NE(events[0].message.find("was warning, now error"), std::string::npos) << events[0].message;
+    // And back down is news too.
+    auto down = ledger.advance({xid(Severity::warning)}, {}, 3000);
+    ASSERT_EQ(down.size(), 1u);
+    EXPECT_EQ(down[0].kind, "changed");
+}
+
+TEST(AgentLedger, AFindingOfALayerThatCouldNotBeReadStaysOpenAndIsCarried) {
+    FindingLedger ledger;
+    ledger.advance({xid(Severity::error), link_degraded()}, {}, 1000);
+    std::map<Layer, std::string> unread = {{Layer::kernel_log, "cannot open kern.log: Permission denied"}};
+    auto carried = ledger.carried(unread);
+    ASSERT_EQ(carried.size(), 1u);
+    EXPECT_EQ(carried[0].id, "kernel_log.xid");
+    EXPECT_EQ(carried[0].severity, Severity::error);
+    ASSERT_FALSE(carried[0].evidence.empty());
+    EXPECT_NE(carried[0].evidence.back().value.find("Permission denied"), std::string::npos);
+    // The diagnosis judged the carried copy beside what was read: no event, nothing cleared.
+    EXPECT_TRUE(ledger.advance({carried[0], link_degraded()}, unread, 2000).empty());
+    // Even a diagnosis that left the carried copy out clears nothing of the unread layer.
+    EXPECT_TRUE(ledger.advance({link_degraded()}, unread, 3000).empty());
+    // Read again, and without it: cleared then.
+    auto events = ledger.advance({link_degraded()}, {}, 4000);
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(events[0].kind, "cleared");
+    EXPECT_EQ(events[0].finding, "kernel_log.xid");
+}
+
+TEST(AgentLedger, ARestoredLedgerRecordsNothingAgain) {
+    FindingLedger ledger;
+    ledger.advance({xid(Severity::error), link_degraded()}, {}, 1000);
+    auto restored = FindingLedger::from_json(nlohmann::json::parse(ledger.to_json().dump()));
+    EXPECT_EQ(restored.open().size(), 2u);
+    EXPECT_TRUE(restored.advance({xid(Severity::error, "2 Xid 79 events"), link_degraded()}, {}, 2000).empty());
+    // What cannot be read back is skipped, not a crash.
+    EXPECT_TRUE(FindingLedger::from_json(nlohmann::json::parse(R"([1, {"finding": {"id": "x"}}, "y"])")).open().empty());
+    EXPECT_TRUE(FindingLedger::from_json(nlohmann::json()).open().empty());
+}
+
+// ---- the agent's state in the event store
+
+TEST(AgentStoreState, StateIsCommittedWithTheEventsAndReadBackAfterAReopen) {
+    auto dir = test::scratch("store-state");
+    EventStoreOptions o;
+    o.path = (dir / "events.db").string();
+    {
+        auto store = EventStore::open(o);
+        ASSERT_TRUE(store) << store.error().message;
+        EXPECT_FALSE((*store)->state("open_findings"));
+        std::vector<AgentEvent> events = {agent_note("one", 1)};
+        ASSERT_TRUE((*store)->append(events, {{"open_findings", "[1]"}, {"drain_intent", "{}"}}));
+        std::vector<AgentEvent> none;
+        ASSERT_TRUE((*store)->append(none, {{"drain_intent", ""}}));
+    }
+    auto store = EventStore::open(o);
+    ASSERT_TRUE(store);
+    EXPECT_EQ((*store)->state("open_findings"), "[1]");
+    EXPECT_EQ((*store)->state("drain_intent"), "");
+    std::filesystem::remove_all(dir);
+}
+
+// ---- followed files: every generation's lines
+
+class Generations {
+public:
+    FollowSink sink() {
+        FollowSink s;
+        s.line = [this](std::string_view l) { add("line:" + std::string(l)); };
+        s.initial_line = [this](std::string_view l) { add("initial:" + std::string(l)); };
+        s.note = [this](std::string n) { add("note:" + n); };
+        s.lost = [](uint64_t) {};
+        s.generation_ended = [this] { add("ended"); };
+        return s;
+    }
+    // Waits until `entry` has been seen (a deadline only as a safety net).
+    bool wait(const std::string& entry) {
+        std::unique_lock lock(m_);
+        return cv_.wait_for(lock, 30s, [&] { return std::find(seen_.begin(), seen_.end(), entry) != seen_.end(); });
+    }
+    std::vector<std::string> seen() {
+        std::lock_guard lock(m_);
+        return seen_;
+    }
+
+private:
+    void add(std::string s) {
+        {
+            std::lock_guard lock(m_);
+            seen_.push_back(std::move(s));
+        }
+        cv_.notify_all();
+    }
+    std::mutex m_;
+    std::condition_variable cv_;
+    std::vector<std::string> seen_;
+};
+
+void append_to(const std::string& path, const std::string& text) {
+    std::ofstream out(path, std::ios::app | std::ios::binary);
+    out << text;
+}
+
+size_t position(const std::vector<std::string>& v, const std::string& entry) {
+    return static_cast<size_t>(std::find(v.begin(), v.end(), entry) - v.begin());
+}
+
+class AgentGenerations : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir_ = test::scratch("generations");
+        path_ = (dir_ / "kern.log").string();
+        test::write_file(path_, "[    1.0] first line of the log\n[    2.0] NVRM: Xid (PCI:0000:00:06): 13, pid=1\n");
+        stop_ = ::eventfd(0, EFD_CLOEXEC);
+        sink_ = seen_.sink();
+        thread_ = std::thread([this] { follow_file(path_, stop_, sink_); });
+        ASSERT_TRUE(seen_.wait("initial:[    2.0] NVRM: Xid (PCI:0000:00:06): 13, pid=1"));
+    }
+    void TearDown() override {
+        uint64_t one = 1;
+        (void)!::write(stop_, &one, sizeof one);
+        thread_.join();
+        ::close(stop_);
+        std::filesystem::remove_all(dir_);
+    }
+    std::filesystem::path dir_;
+    std::string path_;
+    int stop_ = -1;
+    Generations seen_;
+    FollowSink sink_;
+    std::thread thread_;
+};
+
+TEST_F(AgentGenerations, ARotatedGenerationEndsAfterItsLastLine) {
+    // Written just before the rotation, and into the renamed-away file after it.
+    append_to(path_, "[    3.0] before the rename\n");
+    std::filesystem::rename(path_, path_ + ".1");
+    append_to(path_ + ".1", "[    4.0] into the renamed-away file\n");
+    test::write_file(path_, "[    5.0] the new file\n");
+    ASSERT_TRUE(seen_.wait("line:[    5.0] the new file"));
+    auto v = seen_.seen();
+    auto ended = position(v, "ended");
+    ASSERT_LT(ended, v.size());
+    EXPECT_LT(position(v, "line:[    3.0] before the rename"), ended);
+    EXPECT_LT(position(v, "line:[    4.0] into the renamed-away file"), ended);
+    EXPECT_GT(position(v, "line:[    5.0] the new file"), ended);
+}
+
+TEST_F(AgentGenerations, ACopytruncateFollowedAtOnceByALargerWriteIsANewGeneration) {
+    // Longer than what was read: the size alone does not show the truncation.
+    std::string bigger = "[   10.0] after the copytruncate " + std::string(200, 'x') + "\n";
+    { std::ofstream rewrite(path_, std::ios::trunc | std::ios::binary); rewrite << bigger; }
+    ASSERT_TRUE(seen_.wait("line:" + bigger.substr(0, bigger.size() - 1)));
+    auto v = seen_.seen();
+    EXPECT_LT(position(v, "ended"), position(v, "line:" + bigger.substr(0, bigger.size() - 1)));
+}
+
+TEST_F(AgentGenerations, ASameSizeRewriteIsANewGeneration) {
+    std::string old_text = test::read_all(path_);
+    std::string same_size = old_text;
+    same_size.replace(same_size.find("13, pid=1"), 9, "79, pid=2");
+    ASSERT_EQ(same_size.size(), old_text.size());
+    { std::ofstream rewrite(path_, std::ios::trunc | std::ios::binary); rewrite << same_size; }
+    ASSERT_TRUE(seen_.wait("line:[    2.0] NVRM: Xid (PCI:0000:00:06): 79, pid=2"));
+    auto v = seen_.seen();
+    EXPECT_LT(position(v, "ended"), position(v, "line:[    2.0] NVRM: Xid (PCI:0000:00:06): 79, pid=2"));
+}
+
+// ---- the verdict
+
+TEST(FailClosed, ARootWithNothingReadableIsNotHealthy) {
+    auto dir = test::scratch("empty-root");
+    Root root(dir);
+    CollectOptions o;
+    o.probe_driver = false;
+    auto d = diagnose(take_snapshot(root, o), {});
+    EXPECT_EQ(d.exit_code, kExitUnknown) << d.verdict;
+    for (auto l : {Layer::pcie, Layer::module, Layer::kernel_log}) {
+        auto it = std::find_if(d.layers.begin(), d.layers.end(), [&](auto& r) { return r.layer == l; });
+        ASSERT_NE(it, d.layers.end());
+        EXPECT_TRUE(it->unreadable) << to_string(l);
+    }
+    std::filesystem::remove_all(dir);
+}
+
+TEST(FailClosed, AKernelLogThatCannotBeReadIsNotHealthyOnAHealthyCapture) {
+    auto fixture = std::string(GPUDX_SOURCE_DIR) + "/tests/fixtures/h200x2";
+    auto [healthy_rc, healthy] = test::run_gpudx("diagnose --root " + fixture + " --no-driver");
+    ASSERT_EQ(healthy_rc, 0) << healthy;
+    // A regular file that opens but fails to read (EIO), as a log on a failing disk does, whoever runs it.
+    auto [rc, out] = test::run_gpudx("diagnose --root " + fixture + " --no-driver --kernel-log /proc/self/mem");
+    EXPECT_EQ(rc, 3) << out;
+    EXPECT_NE(out.find("Could not evaluate: kernel_log"), std::string::npos) << out;
+}
+
+TEST(FailClosed, AnEmptyLogTheUserNamedIsReadButAnEmptyKernelRingIsNot) {
+    auto fixture = std::string(GPUDX_SOURCE_DIR) + "/tests/fixtures/h200x2";
+    auto dir = test::scratch("empty-log");
+    auto log = test::write_file(dir / "empty.log", "");
+    auto [rc, out] = test::run_gpudx("diagnose --root " + fixture + " --no-driver --kernel-log " + log);
+    EXPECT_EQ(rc, 0) << out;
+    // A capture whose dmesg.txt is empty: a running kernel's log always holds its boot.
+    auto copy = dir / "root";
+    std::filesystem::copy(fixture, copy, std::filesystem::copy_options::recursive);
+    test::write_file(copy / "_commands/dmesg.txt", "");
+    auto [rc2, out2] = test::run_gpudx("diagnose --root " + copy.string() + " --no-driver");
+    EXPECT_EQ(rc2, 3) << out2;
+    std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpudx
