@@ -126,6 +126,9 @@ private:
     // Drains or resumes the Slurm node as the diagnosis says, recording the intent before scontrol runs and
     // the outcome after.
     void drain_or_resume(const Diagnosis& d, const std::map<Layer, std::string>& unread);
+    // Records what the previous run's unrecorded drain or resume did, from the node's state; false when that
+    // state could not be read (the decision waits).
+    bool resolve_interrupted_drain();
     // The drain, resume or failure to record for scontrol's answer, if any.
     std::optional<AgentEvent> slurm_event(const Diagnosis& d, const std::string& reason,
                                           const Result<SlurmDrainResult>& r);
@@ -567,6 +570,8 @@ void Agent::drain_or_resume(const Diagnosis& d, const std::map<Layer, std::strin
             resume_held_.clear();
         }
     }
+    // A drain the previous run made and did not record is recorded before a new intent takes its place.
+    if (!resolve_interrupted_drain()) return;
     std::string reason = slurm_reason(d);
     // The intent is on disk before scontrol runs: a kill -9 between the two leaves it for the next start to
     // resolve against the node's state, instead of a drain with no record.
@@ -583,35 +588,45 @@ void Agent::drain_or_resume(const Diagnosis& d, const std::map<Layer, std::strin
     } else if (r && r->action == SlurmAction::resume) {
         drain_layers_.clear();
         state[kStateDrainLayers] = "";
-    } else if (r && interrupted_drain_) {
-        // The previous run stopped between scontrol and recording it: the node's state says what it did.
-        const auto& before = r->before;
-        int was = interrupted_drain_->value("exit_code", kExitUnknown);
-        bool ours = before.drain && is_gpudx_reason(before.reason);
-        if (ours && was == kExitErrors) {
-            AgentEvent e;
-            e.time_ms = now_ms();
-            e.kind = "drained";
-            e.message = fmt::format("Slurm node {} was drained by gpudx ({}) just before the agent stopped; recorded "
-                                    "after its restart",
-                                    o_.slurm.node, before.reason);
-            events.push_back(std::move(e));
-            drain_layers_ = layers_from_json(interrupted_drain_->value("layers", nlohmann::json::array()));
-            state[kStateDrainLayers] = json_text(layers_json(drain_layers_));
-        } else if (!before.drain && (was == kExitHealthy || was == kExitWarnings) && !drain_layers_.empty()) {
-            AgentEvent e;
-            e.time_ms = now_ms();
-            e.kind = "resumed";
-            e.message = fmt::format("Slurm node {} ({}) was resumed by gpudx just before the agent stopped; recorded "
-                                    "after its restart",
-                                    o_.slurm.node, before.state);
-            events.push_back(std::move(e));
-            drain_layers_.clear();
-            state[kStateDrainLayers] = "";
-        }
     }
-    if (r || !interrupted_drain_) interrupted_drain_.reset();
     record(std::move(events), state);
+}
+
+bool Agent::resolve_interrupted_drain() {
+    if (!interrupted_drain_) return true;
+    auto node = read_slurm_node(o_.slurm);
+    if (!node) {
+        // Asked again at the next decision; until then no new intent replaces this one.
+        if (auto e = slurm_event({}, {}, std::unexpected(node.error()))) record({std::move(*e)});
+        return false;
+    }
+    int was = interrupted_drain_->value("exit_code", int{kExitUnknown});
+    bool ours = node->drain && is_gpudx_reason(node->reason);
+    std::map<std::string, std::string> state{{kStateDrainIntent, ""}};
+    std::vector<AgentEvent> events;
+    AgentEvent e;
+    e.time_ms = now_ms();
+    if (ours && was == kExitErrors && node->reason == interrupted_drain_->value("reason", std::string())) {
+        e.kind = "drained";
+        e.message = fmt::format("Slurm node {} was drained by gpudx ({}) just before the agent stopped; recorded "
+                                "after its restart",
+                                o_.slurm.node, node->reason);
+        events.push_back(std::move(e));
+        drain_layers_ = layers_from_json(interrupted_drain_->value("layers", nlohmann::json::array()));
+        state[kStateDrainLayers] = json_text(layers_json(drain_layers_));
+    } else if (!node->drain && (was == kExitHealthy || was == kExitWarnings) && !drain_layers_.empty()) {
+        e.kind = "resumed";
+        e.message = fmt::format("Slurm node {} ({}) was resumed by gpudx just before the agent stopped; recorded "
+                                "after its restart",
+                                o_.slurm.node, node->state);
+        events.push_back(std::move(e));
+        drain_layers_.clear();
+        state[kStateDrainLayers] = "";
+    }
+    for (const auto& ev : events) std::fprintf(stderr, "gpudx agent: %s\n", ev.message.c_str());
+    record(std::move(events), state);
+    interrupted_drain_.reset();
+    return true;
 }
 
 std::optional<AgentEvent> Agent::slurm_event(const Diagnosis& d, const std::string& reason,

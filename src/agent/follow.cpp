@@ -146,11 +146,15 @@ public:
         if (!open_file()) return;
         if (!sink_.initial_line) {
             offset_ = ::lseek(fd_, 0, SEEK_END);
-            remember_edges();
+            tail_ = edge_bytes(std::max<off_t>(0, offset_ - static_cast<off_t>(kEdgeBytes)), kEdgeBytes);
+            head_ = edge_bytes(0, static_cast<size_t>(std::min<off_t>(offset_, kEdgeBytes)));
             return;
         }
-        // A last line still being written stays in the splitter: its end comes through line() as one line.
-        read_to_end(sink_.initial_line);
+        // Only what was there when it was opened is initial: a line written while it is read is a new one. A
+        // last line still being written stays in the splitter: its end comes through line() as one line.
+        struct stat st{};
+        off_t initial_end = ::fstat(fd_, &st) == 0 ? st.st_size : 0;
+        read_to_end(sink_.initial_line, initial_end);
     }
 
     // Brings the follow up to date with the file under the name now.
@@ -203,6 +207,8 @@ private:
         ino_ = st.st_ino;
         dev_ = st.st_dev;
         offset_ = 0;
+        head_.clear();
+        tail_.clear();
         had_file_before_ = had_file_;
         had_file_ = true;
         vanished_ = false;
@@ -215,46 +221,54 @@ private:
         fd_ = -1;
     }
 
-    void read_to_end(const std::function<void(std::string_view)>& line) {
+    // Reads to the end of the file, or to `until` bytes.
+    void read_to_end(const std::function<void(std::string_view)>& line, std::optional<off_t> until = std::nullopt) {
         if (fd_ < 0) return;
         for (;;) {
-            ssize_t n = ::read(fd_, buf_.data(), buf_.size());
+            size_t want = buf_.size();
+            if (until) {
+                if (offset_ >= *until) break;
+                want = std::min(want, static_cast<size_t>(*until - offset_));
+            }
+            ssize_t n = ::read(fd_, buf_.data(), want);
             if (n < 0 && errno == EINTR) continue;
             if (n < 0) {
                 report(fmt::format("cannot read {}: {}", path_, std::strerror(errno)));
                 break;
             }
             if (n == 0) break;
+            std::string_view got(buf_.data(), static_cast<size_t>(n));
+            remember_edges(got);
             offset_ += n;
-            split_.feed(std::string_view(buf_.data(), static_cast<size_t>(n)), line);
+            split_.feed(got, line);
         }
-        remember_edges();
     }
-
     void end_generation() {
         split_.clear();
+        head_.clear();
+        tail_.clear();
         if (sink_.generation_ended) sink_.generation_ended();
     }
 
-    // The bytes at the file's start and just before what was read: a file rewritten in place shows in one of
-    // them even when its size grew past what was read (a copytruncate and a large write at once) or stayed
-    // the same. A log only ever appends, so neither changes while it is followed.
+    // The bytes at the file's start and the last ones read, as they were read: a file rewritten in place shows
+    // in one of them even when its size grew past what was read (a copytruncate and a large write at once) or
+    // stayed the same. A log only ever appends, so neither changes while it is followed.
+    void remember_edges(std::string_view got) {
+        if (offset_ < static_cast<off_t>(kEdgeBytes))
+            head_.append(got.substr(0, std::min(got.size(), kEdgeBytes - static_cast<size_t>(offset_))));
+        tail_.append(got);
+        if (tail_.size() > kEdgeBytes) tail_.erase(0, tail_.size() - kEdgeBytes);
+    }
     std::string edge_bytes(off_t at, size_t n) const {
         std::string out(n, '\0');
         ssize_t got = ::pread(fd_, out.data(), n, at);
         out.resize(got > 0 ? static_cast<size_t>(got) : 0);
         return out;
     }
-    void remember_edges() {
-        if (fd_ < 0) return;
-        head_ = edge_bytes(0, static_cast<size_t>(std::min<off_t>(offset_, kEdgeBytes)));
-        off_t tail_at = std::max<off_t>(0, offset_ - static_cast<off_t>(kEdgeBytes));
-        tail_ = edge_bytes(tail_at, static_cast<size_t>(offset_ - tail_at));
-    }
     bool rewritten() const {
         if (fd_ < 0 || offset_ == 0) return false;
-        off_t tail_at = std::max<off_t>(0, offset_ - static_cast<off_t>(kEdgeBytes));
-        return edge_bytes(0, head_.size()) != head_ || edge_bytes(tail_at, tail_.size()) != tail_;
+        return edge_bytes(0, head_.size()) != head_ ||
+               edge_bytes(offset_ - static_cast<off_t>(tail_.size()), tail_.size()) != tail_;
     }
 
     // A problem is said once, not at every change of the directory while it lasts.
@@ -274,7 +288,7 @@ private:
     bool vanished_ = false;  // the name was gone since the file was opened: what takes it is a new file
     std::string last_problem_;
     static constexpr size_t kEdgeBytes = 4096;
-    std::string head_, tail_;  // the file's first bytes and the last ones read (remember_edges)
+    std::string head_, tail_;  // the file's first bytes and the last ones read, as read (remember_edges)
     LineSplitter split_;
     std::vector<char> buf_ = std::vector<char>(kReadChunk);
 };

@@ -194,6 +194,9 @@ TEST_F(AgentGenerations, ARotatedGenerationEndsAfterItsLastLine) {
     ASSERT_TRUE(seen_.wait("line:[    5.0] the new file"));
     auto v = seen_.seen();
     auto ended = position(v, "ended");
+    std::string all;
+    for (auto& e : v) all += e + "\n";
+    SCOPED_TRACE(all);
     ASSERT_LT(ended, v.size());
     EXPECT_LT(position(v, "line:[    3.0] before the rename"), ended);
     EXPECT_LT(position(v, "line:[    4.0] into the renamed-away file"), ended);
@@ -204,8 +207,11 @@ TEST_F(AgentGenerations, ACopytruncateFollowedAtOnceByALargerWriteIsANewGenerati
     // Longer than what was read: the size alone does not show the truncation.
     std::string bigger = "[   10.0] after the copytruncate " + std::string(200, 'x') + "\n";
     { std::ofstream rewrite(path_, std::ios::trunc | std::ios::binary); rewrite << bigger; }
-    ASSERT_TRUE(seen_.wait("line:" + bigger.substr(0, bigger.size() - 1)));
+    bool seen = seen_.wait("line:" + bigger.substr(0, bigger.size() - 1));
     auto v = seen_.seen();
+    std::string all;
+    for (auto& e : v) all += e.substr(0, 60) + "\n";
+    ASSERT_TRUE(seen) << all;
     EXPECT_LT(position(v, "ended"), position(v, "line:" + bigger.substr(0, bigger.size() - 1)));
 }
 
