@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -20,6 +21,7 @@
 #include "agent/follow.hpp"
 #include "agent/nvml_watch.hpp"
 #include "agent/store.hpp"
+#include "follow_support.hpp"
 #include "test_support.hpp"
 #include "vendor/nvml/events.hpp"
 
@@ -121,9 +123,7 @@ protected:
         dir_ = test::scratch("follow");
         path_ = (dir_ / "kern.log").string();
         test::write_file(path_, "old line, already there\n");
-        stop_ = ::eventfd(0, EFD_CLOEXEC);
-        sink_ = collected_.sink();
-        thread_ = std::thread([this] { follow_file(path_, stop_, sink_); });
+        follower_.emplace(path_, collected_.sink());
         // The follower is at the file's end once an appended line comes through; one appended before it got
         // there is behind it, so append until one is seen (the wait is the rendezvous, not a measure).
         bool ready = false;
@@ -134,18 +134,13 @@ protected:
         ASSERT_TRUE(ready);
     }
     void TearDown() override {
-        uint64_t one = 1;
-        (void)!::write(stop_, &one, sizeof one);
-        thread_.join();
-        ::close(stop_);
+        follower_.reset();
         std::filesystem::remove_all(dir_);
     }
     std::filesystem::path dir_;
     std::string path_;
-    int stop_ = -1;
     Collected collected_;
-    FollowSink sink_;
-    std::thread thread_;
+    std::optional<test::FollowerThread> follower_;
 };
 
 TEST_F(AgentFollowFile, StartsAtTheEndAndSeesAppends) {

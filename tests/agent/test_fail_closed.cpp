@@ -1,14 +1,11 @@
 // Failing closed (issue 28): what could not be read is never health, a warning that becomes an error is news,
 // the agent's memory survives a restart, and no line of a followed file is lost to a rotation or a rewrite.
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
-#include <thread>
+#include <optional>
 
 #include <gtest/gtest.h>
 
@@ -17,6 +14,7 @@
 #include "agent/store.hpp"
 #include "collect/collectors.hpp"
 #include "rules/diagnose.hpp"
+#include "follow_support.hpp"
 #include "test_support.hpp"
 
 namespace gpudx {
@@ -165,24 +163,17 @@ protected:
         dir_ = test::scratch("generations");
         path_ = (dir_ / "kern.log").string();
         test::write_file(path_, "[    1.0] first line of the log\n[    2.0] NVRM: Xid (PCI:0000:00:06): 13, pid=1\n");
-        stop_ = ::eventfd(0, EFD_CLOEXEC);
-        sink_ = seen_.sink();
-        thread_ = std::thread([this] { follow_file(path_, stop_, sink_); });
+        follower_.emplace(path_, seen_.sink());
         ASSERT_TRUE(seen_.wait("initial:[    2.0] NVRM: Xid (PCI:0000:00:06): 13, pid=1"));
     }
     void TearDown() override {
-        uint64_t one = 1;
-        (void)!::write(stop_, &one, sizeof one);
-        thread_.join();
-        ::close(stop_);
+        follower_.reset();
         std::filesystem::remove_all(dir_);
     }
     std::filesystem::path dir_;
     std::string path_;
-    int stop_ = -1;
     Generations seen_;
-    FollowSink sink_;
-    std::thread thread_;
+    std::optional<test::FollowerThread> follower_;
 };
 
 TEST_F(AgentGenerations, ARotatedGenerationEndsAfterItsLastLine) {
