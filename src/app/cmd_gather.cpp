@@ -19,6 +19,9 @@ int run_gather(const GatherCmdOptions& o) {
     bool to_stdout = o.output == "-";
     if (to_stdout && o.directory)
         throw UsageError{"gather: --dir and - (the archive on standard output) do not go together"};
+    // As gzip refuses: compressed bytes on a terminal help no one and can leave it in a state it acts on.
+    if (to_stdout && stdout_is_terminal())
+        throw UsageError{"gather -: standard output is a terminal; redirect it to a file or a pipe"};
     GatherOptions g;
     g.output = o.output;
     g.as_directory = o.directory || !(to_stdout || o.output.ends_with(".tar.gz") || o.output.ends_with(".tgz"));

@@ -1,3 +1,6 @@
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -157,8 +160,14 @@ Result<Snapshot> snapshot_from_json(const nlohmann::json& input) {
 }
 
 Result<Snapshot> load_snapshot_file(const std::string& path) {
+    // A directory opens like a file and then reads as nothing: "not valid JSON" would hide the mistake.
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) return fail("a directory, not a snapshot file", path, EISDIR);
     std::ifstream in(path, std::ios::binary);
-    if (!in) return fail("cannot open snapshot", path, errno);
+    if (!in) {
+        int err = errno;
+        return fail(std::string("cannot open snapshot: ") + std::strerror(err), path, err);
+    }
     nlohmann::json j;
     // Fault-isolation boundary: a reader of a third-party format; only the exception carries where the
     // JSON went wrong.

@@ -212,6 +212,17 @@ gather_faults)
   [[ ! -e $work/- ]] || fail "gather - made a folder named -"
   tar -tzf "$work/stdout.tar.gz" > "$work/stdout.list" || fail "gather - wrote no archive tar can read"
   grep -q '_commands/README' "$work/stdout.list" || fail "gather - wrote an archive without the capture"
+  # Not onto a terminal, as gzip refuses.
+  python3 - "$gpudx" <<'PY' || exit 1
+import os, pty, subprocess, sys
+main, tty = pty.openpty()
+p = subprocess.run([sys.argv[1], "gather", "-", "--no-driver", "--no-commands"], stdout=tty, stderr=subprocess.PIPE,
+                   timeout=60)
+os.close(tty)
+os.close(main)
+if p.returncode != 64 or b"terminal" not in p.stderr:
+    sys.exit(f"FAIL: gather - onto a terminal: exit {p.returncode}: {p.stderr[:300]!r}")
+PY
   # The archive to a full device: 74, naming it.
   "$gpudx" gather - --no-driver --no-commands > /dev/full 2> "$work/err"; rc=$?
   [[ $rc == 74 ]] || fail "gather - > /dev/full exited $rc: $(cat "$work/err")"

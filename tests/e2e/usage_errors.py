@@ -95,6 +95,11 @@ def main():
         (["diagnose", "--from", bad_record], [bad_record, "line 3"]),
         (["accept", "--from", bad_record], [bad_record, "not valid JSON"]),
         (["diagnose", "--kernel-log", os.path.join(a.work, "missing.log")] + node, ["--kernel-log", "missing.log"]),
+        (["diagnose", "--kernel-log", a.work] + node, ["--kernel-log", a.work, "Is a directory"]),
+        (["explain", os.path.join(a.work, "missing.log")], ["missing.log", "No such file"]),
+        (["diagnose", "--from", a.work], [a.work, "a directory, not a snapshot file"]),
+        (["diagnose", "--from", os.path.join(a.work, "missing.json")], ["missing.json", "No such file or directory"]),
+        (["gather", "--dir", "-"], ["--dir", "standard output"]),
         (["diagnose", "--root", os.path.join(a.work, "missing")], ["--root", "not a directory"]),
     ]
 
