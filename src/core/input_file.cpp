@@ -70,4 +70,23 @@ Result<void> read_user_input(const std::string& path, const std::function<void(s
     return {};
 }
 
+Result<std::string> read_input_file(const std::string& path, size_t max_bytes) {
+    if (auto usable = check_user_input(path); !usable) {
+        int err = usable.error().sys_errno;
+        return fail(err == ENOENT ? "no such file" : std::strerror(err), path, err);
+    }
+    std::string text;
+    bool too_large = false;
+    auto read = read_user_input(path, [&](std::string_view chunk) {
+        if (too_large || text.size() + chunk.size() > max_bytes) {
+            too_large = true;
+            return;
+        }
+        text.append(chunk);
+    });
+    if (!read) return fail(std::strerror(read.error().sys_errno), path, read.error().sys_errno);
+    if (too_large) return fail(fmt::format("larger than {} MiB", max_bytes >> 20), path, EFBIG);
+    return text;
+}
+
 }  // namespace gpudx

@@ -20,4 +20,11 @@ Result<void> check_user_input(const std::string& path);
 // left it: reopening /proc/self/fd/0 fails for a socket (ENXIO) and starts a file over at its beginning.
 Result<void> read_user_input(const std::string& path, const std::function<void(std::string_view)>& consume);
 
+// The whole of an input file the user named (--from, --baseline, --matrix, --xid-policy, --signatures,
+// --compare), read as read_user_input reads (so a pipe or "-" works too), at most `max_bytes`. A missing file, a
+// directory, an unreadable or oversized one is an error whose message says why without the path (the callers
+// name the file their own way) and whose `path` and `sys_errno` are set. Nothing throws: a directory opened as a
+// std::ifstream once threw from inside libstdc++ on the first read, reported as gpudx's internal error.
+Result<std::string> read_input_file(const std::string& path, size_t max_bytes);
+
 }  // namespace gpudx
