@@ -1,4 +1,6 @@
 // The text helpers every parser uses (core/text.hpp): UTF-8 repair, control-character stripping, numbers.
+#include <cctype>
+
 #include "core/text.hpp"
 #include "fuzz.hpp"
 
@@ -20,6 +22,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         FUZZ_REQUIRE(!(u == 0xC2 && i + 1 < shown.size() && static_cast<unsigned char>(shown[i + 1]) <= 0x9F));
     }
     fuzz::require_json_writable(nlohmann::json(shown));
+
+    // A whole report on its way out: the same, except newlines, and the colour sequences (ESC [ digits ; m)
+    // when asked to keep them; no other ESC.
+    for (bool colours : {false, true}) {
+        std::string report = strip_terminal_controls(in, colours);
+        for (size_t i = 0; i < report.size(); ++i) {
+            auto u = static_cast<unsigned char>(report[i]);
+            if (u == 0x1b) {
+                FUZZ_REQUIRE(colours && i + 1 < report.size() && report[i + 1] == '[');
+                size_t k = i + 2;
+                auto in_sequence = [&](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == ';'; };
+                while (k < report.size() && in_sequence(report[k])) ++k;
+                FUZZ_REQUIRE(k < report.size() && report[k] == 'm');
+                i = k;
+                continue;
+            }
+            FUZZ_REQUIRE((u >= 0x20 || u == '\n') && u != 0x7f);
+            FUZZ_REQUIRE(!(u == 0xC2 && i + 1 < report.size() && static_cast<unsigned char>(report[i + 1]) <= 0x9F));
+        }
+        FUZZ_REQUIRE(strip_terminal_controls(report, colours) == report);
+    }
 
     (void)parse_uint(in);
     (void)parse_uint(in, 16);

@@ -1,12 +1,11 @@
 // The acceptance record: names of its enums, its JSON, and reading an earlier record back.
 #include "actions/accept.hpp"
 
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/input_file.hpp"
 #include "core/text.hpp"
 #include "model/json_support.hpp"
 
@@ -178,12 +177,9 @@ Result<AcceptReport> accept_report_from_json(const nlohmann::json& input) {
 }
 
 Result<AcceptReport> load_accept_report(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return fail("cannot open: " + std::string(std::strerror(errno)), path, errno);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (ss.str().size() > 64u * 1024 * 1024) return fail("file too large for an accept record", path);
-    auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+    auto text = read_input_file(path, 64u << 20);
+    if (!text) return std::unexpected(text.error());  // "no such file", "Is a directory", "larger than 64 MiB"
+    auto j = nlohmann::json::parse(*text, nullptr, false);
     if (j.is_discarded()) return fail("not valid JSON", path);
     auto r = accept_report_from_json(j);
     if (!r) return fail(r.error().message, path);

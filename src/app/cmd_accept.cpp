@@ -98,8 +98,7 @@ int run_accept(const AcceptCmdOptions& o) {
     if (!o.driver_lib_dir.empty()) lib_dir = o.driver_lib_dir;
 
     if (o.visibility_probe) {
-        std::string text = visible_view_to_json(probe_visible_devices(lib_dir)).dump() + "\n";
-        std::fwrite(text.data(), 1, text.size(), stdout);
+        write_output("", visible_view_to_json(probe_visible_devices(lib_dir)).dump() + "\n", OutputKind::data);
         return 0;
     }
 
@@ -189,6 +188,7 @@ int run_accept(const AcceptCmdOptions& o) {
     std::vector<AcceptChange> changes;
     if (old) changes = compare_accept_reports(*old, report);
     std::string text;
+    bool coloured = o.output.empty() && stdout_is_terminal();
     if (o.format == "json") {
         auto j = accept_report_to_json(report);
         if (old) {
@@ -198,10 +198,10 @@ int run_accept(const AcceptCmdOptions& o) {
         }
         text = j.dump(2) + "\n";
     } else {
-        text = render_accept_text(report, o.output.empty() && stdout_is_terminal(), o.verbose);
+        text = render_accept_text(report, coloured, o.verbose);
         if (old) text += "\n" + render_accept_comparison(changes);
     }
-    write_output(o.output, text);
+    write_output(o.output, text, o.format == "json" ? OutputKind::data : text_output(coloured));
     if (!o.from.empty() && old) {
         for (auto& c : changes)
             if (c.worse) return kExitErrors;

@@ -64,8 +64,14 @@ std::vector<std::string> nvml_events_command(const NodeOptions& n) {
 int run_agent_command(const AgentCmdOptions& o) {
     std::error_code ec;
     if (!std::filesystem::is_directory(o.node.root, ec)) throw UsageError{"--root " + o.node.root + ": not a directory"};
+    // Unlike diagnose's, the agent's --kernel-log is read again by every diagnosis and followed as it grows:
+    // a pipe, read once, cannot serve it.
     if (!o.node.kernel_log.empty() && !std::filesystem::is_regular_file(o.node.kernel_log, ec))
-        throw UsageError{"--kernel-log " + o.node.kernel_log + ": no such file"};
+        throw UsageError{"--kernel-log " + o.node.kernel_log +
+                         (std::filesystem::exists(o.node.kernel_log, ec)
+                              ? ": not a regular file (the agent reads it again at every diagnosis and follows it "
+                                "as it grows, which a pipe cannot give)"
+                              : ": no such file")};
     AgentOptions a;
     a.root = o.node.root;
     a.state_dir = o.state_dir;
@@ -117,6 +123,9 @@ CommandRegistrar register_agent{
      [](CLI::App& cmd) -> std::function<int()> {
          auto o = std::make_shared<AgentCmdOptions>();
          add_node_options(cmd, o->node);
+         cmd.get_option("--kernel-log")
+             ->description("Follow this kernel log file (like tail -F) instead of /dev/kmsg: a regular file, read again "
+                           "by every diagnosis");
          cmd.add_option("--interval", o->interval_s, "Seconds between full diagnoses (and after each kernel-log event)")
              ->capture_default_str()
              ->check(CLI::Range(1.0, 86400.0));

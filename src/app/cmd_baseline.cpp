@@ -34,7 +34,7 @@ int run_save(const BaselineOptions& o) {
     NodeRecord r = make_node_record(s);
     r.recorded_at = utc_now_iso8601();
     if (r.gpudx_version.empty()) r.gpudx_version = GPUDX_VERSION;
-    write_output(o.file, node_record_to_json(r).dump(2) + "\n");
+    write_output(o.file, node_record_to_json(r).dump(2) + "\n", OutputKind::data);
     if (o.file != "-") {
         std::string uuids_unknown;
         for (auto& g : r.gpus)
@@ -79,7 +79,7 @@ int run_diff(const BaselineOptions& o) {
         if (!any) text += "No change from the baseline.\n";
         text += fmt::format("Exit {}\n", code);
     }
-    write_output("", text);
+    write_output("", text, o.format == "json" ? OutputKind::data : text_output(stdout_is_terminal()));
     return code;
 }
 

@@ -30,7 +30,7 @@ struct CheckpointCmdOptions {
 
 // A refusal (bad map, foreign PID) is one line on stderr; JSON consumers also get the record.
 int report_refusal(const CheckpointCmdOptions& o, const CheckpointCommandResult& result) {
-    if (o.format == "json") write_output(o.output, checkpoint_result_to_json(result).dump(2) + "\n");
+    if (o.format == "json") write_output(o.output, checkpoint_result_to_json(result).dump(2) + "\n", OutputKind::data);
     std::fprintf(stderr, "gpudx: %s\n", result.usage_error.c_str());
     return kExitUsage;
 }
@@ -64,8 +64,8 @@ int run_checkpoint_cmd(const CheckpointCmdOptions& o) {
     Root root("/");
     auto result = run_checkpoint_command(request, root);
     if (result.exit_code == kExitUsage) return report_refusal(o, result);
-    write_output(o.output, o.format == "json" ? checkpoint_result_to_json(result).dump(2) + "\n"
-                                              : render_checkpoint_text(result));
+    if (o.format == "json") write_output(o.output, checkpoint_result_to_json(result).dump(2) + "\n", OutputKind::data);
+    else write_output(o.output, render_checkpoint_text(result), OutputKind::text);
     if (result.exit_code != 0 && (o.format == "json" || !o.output.empty())) {
         if (result.report.failure)
             std::fprintf(stderr, "gpudx: %s of pid %d failed: %s\n", std::string(step_name(result.report.failure->step)).c_str(),

@@ -61,8 +61,8 @@ int process_exit_code(const Snapshot& s, const NodeOptions& node, int exit_code)
     return any_read ? exit_code : kExitUnknown;
 }
 
-// Drains or resumes this node in Slurm once the report is out (docs/integration.md). Failing to talk to Slurm
-// is its own exit code, so a health checker never mistakes it for a verdict about the GPUs.
+// Drains or resumes this node in Slurm once the report is written, or failed to be (docs/integration.md). Failing
+// to talk to Slurm is its own exit code, so a health checker never mistakes it for a verdict about the GPUs.
 int drain_or_resume(const DiagnoseCmdOptions& o, const Diagnosis& d) {
     auto r = apply_slurm_drain(slurm_drain_options(o.drain), d.exit_code, slurm_reason(d));
     if (!r) {
@@ -119,8 +119,12 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
     auto report = render_report(s, d, o.format, r, prom);
     std::string text = std::move(report.text);
     int exit_code = report.exit_code;
-    write_output(o.output, text);
-    if (o.drain.drain && drain_or_resume(o, d) != 0) return kExitSchedulerFailed;
+    auto written = try_write_output(o.output, text, is_data_format(o.format) ? OutputKind::data : text_output(r.color));
+    // The node's Slurm state follows the verdict even when the report could not be written: a full disk under
+    // the report must not keep an unhealthy node in service. The failed write is told after (exit 74).
+    int drained = o.drain.drain ? drain_or_resume(o, d) : 0;
+    if (!written) throw_write_error(written.error());
+    if (drained != 0) return kExitSchedulerFailed;
     return exit_code;
 }
 

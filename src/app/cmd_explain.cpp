@@ -1,12 +1,7 @@
 // `gpudx explain [FILE|-]`: any pasted text (a kernel log, a journal, a container runtime's or a program's
 // error, nvidia-smi or lspci output) through the kernel-log parser and the signature catalogue, as findings.
 // Nothing of this machine is read unless --here asks for its layers to check the text against.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -16,6 +11,7 @@
 #include "collect/collectors.hpp"
 #include "collect/kernel_log_parse.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "rules/check_context.hpp"
 #include "rules/signatures.hpp"
 #include "rules/xid_policy.hpp"
@@ -36,7 +32,6 @@ struct ExplainCmdOptions {
 
 // Pasted text is read whole, every boot of it; the cap only bounds memory on a giant journal.
 constexpr size_t kMaxKeptLines = 1'000'000;
-constexpr size_t kReadChunk = 1 << 20;
 constexpr size_t kUnrecognisedShown = 20;
 
 KernelLogScanOptions scan_options(const SignatureCatalogue& catalogue) {
@@ -48,7 +43,8 @@ KernelLogScanOptions scan_options(const SignatureCatalogue& catalogue) {
     return o;
 }
 
-// The bytes of FILE, "-" (stdin) or --text, through the scanner.
+// The bytes of FILE, "-" (stdin) or --text, through the scanner. FILE may be a pipe, a FIFO or /dev/stdin:
+// read once, as it comes (core/input_file.hpp).
 KernelLogScanner& read_input(const ExplainCmdOptions& o, KernelLogScanner& scanner, std::string& source) {
     if (o.text) {
         source = "--text";
@@ -56,26 +52,10 @@ KernelLogScanner& read_input(const ExplainCmdOptions& o, KernelLogScanner& scann
         scanner.feed("\n");
         return scanner;
     }
-    int fd = STDIN_FILENO;
-    source = "<stdin>";
-    if (!o.file.empty() && o.file != "-") {
-        source = o.file;
-        fd = ::open(o.file.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) throw UsageError{fmt::format("{}: {}", o.file, std::strerror(errno))};
-    }
-    std::vector<char> buf(kReadChunk);
-    for (;;) {
-        ssize_t n = ::read(fd, buf.data(), buf.size());
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            int err = errno;
-            if (fd != STDIN_FILENO) ::close(fd);
-            throw UsageError{fmt::format("{}: {}", source, std::strerror(err))};
-        }
-        if (n == 0) break;
-        scanner.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
-    }
-    if (fd != STDIN_FILENO) ::close(fd);
+    std::string path = o.file.empty() ? "-" : o.file;
+    source = path == "-" ? "<stdin>" : path;
+    auto read = read_user_input(path, [&](std::string_view chunk) { scanner.feed(chunk); });
+    if (!read) throw UsageError{read.error().message};
     return scanner;
 }
 
@@ -151,7 +131,8 @@ int run_explain(const ExplainCmdOptions& o) {
         catalogue = &site;
     }
     if (o.list) {
-        write_output("", o.format == "json" ? list_json(*catalogue).dump(2) + "\n" : list_text(*catalogue));
+        if (o.format == "json") write_output("", list_json(*catalogue).dump(2) + "\n", OutputKind::data);
+        else write_output("", list_text(*catalogue), OutputKind::text);
         return 0;
     }
     if (o.text && !o.file.empty()) throw UsageError{"explain: give a FILE or --text, not both"};
@@ -212,9 +193,9 @@ int run_explain(const ExplainCmdOptions& o) {
         j["findings"] = nlohmann::json::array();
         for (auto& f : findings) j["findings"].push_back(finding_to_json(f));
         j["unrecognised"] = {{"count", unrecognised.size()}, {"lines", unrecognised}};
-        write_output("", j.dump(2) + "\n");
+        write_output("", j.dump(2) + "\n", OutputKind::data);
     } else {
-        write_output("", report_text(source, s.kernel_log, findings, unrecognised, notes));
+        write_output("", report_text(source, s.kernel_log, findings, unrecognised, notes), OutputKind::text);
     }
     return code;
 }
@@ -223,7 +204,10 @@ CommandRegistrar register_explain{
     {"explain", "Explain pasted text (kernel log, journal, container or program errors): what failed, where, what next", 65,
      [](CLI::App& cmd) -> std::function<int()> {
          auto o = std::make_shared<ExplainCmdOptions>();
-         cmd.add_option("file", o->file, "Text to explain; - or nothing: standard input")->type_name("FILE|-");
+         cmd.add_option("file", o->file,
+                        "Text to explain: a file, a pipe or FIFO (<(journalctl -k)), /dev/stdin; - or nothing: "
+                        "standard input")
+             ->type_name("FILE|-");
          cmd.add_option("--text", o->text, "Explain this text instead of a file")->type_name("STRING");
          cmd.add_option("--format", o->format, "text (default), json")->check(CLI::IsMember({"text", "json"}));
          cmd.add_flag("--here", o->here,

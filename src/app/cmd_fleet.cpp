@@ -50,14 +50,14 @@ int run_fleet_report(const FleetCmdOptions& o) {
         };
     }
     auto report = build_fleet_report(*m, files, std::move(problems), fo);
-    std::string text;
     if (o.format == "json")
-        text = fleet_report_to_json(report).dump(2) + "\n";
+        write_output(o.output, fleet_report_to_json(report).dump(2) + "\n", OutputKind::data);
     else if (o.format == "csv")
-        text = render_fleet_csv(report);
-    else
-        text = render_fleet_text(report, {o.limit, o.output.empty() && stdout_is_terminal()});
-    write_output(o.output, text);
+        write_output(o.output, render_fleet_csv(report), OutputKind::data);
+    else {
+        bool coloured = o.output.empty() && stdout_is_terminal();
+        write_output(o.output, render_fleet_text(report, {o.limit, coloured}), text_output(coloured));
+    }
     return report.exit_code;
 }
 

@@ -84,7 +84,7 @@ int run_ids(const IdsOptions& o) {
             }
         }
     }
-    write_output(o.output, text);
+    write_output(o.output, text, o.format == "json" || o.format == "csv" ? OutputKind::data : OutputKind::text);
     return disagreement ? kExitErrors : kExitHealthy;
 }
 

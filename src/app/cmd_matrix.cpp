@@ -1,5 +1,6 @@
 #include <cstdio>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "app/command.hpp"
@@ -42,7 +43,7 @@ int run_matrix_check(const MatrixOptions& o) {
     auto check = check_node_against_matrix(*m, record, today);
     std::string text = o.format == "json" ? matrix_check_to_json(*m, record, check).dump(2) + "\n"
                                           : render_matrix_check_text(*m, record, check, stdout_is_terminal());
-    write_output("", text);
+    write_output("", text, o.format == "json" ? OutputKind::data : text_output(stdout_is_terminal()));
     return check.exit_code;
 }
 
@@ -51,12 +52,14 @@ int run_matrix_validate(const MatrixOptions& o) {
     auto m = load_matrix(o.matrix);
     if (!m) throw UsageError{m.error().message};
     int code = kExitHealthy;
+    std::string text;
     for (auto& c : m->classes) {
         bool overdue = c.review_by < today;
-        std::printf("%-20s line %-4u owner %s, review by %s%s\n", c.name.c_str(), c.line, c.owner.c_str(),
-                    c.review_by.str().c_str(), overdue ? " (OVERDUE)" : "");
+        text += fmt::format("{:<20} line {:<4} owner {}, review by {}{}\n", c.name, c.line, c.owner, c.review_by.str(),
+                            overdue ? " (OVERDUE)" : "");
         if (overdue) code = kExitWarnings;
     }
+    write_output("", text, OutputKind::text);
     return code;
 }
 

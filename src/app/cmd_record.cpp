@@ -69,13 +69,16 @@ int run_record(const RecordCmdOptions& o) {
     auto record = build_allocation_record(s, env, node, utc_now_iso8601(), reader);
     std::string line = allocation_record_to_json(record).dump();
     if (o.file == "-") {
-        std::fwrite(line.data(), 1, line.size(), stdout);
-        std::fputc('\n', stdout);
-        std::fflush(stdout);
+        write_output("", line + "\n", OutputKind::data);
         return kExitHealthy;
     }
     auto r = append_line(o.file, line, o.fsync);
-    if (!r) throw UsageError{"cannot append the record to " + o.file + ": " + r.error().message};
+    if (!r) {
+        // A full disk loses the record (exit 74); a file that cannot be opened is the caller's mistake (64).
+        Error e = r.error();
+        e.message = "cannot append the record to " + o.file + ": " + e.message;
+        throw_write_error(e);
+    }
     return kExitHealthy;
 }
 

@@ -50,7 +50,7 @@ int run_rules(const RulesOptions& o) {
         text = rules_markdown(rules, scenarios.value_or(ScenarioIndex{}));
     else
         text = rules_text(rules);
-    write_output(o.output, text);
+    write_output(o.output, text, o.format == "json" ? OutputKind::data : OutputKind::text);
     return 0;
 }
 

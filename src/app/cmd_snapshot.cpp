@@ -17,7 +17,7 @@ struct SnapshotOptions {
 int run_snapshot(const SnapshotOptions& o) {
     Snapshot s = collect_node(o.node);
     std::string text = o.format == "json" ? snapshot_to_json(s).dump(2) + "\n" : render_snapshot_text(s);
-    write_output(o.output, text);
+    write_output(o.output, text, o.format == "json" ? OutputKind::data : OutputKind::text);
     return kExitHealthy;
 }
 

@@ -79,7 +79,8 @@ int run_status(const StatusOptions& o) {
     std::string query = "/v1/status?format=" + o.format + (o.verbose ? "&verbose=1" : "");
     auto reply = http_get(where, query, timeout(o.client));
     if (reply && reply->status == 200) {
-        write_output(o.output, reply->body);
+        // The agent's report, rendered there: what reaches a terminal is still this client's to strip.
+        write_output(o.output, reply->body, is_data_format(o.format) ? OutputKind::data : OutputKind::text);
         auto code = reply->headers.find("x-gpudx-exit-code");
         return code == reply->headers.end() ? kExitUnknown : static_cast<int>(parse_int(code->second).value_or(kExitUnknown));
     }
@@ -96,7 +97,7 @@ int run_status(const StatusOptions& o) {
     r.color = o.output.empty() && stdout_is_terminal();
     r.verbose = o.verbose;
     auto report = render_report(s, d, o.format, r);
-    write_output(o.output, report.text);
+    write_output(o.output, report.text, is_data_format(o.format) ? OutputKind::data : text_output(r.color));
     return report.exit_code;
 }
 
@@ -148,7 +149,7 @@ int run_events(const EventsOptions& o) {
         return kExitNoAgent;
     }
     if (o.format == "json") {
-        write_output("", reply->body);
+        write_output("", reply->body, OutputKind::data);
         return 0;
     }
     auto j = nlohmann::json::parse(reply->body, nullptr, false);
@@ -158,7 +159,7 @@ int run_events(const EventsOptions& o) {
     }
     std::vector<AgentEvent> events;
     for (const auto& e : j["events"]) events.push_back(event_from_json(e));
-    write_output("", render_events_text(events));
+    write_output("", render_events_text(events), OutputKind::text);
     return 0;
 }
 

@@ -27,7 +27,7 @@ int run_verify(const VerifyCmdOptions& o) {
     auto report = verify_process(root, o.pid, vo);
     if (!report) throw UsageError{report.error().message};
     std::string text = o.format == "json" ? verify_report_to_json(*report).dump(2) + "\n" : render_verify_text(*report);
-    write_output(o.output, text);
+    write_output(o.output, text, o.format == "json" ? OutputKind::data : OutputKind::text);
     return report->exit_code;
 }
 

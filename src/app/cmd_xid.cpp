@@ -159,7 +159,7 @@ int run_xid(const XidCmdOptions& o) {
     } else {
         text = o.list ? list_text(*policy) : explain(*policy, *code, o.sxid);
     }
-    write_output("", text);
+    write_output("", text, o.format == "json" ? OutputKind::data : OutputKind::text);
     return 0;
 }
 

@@ -1,15 +1,24 @@
 #include "app/common.hpp"
 
+#include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <map>
+
+#include <fmt/format.h>
 
 #include "collect/collectors.hpp"
 #include "collect/kernel_log_parse.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "core/output_file.hpp"
 #include "core/text.hpp"
 
@@ -35,7 +44,8 @@ void add_node_options(CLI::App& cmd, NodeOptions& o) {
     cmd.add_option("--root", o.root, "Read the node under DIR instead of / (a capture made by `gpudx gather`)")
         ->type_name("DIR");
     cmd.add_option("--kernel-log", o.kernel_log,
-                   "Read this saved kernel log (dmesg, dmesg -T, journalctl -k, syslog or raw kmsg) instead of /dev/kmsg")
+                   "Read this saved kernel log (dmesg, dmesg -T, journalctl -k, syslog or raw kmsg) instead of "
+                   "/dev/kmsg: a file, a pipe or FIFO (<(journalctl -k)), or - for standard input")
         ->type_name("FILE");
     cmd.add_option("--since", o.since, "Kernel-log window start: seconds since boot, or a wall time as the log writes it")
         ->type_name("TIME")
@@ -91,8 +101,10 @@ CollectOptions make_collect_options(const NodeOptions& o, const Root& root) {
 Snapshot collect_node(const NodeOptions& o) {
     std::error_code ec;
     if (!std::filesystem::is_directory(o.root, ec)) throw UsageError{"--root " + o.root + ": not a directory"};
-    if (!o.kernel_log.empty() && !std::filesystem::is_regular_file(o.kernel_log, ec))
-        throw UsageError{"--kernel-log " + o.kernel_log + ": no such file"};
+    // A pipe, a FIFO or standard input is as good as a file: it is read once, as it comes (core/input_file.hpp).
+    if (!o.kernel_log.empty())
+        if (auto usable = check_user_input(o.kernel_log); !usable)
+            throw UsageError{"--kernel-log " + usable.error().message};
     Root root(o.root);
     auto opts = make_collect_options(o, root);
     return take_snapshot(root, opts);
@@ -139,13 +151,83 @@ void load_judge_files(const std::string& xid_policy, const std::string& signatur
     }
 }
 
-void write_output(const std::string& path, const std::string& text) {
-    if (path.empty() || path == "-") {
-        std::fwrite(text.data(), 1, text.size(), stdout);
-        std::fflush(stdout);
-        return;
+namespace {
+
+// The reader of a pipe stopped reading (`gpudx xid --list | head`): a normal end, never an error message, and
+// never one per later write. gpudx ends as by the SIGPIPE that write would have raised had its parent not
+// ignored the signal, which is what the shell and `set -o pipefail` expect of any program in a pipeline.
+[[noreturn]] void end_as_by_sigpipe() {
+    std::signal(SIGPIPE, SIG_DFL);
+    sigset_t pipe_signal;
+    sigemptyset(&pipe_signal);
+    sigaddset(&pipe_signal, SIGPIPE);
+    ::pthread_sigmask(SIG_UNBLOCK, &pipe_signal, nullptr);
+    ::raise(SIGPIPE);
+    ::_exit(128 + SIGPIPE);
+}
+
+// The path of an Error about standard output: whatever its errno, the output is lost (exit 74).
+constexpr std::string_view kStandardOutput = "<standard output>";
+
+std::unexpected<Error> standard_output_failed(int err) {
+    if (err == EPIPE) end_as_by_sigpipe();
+    if (err == 0) err = EIO;
+    return fail(fmt::format("cannot write to standard output: {}", std::strerror(err)), std::string(kStandardOutput),
+                err);
+}
+
+Result<void> try_write_standard_output(std::string_view data) {
+    errno = 0;
+    if (std::fwrite(data.data(), 1, data.size(), stdout) != data.size() || std::fflush(stdout) != 0)
+        return standard_output_failed(errno);
+    return {};
+}
+
+}  // namespace
+
+void write_standard_output(std::string_view data) {
+    if (auto written = try_write_standard_output(data); !written) throw_write_error(written.error());
+}
+
+void throw_write_error(const Error& e) {
+    if (e.sys_errno == EPIPE) end_as_by_sigpipe();
+    if (e.path == kStandardOutput || is_write_failure(e.sys_errno)) throw OutputError{e.message};
+    throw UsageError{e.message};
+}
+
+Result<void> try_write_output(const std::string& path, const std::string& content, OutputKind kind) {
+    std::string stripped;
+    if (kind != OutputKind::data) stripped = strip_terminal_controls(content, kind == OutputKind::coloured_text);
+    const std::string& out = kind == OutputKind::data ? content : stripped;
+    if (path.empty() || path == "-") return try_write_standard_output(out);
+    return write_output_file(path, out);
+}
+
+void write_output(const std::string& path, const std::string& content, OutputKind kind) {
+    if (auto written = try_write_output(path, content, kind); !written) throw_write_error(written.error());
+}
+
+void hold_closed_standard_descriptors() {
+    for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) {
+        if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+        int held = ::open("/dev/null", fd == STDIN_FILENO ? O_WRONLY : O_RDONLY);
+        if (held >= 0 && held != fd) {
+            ::dup2(held, fd);
+            ::close(held);
+        }
     }
-    if (auto written = write_output_file(path, text); !written) throw UsageError{written.error().message};
+}
+
+void finish_standard_output() {
+    std::cout.flush();  // CLI11's --help and --version go through std::cout, which writes through stdout
+    bool failed_earlier = std::ferror(stdout) != 0;
+    errno = 0;
+    if (std::fflush(stdout) != 0) throw_write_error(standard_output_failed(errno).error());
+    if (failed_earlier)
+        throw OutputError{"cannot write to standard output: an earlier write failed (its output is incomplete)"};
+    // A full disk on some filesystems (NFS, a quota checked late) shows only when the file is closed.
+    errno = 0;
+    if (std::fclose(stdout) != 0) throw_write_error(standard_output_failed(errno).error());
 }
 
 bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }

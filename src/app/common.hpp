@@ -65,8 +65,36 @@ struct JudgeFiles {
 void load_judge_files(const std::string& xid_policy, const std::string& signatures, JudgeFiles& files,
                       DiagnoseOptions& diagnose, NodeOptions& node);
 
-// Writes text to FILE atomically (temporary file in the same directory, then rename), or to stdout when empty.
-void write_output(const std::string& path, const std::string& text);
+// What a command prints, which decides what write_output does to it on the way out.
+enum class OutputKind {
+    text,           // for people: every terminal control stripped (strip_terminal_controls), newlines kept
+    coloured_text,  // the same, keeping the colour sequences the renderer painted for a terminal
+    data,           // JSON, Prometheus, CSV, TOML, a record: written as its own format's escaping left it
+};
+// Text for people, painted or not.
+inline OutputKind text_output(bool coloured) { return coloured ? OutputKind::coloured_text : OutputKind::text; }
+
+// Writes what a command prints to FILE (write_output_file: atomically, links and devices as it says), or to
+// standard output when FILE is empty or "-". A write that fails is an OutputError (exit 74) for a full disk or an
+// I/O error, a UsageError (64) for a place that cannot be written; a reader gone from a pipe ends gpudx quietly.
+void write_output(const std::string& path, const std::string& content, OutputKind kind);
+// The same, its failure returned for the caller to throw (throw_write_error) once it has done what must happen
+// whether or not the report arrived (diagnose --drain).
+Result<void> try_write_output(const std::string& path, const std::string& content, OutputKind kind);
+// Standard output alone, checked as write_output checks it: for data written in parts (gather's archive).
+void write_standard_output(std::string_view data);
+// An error of a write to a file, as main() reports it: OutputError (74) when the output is lost or cut,
+// UsageError (64) otherwise.
+[[noreturn]] void throw_write_error(const Error& e);
 bool stdout_is_terminal();
+
+// Before anything opens a file: descriptors 0, 1 and 2, when the caller closed them, are held by /dev/null
+// opened the wrong way round (standard input for writing, the others for reading), so that no file gpudx opens
+// becomes its standard output (a report written into a capture, say) and a read of standard input or a write
+// to standard output still fails, loudly, as it would on the closed descriptor.
+void hold_closed_standard_descriptors();
+// At the end of every command: standard output flushed and closed, and any failure since the start (a write
+// the buffer held, a full disk found at close) an OutputError.
+void finish_standard_output();
 
 }  // namespace gpudx::app

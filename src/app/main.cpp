@@ -11,8 +11,9 @@
 #include <fmt/format.h>
 
 #include "app/command.hpp"
-#include "rules/diagnose.hpp"
+#include "app/common.hpp"
 #include "core/error.hpp"
+#include "rules/diagnose.hpp"
 
 namespace gpudx::app {
 std::vector<Command>& commands() {
@@ -98,15 +99,16 @@ const CLI::App* deepest_parsed(const CLI::App& app) {
     return level;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// Parses the command line and runs the command; its exit code. What it printed is not yet known to have
+// arrived: main() finishes standard output after.
+int run_command_line(int argc, char** argv) {
     using namespace gpudx;
     CLI::App app{
         "gpudx — find where a GPU node's stack is broken, name every GPU by UUID and PCI address,\n"
         "and keep identity right across checkpoint/restore.\n\n"
         "Start with `gpudx diagnose` (this node) or `gpudx diagnose --root CAPTURE` (a saved node).\n"
-        "Exit codes: 0 healthy, 1 error findings, 2 warnings only, 3 could not evaluate, 64 usage error.",
+        "Exit codes: 0 healthy, 1 error findings, 2 warnings only, 3 could not evaluate, 64 usage error,\n"
+        "74 the output could not be written (standard output or -o FILE: a full disk, an I/O error).",
         "gpudx"};
     app.set_version_flag("--version", std::string("gpudx ") + GPUDX_VERSION);
     app.require_subcommand(1);
@@ -125,7 +127,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "gpudx: %s\n", unknown->c_str());
         return kExitUsage;
     }
-    // Fault-isolation boundary: main(), the last one. CLI11 reports parse errors and --help by throwing.
+    // CLI11 reports parse errors and --help by throwing.
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -140,12 +142,27 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "gpudx: %s (see `%s --help`)\n", e.what(), where.c_str());
         return kExitUsage;
     }
-    // UsageError, thrown only by app/, exits 64; anything that passed every other boundary is a bug.
+    return runner ? runner() : kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    using namespace gpudx;
+    app::hold_closed_standard_descriptors();
+    // Fault-isolation boundary: main(), the last one. UsageError and OutputError, thrown only by app/, exit 64
+    // and 74; anything that passed every other boundary is a bug.
     try {
-        return runner ? runner() : kExitUsage;
+        int code = run_command_line(argc, argv);
+        // The verdict stands only if the report that carries it arrived whole.
+        app::finish_standard_output();
+        return code;
     } catch (const UsageError& e) {
         std::fprintf(stderr, "gpudx: %s\n", e.message.c_str());
         return kExitUsage;
+    } catch (const OutputError& e) {
+        std::fprintf(stderr, "gpudx: %s\n", e.message.c_str());
+        return kExitIoError;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "gpudx: internal error: %s\n", e.what());
         return kExitUnknown;

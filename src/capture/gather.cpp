@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -19,6 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "collect/collectors.hpp"
+#include "core/output_file.hpp"
+#include "core/staging_dir.hpp"
 #include "core/text.hpp"
 #include "vendor/queries.hpp"
 
@@ -111,9 +113,15 @@ bool is_shared_library_name(std::string_view name) {
 
 // Writes the capture tree: links become files holding their target (the h200x2 format),
 // device nodes become NAME.devnode holding "0oMODE MAJOR:MINOR uid=UID gid=GID".
+// Every write is checked: the first that fails (a full disk, above all) is kept, naming the file, and nothing
+// more is written, since a capture missing files replays as a node missing them (a GPU gone, a module not
+// loaded), which is worse than no capture.
 class CaptureWriter {
 public:
     CaptureWriter(fs::path dir, GatherSummary& summary) : dir_(std::move(dir)), summary_(summary) {}
+
+    // The first write that failed, if one did.
+    const std::optional<Error>& failure() const { return failure_; }
 
     // Follows the path on the live machine component by component, recording every link on the way.
     // `read_limit`: the most bytes gpudx reads of the file, 0 when it only looked at it (a library is only
@@ -166,31 +174,48 @@ public:
 
     void write_text(const std::string& inroot, const std::string& text) {
         fs::path p = dir_ / inroot.substr(1);
-        fs::create_directories(p.parent_path());
-        std::ofstream(p, std::ios::binary) << text;
+        if (failure_ || !make_parent(p)) return;
+        if (auto written = write_whole_file(p.string(), text); !written) failure_ = written.error();
     }
 
 private:
+    bool make_parent(const fs::path& p) {
+        std::error_code ec;
+        fs::create_directories(p.parent_path(), ec);
+        if (ec) failed(p.parent_path(), ec);
+        return !failure_;
+    }
+
+    void failed(const fs::path& p, std::error_code ec) {
+        if (!failure_)
+            failure_ = Error{fmt::format("cannot write {}: {}", p.string(), ec.message()), p.string(), ec.value()};
+    }
+
     void ensure_dir(const std::string& inroot) {
         fs::path p = dir_ / inroot.substr(1);
         std::error_code ec;
-        if (fs::is_directory(p, ec)) return;
+        if (failure_ || fs::is_directory(p, ec)) return;
         fs::remove(p, ec);  // a placeholder file from a listing
         if (fs::create_directories(p, ec)) ++summary_.directories;
+        if (ec) failed(p, ec);
     }
 
     void write_link(const std::string& inroot, const std::string& target) {
         fs::path p = dir_ / inroot.substr(1);
         std::error_code ec;
+        if (failure_) return;
         if (fs::exists(fs::symlink_status(p, ec))) {
             if (fs::is_directory(p, ec)) return;
         }
-        fs::create_directories(p.parent_path(), ec);
+        if (!make_parent(p)) return;
         // A real link: Root follows it inside the capture, also as the last component of a file read
         // (/etc/os-release -> ../usr/lib/os-release). Links recorded as files are read too (h200x2).
         fs::remove(p, ec);
         fs::create_symlink(target, p, ec);
-        if (ec) std::ofstream(p, std::ios::binary | std::ios::trunc) << target;
+        if (ec == std::errc::no_space_on_device || ec == std::errc::io_error) return failed(p, ec);
+        // A filesystem without links (some network and FAT mounts) keeps the target as the file's text.
+        if (ec)
+            if (auto written = write_whole_file(p.string(), target); !written) failure_ = written.error();
         ++summary_.links;
     }
 
@@ -238,26 +263,29 @@ private:
             std::string child = inroot + "/" + n;
             fs::path p = dir_ / child.substr(1);
             std::error_code ec;
+            if (failure_) return;
             if (fs::exists(fs::symlink_status(p, ec)) || fs::exists(fs::path(p.string() + ".devnode"), ec)) continue;
             struct stat st;
             if (::lstat(child.c_str(), &st) != 0) continue;
             if (S_ISDIR(st.st_mode)) {
                 fs::create_directories(p, ec);
+                if (ec) failed(p, ec);
             } else if (S_ISLNK(st.st_mode)) {
                 char buf[4096];
                 ssize_t k = ::readlink(child.c_str(), buf, sizeof buf - 1);
                 if (k >= 0) write_link(child, std::string(buf, static_cast<size_t>(k)));
             } else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
                 capture_object(child, st);
-            } else {
-                fs::create_directories(p.parent_path(), ec);
-                std::ofstream(p, std::ios::binary | std::ios::app);  // placeholder: listed, never read
+            } else if (make_parent(p)) {
+                // A placeholder: listed, never read.
+                if (auto written = write_whole_file(p.string(), {}); !written) failure_ = written.error();
             }
         }
     }
 
     fs::path dir_;
     GatherSummary& summary_;
+    std::optional<Error> failure_;
 };
 
 // Runs a command with a time limit and returns its standard output, or nullopt when absent or failed.
@@ -348,21 +376,39 @@ bool is_recorded_variable(std::string_view name) {
     return name == "LD_LIBRARY_PATH" || name == "LD_PRELOAD" || name == "OMPI_COMM_WORLD_LOCAL_RANK";
 }
 
-Result<GatherSummary> gather(const GatherOptions& options) {
-    GatherSummary summary;
-    fs::path staging;
+namespace {
+
+// Where the capture is written before it is whole (core/staging_dir.hpp says how it never outlives gpudx):
+//  - an unpacked capture: inside the output folder (made here when missing), so its entries are renamed into
+//    place on the same filesystem, a mount point included;
+//  - an archive: beside the archive, on the filesystem that must hold it anyway;
+//  - an archive on standard output: in $TMPDIR, else /tmp.
+Result<StagingDirectory> make_staging(const GatherOptions& options) {
     std::error_code ec;
     if (options.as_directory) {
-        staging = options.output;
-        if (fs::exists(staging, ec) && !fs::is_empty(staging, ec))
-            return fail("output directory exists and is not empty", options.output);
-        fs::create_directories(staging, ec);
-        if (ec) return fail("cannot create directory: " + ec.message(), options.output);
-    } else {
-        char tmpl[] = "/tmp/gpudx-gather-XXXXXX";
-        if (!::mkdtemp(tmpl)) return fail(std::string("cannot create a temporary directory: ") + std::strerror(errno));
-        staging = tmpl;
+        const std::string& out = options.output;
+        if (fs::exists(out, ec) && !fs::is_empty(out, ec))
+            return fail(out + ": output directory exists and is not empty", out);
+        bool made = !fs::exists(out, ec);
+        fs::create_directories(out, ec);
+        if (ec) return fail(fmt::format("cannot create directory {}: {}", out, ec.message()), out, ec.value());
+        return StagingDirectory::create(out, ".gpudx-gather-", made);
     }
+    if (options.output == "-") {
+        const char* tmpdir = std::getenv("TMPDIR");
+        return StagingDirectory::create(tmpdir && *tmpdir ? tmpdir : "/tmp", "gpudx-gather-", false);
+    }
+    fs::path dir = fs::path(options.output).parent_path();
+    return StagingDirectory::create(dir.empty() ? "." : dir.string(), ".gpudx-gather-", false);
+}
+
+}  // namespace
+
+Result<GatherSummary> gather(const GatherOptions& options) {
+    GatherSummary summary;
+    auto staged = make_staging(options);
+    if (!staged) return std::unexpected(staged.error());
+    const fs::path staging = staged->path();
 
     RecordingRoot root;
     CollectOptions copts = options.collect;
@@ -439,11 +485,24 @@ Result<GatherSummary> gather(const GatherOptions& options) {
                                                ". Replay with: gpudx diagnose --root <this directory>\n"
                                                "Format: docs/capture-format.md in the gpudx repository.\n");
 
-    if (!options.as_directory) {
-        auto out = run_command({"tar", "-C", staging.string(), "-czf", fs::absolute(options.output).string(), "."}, 300);
-        fs::remove_all(staging, ec);
-        if (!out) return fail("tar failed writing the capture", options.output);
+    if (auto failed = writer.failure()) return std::unexpected(*failed);
+
+    if (options.as_directory) {
+        if (auto published = staged->publish_into(options.output); !published)
+            return std::unexpected(published.error());
+        return summary;
     }
+    // tar and gzip write into a pipe, not to the name given: gpudx writes the archive itself, so that a full disk
+    // is an error naming the file, a regular file is replaced atomically and a link or device is handled as for
+    // `-o` (core/output_file.hpp), and `-` is standard output.
+    auto archive = run_command({"tar", "-C", staging.string(), "-czf", "-", "."}, 300);
+    staged->remove();
+    if (!archive) return fail("tar failed packing the capture (tar and gzip must be on PATH)", options.output);
+    if (options.output == "-") {
+        summary.archive = std::move(*archive);
+        return summary;
+    }
+    if (auto written = write_output_file(options.output, *archive); !written) return std::unexpected(written.error());
     return summary;
 }
 

@@ -9,7 +9,7 @@
 namespace gpudx {
 
 struct GatherOptions {
-    std::string output;       // OUT.tar.gz, or a directory when as_directory
+    std::string output;       // OUT.tar.gz, "-" (the archive to standard output), or a directory when as_directory
     bool as_directory = false;
     CollectOptions collect;   // how the snapshot that drives the capture is taken
     bool run_commands = true; // nvidia-smi -q -x, ldconfig -p, uname -a when present
@@ -20,11 +20,16 @@ struct GatherSummary {
     size_t placeholders = 0;  // non-empty files gpudx never reads whole (libraries), kept empty
     std::vector<std::string> commands;  // command outputs saved under _commands/
     std::vector<std::string> problems;
+    std::string archive;  // the compressed archive, when the output is "-": the caller writes it
 };
 
 // The environment variables worth recording: the GPU-, scheduler- and loader-related ones.
 bool is_recorded_variable(std::string_view name);
 
+// The capture is written into a temporary folder and published only when whole: an unpacked capture by moving
+// it into place, an archive by writing it where asked. A failed write (a full disk) fails the capture, naming the
+// file; the temporary folder never outlives gpudx, whether it fails, is interrupted or is killed.
+// Forks (core/staging_dir.hpp): call before any thread starts.
 Result<GatherSummary> gather(const GatherOptions& options);
 
 }  // namespace gpudx

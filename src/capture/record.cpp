@@ -273,7 +273,8 @@ Result<void> append_line(const std::string& path, std::string_view line, bool sy
     if (n < 0 || static_cast<size_t>(n) != buf.size()) {
         ::close(fd);
         if (n < 0) return fail(std::strerror(err), path, err);
-        return fail(fmt::format("wrote only {} of {} bytes (disk full?)", n, buf.size()), path);
+        // A short write to a regular file is the filesystem running out of room.
+        return fail(fmt::format("wrote only {} of {} bytes (disk full?)", n, buf.size()), path, ENOSPC);
     }
     if (sync && ::fsync(fd) != 0) {
         err = errno;

@@ -13,13 +13,12 @@
 
 #include "collect/collectors.hpp"
 #include "collect/kernel_log_parse.hpp"
+#include "core/input_file.hpp"
 
 namespace gpudx {
 namespace {
 
 constexpr Collector kName = Collector::kernel_log;
-// Large reads keep syscalls rare; 1 MiB stays in the L2 cache while the scanner walks it.
-constexpr size_t kReadChunk = 1 << 20;
 // A capture's dmesg.txt is read whole through Root, which wants a bound.
 constexpr size_t kMaxCapturedLog = 512u << 20;
 // /dev/kmsg returns one record per read; a record is at most about 8 KiB (LOG_LINE_MAX plus dictionary).
@@ -60,30 +59,14 @@ CollectorStatus finish(KernelLogScanner& scanner, std::string source, KernelLog&
     return st;
 }
 
-// A file named on the command line is the user's own, outside any --root: read it from the real path.
+// A file named on the command line is the user's own, outside any --root: read from the real path, and read
+// as it comes, since it may be a pipe (`--kernel-log <(journalctl -k)`, `--kernel-log -`).
 CollectorStatus read_user_file(const CollectContext& ctx, const std::string& path, KernelLog& out) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int err = errno;
-        return status_error(kName, Error{fmt::format("cannot open {}: {}", path, std::strerror(err)), path, err});
-    }
-    ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     KernelLogScanner scanner(scan_options(ctx));
     feed_earlier_lines(ctx, scanner);
-    std::vector<char> buf(kReadChunk);
-    for (;;) {
-        ssize_t n = ::read(fd, buf.data(), buf.size());
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            int err = errno;
-            ::close(fd);
-            return status_error(kName, Error{fmt::format("cannot read {}: {}", path, std::strerror(err)), path, err});
-        }
-        if (n == 0) break;
-        scanner.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
-    }
-    ::close(fd);
-    return finish(scanner, path, out, EmptyLog::read);
+    auto read = read_user_input(path, [&](std::string_view chunk) { scanner.feed(chunk); });
+    if (!read) return status_error(kName, read.error());
+    return finish(scanner, path == "-" ? "standard input" : path, out, EmptyLog::read);
 }
 
 CollectorStatus read_captured(const CollectContext& ctx, KernelLog& out) {

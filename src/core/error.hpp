@@ -1,13 +1,13 @@
 #pragma once
 // The error policy (docs/error-policy.md). Errors travel as values: a function that can fail returns
 // Result<T> (std::expected<T, Error>), a collector returns a CollectorStatus with its ReadProblems, a
-// child's unreadable output becomes a read problem. gpudx's own code does not throw, except UsageError
-// from app/ to main().
+// child's unreadable output becomes a read problem. gpudx's own code does not throw, except UsageError and
+// OutputError from app/ to main().
 //
 // Exceptions still arise from what gpudx uses (nlohmann::json, toml++, CLI11, std::thread, std::bad_alloc)
 // and from bugs. They stop only at these fault-isolation boundaries, where a comment at the catch names the
 // boundary:
-//   - main() (app/main.cpp): UsageError exits 64, anything else is an internal error (exit 3);
+//   - main() (app/main.cpp): UsageError exits 64, OutputError 74, anything else is an internal error (exit 3);
 //   - each collector (collect/snapshot.cpp run_collector, which capture/record.cpp uses too, and the driver
 //     probes' start and finish): a throwing collector loses its own layer, as an error
 //     status;
@@ -40,6 +40,13 @@ inline std::unexpected<Error> fail(std::string message, std::string path = {}, i
 
 // A user's mistake on the command line or in an input file: main() prints it and exits 64.
 struct UsageError {
+    std::string message;
+};
+
+// What gpudx had to say could not be written whole: standard output or the file named failed mid-write (a full
+// disk, an I/O error, a closed descriptor). main() prints it and exits 74, so a script never takes an empty or
+// cut report, exit 0, for a verdict.
+struct OutputError {
     std::string message;
 };
 

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include <fmt/format.h>
+
 namespace gpudx {
 
 namespace {
@@ -33,6 +35,26 @@ Result<void> write_all(int fd, std::string_view text, const std::string& path) {
     return {};
 }
 
+// The kernel's fs.protected_symlinks rule, which gpudx must apply itself: it resolves a link by reading it and
+// then renames a new file over what the link names, and a rename never passes through the link, so the kernel's
+// own check never runs. In a sticky, world-writable directory (/tmp, /var/tmp, /dev/shm) a link is followed only
+// when it is the caller's own or the directory owner's; otherwise anyone could plant /tmp/gpudx.prom ->
+// /etc/shadow for root's `-o /tmp/gpudx.prom`, and the shell's own `>` is refused there for that reason.
+Result<void> check_link_may_be_followed(const std::string& requested, const std::string& link,
+                                        const struct stat& link_stat) {
+    fs::path dir = fs::path(link).parent_path();
+    if (dir.empty()) dir = ".";
+    struct stat dir_stat;
+    if (::stat(dir.c_str(), &dir_stat) != 0) return cannot_write(requested, errno);
+    bool sticky_world_writable = (dir_stat.st_mode & S_ISVTX) && (dir_stat.st_mode & S_IWOTH);
+    if (!sticky_world_writable || link_stat.st_uid == ::geteuid() || link_stat.st_uid == dir_stat.st_uid) return {};
+    return fail(fmt::format("cannot write {}: {} is a symbolic link of uid {} in the sticky, world-writable directory "
+                            "{}, neither yours nor the directory owner's: not followed (another user may have planted "
+                            "it; the kernel's fs.protected_symlinks rule)",
+                            requested, link, static_cast<unsigned>(link_stat.st_uid), dir.string()),
+                requested, EACCES);
+}
+
 // One hop at a time rather than realpath: the last name may not exist yet, and a link to it is still
 // honoured (the file is created where the link points).
 Result<std::string> follow_links(const std::string& path) {
@@ -40,6 +62,7 @@ Result<std::string> follow_links(const std::string& path) {
     for (int hop = 0; hop < 40; ++hop) {
         struct stat st;
         if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p;
+        if (auto allowed = check_link_may_be_followed(path, p, st); !allowed) return std::unexpected(allowed.error());
         std::error_code ec;
         fs::path target = fs::read_symlink(p, ec);
         if (ec) return cannot_write(path, ec.value());
@@ -56,7 +79,8 @@ Result<void> write_in_place(const std::string& path, std::string_view text, int 
     return written;
 }
 
-Result<void> replace_atomically(const std::string& path, std::string_view text) {
+// `replaced`: the regular file now under the name, whose mode, owner and group the new one keeps.
+Result<void> replace_atomically(const std::string& path, std::string_view text, const struct stat* replaced) {
     fs::path target(path);
     auto dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
     // Hidden and not ending in .prom: node_exporter's textfile collector never picks up a half-written file.
@@ -68,8 +92,16 @@ Result<void> replace_atomically(const std::string& path, std::string_view text) 
         ::unlink(tmp.c_str());
         return written;
     }
-    // mkstemp makes the file 0600; node_exporter and health checkers often run as another user.
-    ::fchmod(fd, 0644);
+    // Whoever could read the file before still can, and nobody more: a 0600 file stays 0600 (set-id bits are
+    // not carried to new content). A new file is 0644 rather than mkstemp's 0600: node_exporter and health
+    // checkers often run as another user. The owner and group are kept where the caller may set them (root).
+    if (replaced) {
+        if (replaced->st_uid != ::geteuid() || replaced->st_gid != ::getegid())
+            (void)::fchown(fd, replaced->st_uid, replaced->st_gid);
+        ::fchmod(fd, replaced->st_mode & 0777);
+    } else {
+        ::fchmod(fd, 0644);
+    }
     // The data must be on disk before the rename makes it visible, or a crash could leave an empty file
     // under the final name.
     int err = ::fsync(fd) == 0 ? 0 : errno;
@@ -118,9 +150,25 @@ Result<void> write_output_file(const std::string& path, std::string_view text) {
     // stands for: whatever that is, it is written in place, never replaced under a name it does not have.
     if (::stat(path.c_str(), &seen) == 0 && (!exists || !same_file(seen, named)))
         return write_in_place(path, text, S_ISREG(seen.st_mode) ? O_TRUNC : 0);
-    if (!exists || S_ISREG(named.st_mode)) return replace_atomically(*final_path, text);
+    if (!exists || S_ISREG(named.st_mode)) return replace_atomically(*final_path, text, exists ? &named : nullptr);
     if (S_ISDIR(named.st_mode)) return cannot_write(path, EISDIR);
     return write_in_place(*final_path, text, 0);
+}
+
+Result<void> write_whole_file(const std::string& path, std::string_view text) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0644);
+    if (fd < 0) return cannot_write(path, errno);
+    auto written = write_all(fd, text, path);
+    // Some filesystems (NFS, a quota checked late) report a full disk only when the file is closed.
+    if (::close(fd) != 0 && written) return cannot_write(path, errno);
+    return written;
+}
+
+bool is_write_failure(int sys_errno) {
+    switch (sys_errno) {
+        case ENOSPC: case EDQUOT: case EIO: case EFBIG: case EPIPE: case EBADF: return true;
+        default: return false;
+    }
 }
 
 }  // namespace gpudx

@@ -145,7 +145,22 @@ std::string sanitize_utf8(std::string_view s) {
     return out;
 }
 
-std::string strip_control(std::string_view s) {
+namespace {
+
+// Length of the colour sequence (SGR: ESC '[' then digits and ';' then 'm') starting at s[i], or 0.
+size_t colour_sequence_length(std::string_view s, size_t i) {
+    if (s.substr(i, 2) != "\033[") return 0;
+    size_t k = i + 2;
+    while (k < s.size() && (std::isdigit(static_cast<unsigned char>(s[k])) || s[k] == ';')) ++k;
+    return k < s.size() && s[k] == 'm' ? k + 1 - i : 0;
+}
+
+struct KeptControls {
+    bool newlines = false;
+    bool colours = false;
+};
+
+std::string replace_controls(std::string_view s, KeptControls keep) {
     std::string in = sanitize_utf8(s);
     std::string out;
     out.reserve(in.size());
@@ -155,6 +170,11 @@ std::string strip_control(std::string_view s) {
         if (u == 0xC2 && i + 1 < in.size() && static_cast<unsigned char>(in[i + 1]) <= 0x9F) {
             out += '?';
             ++i;
+        } else if (u == '\n' && keep.newlines) {
+            out += '\n';
+        } else if (size_t len = keep.colours ? colour_sequence_length(in, i) : 0; len > 0) {
+            out.append(in, i, len);
+            i += len - 1;
         } else if (u < 0x20 || u == 0x7f) {
             out += '?';
         } else {
@@ -162,6 +182,14 @@ std::string strip_control(std::string_view s) {
         }
     }
     return out;
+}
+
+}  // namespace
+
+std::string strip_control(std::string_view s) { return replace_controls(s, {}); }
+
+std::string strip_terminal_controls(std::string_view text, bool keep_colours) {
+    return replace_controls(text, {.newlines = true, .colours = keep_colours});
 }
 
 std::string fit(std::string_view text, size_t n) {

@@ -29,6 +29,12 @@ std::string sanitize_utf8(std::string_view s);
 // character, DEL, newline and tab included, replaced by '?', invalid UTF-8 by U+FFFD. A process named
 // "x\n\033[2J" can then neither move the cursor nor forge a line of the report.
 std::string strip_control(std::string_view s);
+// For a whole text report on its way out (app's write_output): as strip_control, except that the newlines the
+// renderer wrote stay and, with keep_colours, so do colour sequences (SGR: ESC '[', digits and ';', 'm'), the only
+// escape gpudx's renderers write, and only when writing to a terminal. The one place every text renderer's output
+// passes, so a value that came from a log line or an input file cannot set the terminal's title (OSC), ring it
+// (BEL), clear it or overwrite a line (CR) even where a renderer forgot to strip it.
+std::string strip_terminal_controls(std::string_view text, bool keep_colours);
 
 // The items with `sep` between them.
 std::string join_strings(const std::vector<std::string>& items, std::string_view sep = ", ");

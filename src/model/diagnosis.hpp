@@ -23,8 +23,17 @@ struct LayerReport {
     unsigned errors = 0, warnings = 0;
 };
 
-// Exit codes scripts rely on (docs/exit-codes.md).
-enum ExitCode : int { kExitHealthy = 0, kExitErrors = 1, kExitWarnings = 2, kExitUnknown = 3, kExitUsage = 64 };
+// Exit codes scripts rely on (README.md, "Exit codes"). kExitIoError (sysexits' EX_IOERR): the report could not
+// be written whole (standard output or the named file failed: a full disk, an I/O error), so whatever a reader
+// got is no verdict.
+enum ExitCode : int {
+    kExitHealthy = 0,
+    kExitErrors = 1,
+    kExitWarnings = 2,
+    kExitUnknown = 3,
+    kExitUsage = 64,
+    kExitIoError = 74
+};
 
 struct Diagnosis {
     std::vector<Finding> findings;  // errors first, then warnings, then info; bottom layer first within each

@@ -1,11 +1,14 @@
-#include <fstream>
-#include <sstream>
-
+#include "core/input_file.hpp"
 #include "model/json_support.hpp"
 #include "model/layer_json.hpp"
 #include "model/snapshot_keys.hpp"
 
 namespace gpudx {
+
+namespace {
+// A snapshot of the largest node gpudx has seen is a few MiB; the bound only keeps a wrong file from filling memory.
+constexpr size_t kMaxSnapshotFileBytes = 256u << 20;
+}  // namespace
 
 NLOHMANN_JSON_SERIALIZE_ENUM(CollectorState, {{CollectorState::no_data, "no_data"},
                                               {CollectorState::ok, "ok"},
@@ -157,13 +160,13 @@ Result<Snapshot> snapshot_from_json(const nlohmann::json& input) {
 }
 
 Result<Snapshot> load_snapshot_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return fail("cannot open snapshot", path, errno);
+    auto text = read_input_file(path, kMaxSnapshotFileBytes);
+    if (!text) return fail("cannot read the snapshot: " + text.error().message, path, text.error().sys_errno);
     nlohmann::json j;
     // Fault-isolation boundary: a reader of a third-party format; only the exception carries where the
     // JSON went wrong.
     try {
-        j = nlohmann::json::parse(in);
+        j = nlohmann::json::parse(*text);
     } catch (const nlohmann::json::parse_error& e) {
         return fail(std::string("not valid JSON: ") + e.what(), path);
     }

@@ -12,6 +12,8 @@ bool is_report_format(std::string_view format) {
     return std::find(std::begin(kReportFormats), std::end(kReportFormats), format) != std::end(kReportFormats);
 }
 
+bool is_data_format(std::string_view format) { return format == "json" || format == "prom"; }
+
 RenderedReport render_report(const Snapshot& s, const Diagnosis& d, std::string_view format, const RenderOptions& o,
                              const PrometheusOptions& prom) {
     if (format == "json") return {diagnosis_to_json(s, d).dump(2) + "\n", d.exit_code};

@@ -14,6 +14,9 @@ namespace gpudx {
 // text, json, prom, slurm, npd, nagios.
 inline constexpr std::string_view kReportFormats[] = {"text", "json", "prom", "slurm", "npd", "nagios"};
 bool is_report_format(std::string_view format);
+// json and prom: data with an escaping of their own, written as they are; the others are text for people (and
+// the one-line texts of Slurm, node-problem-detector and Nagios), which loses its terminal controls on the way out.
+bool is_data_format(std::string_view format);
 
 struct RenderedReport {
     std::string text;

@@ -4,14 +4,13 @@
 #include <cerrno>
 #include <chrono>
 #include <ctime>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/input_file.hpp"
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
 #include "model/json_support.hpp"
@@ -274,13 +273,13 @@ Result<NodeRecord> node_record_from_json(const nlohmann::json& input) {
 }
 
 Result<NodeRecord> load_node_record(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return fail("cannot open node record", path, errno);
+    auto text = read_input_file(path, 64u << 20);
+    if (!text) return fail("cannot read the node record: " + text.error().message, path, text.error().sys_errno);
     nlohmann::json j;
     // Fault-isolation boundary: a reader of a third-party format; only the exception carries where the
     // JSON went wrong.
     try {
-        j = nlohmann::json::parse(in);
+        j = nlohmann::json::parse(*text);
     } catch (const nlohmann::json::parse_error& e) {
         return fail(std::string("not valid JSON: ") + e.what(), path);
     }

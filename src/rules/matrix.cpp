@@ -6,14 +6,13 @@
 #include <cerrno>
 #include <chrono>
 #include <ctime>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/input_file.hpp"
 #include "core/text.hpp"
 #include "core/toml.hpp"
 #include "rules/families.hpp"
@@ -289,13 +288,11 @@ Result<Matrix> parse_matrix(std::string_view text, std::string_view source_name)
 }
 
 Result<Matrix> load_matrix(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return fail(fmt::format("{}: cannot open the matrix file", path), path, errno);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    std::string text = ss.str();
-    if (text.size() > (16u << 20)) return fail(fmt::format("{}: matrix file larger than 16 MiB", path), path);
-    return parse_matrix(text, path);
+    auto text = read_input_file(path, 16u << 20);
+    if (!text)
+        return fail(fmt::format("{}: cannot read the matrix file: {}", path, text.error().message), path,
+                    text.error().sys_errno);
+    return parse_matrix(*text, path);
 }
 
 // ---- classifying and checking a node ------------------------------------------------------------

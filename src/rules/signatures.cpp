@@ -1,12 +1,11 @@
 #include "rules/signatures.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 
+#include "core/input_file.hpp"
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
 #include "core/toml.hpp"
@@ -638,11 +637,11 @@ Result<SignatureCatalogue> parse_signature_catalogue(std::string_view text, cons
 }
 
 Result<SignatureCatalogue> load_signature_catalogue_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return fail(fmt::format("{}: cannot read the signature catalogue", path), path);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    auto site = parse_catalogue(ss.str(), path);
+    auto text = read_input_file(path, 16u << 20);
+    if (!text)
+        return fail(fmt::format("{}: cannot read the signature catalogue: {}", path, text.error().message), path,
+                    text.error().sys_errno);
+    auto site = parse_catalogue(*text, path);
     if (!site) return site;
     SignatureCatalogue merged = builtin_signature_catalogue();
     std::set<std::string> replaced;

@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <cctype>
 #include <initializer_list>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "core/input_file.hpp"
 #include "core/toml.hpp"
 
 namespace gpudx {
@@ -382,12 +381,12 @@ Result<XidPolicy> parse_xid_policy(std::string_view text, const std::string& ori
 }
 
 Result<XidPolicy> load_xid_policy_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return fail(fmt::format("{}: cannot read the Xid policy file", path), path);
-    std::ostringstream ss;
-    ss << in.rdbuf();
+    auto text = read_input_file(path, 16u << 20);
+    if (!text)
+        return fail(fmt::format("{}: cannot read the Xid policy file: {}", path, text.error().message), path,
+                    text.error().sys_errno);
     const XidPolicy& builtin = builtin_xid_policy();
-    auto site = parse_policy(ss.str(), path, false, builtin.buckets);
+    auto site = parse_policy(*text, path, false, builtin.buckets);
     if (!site) return site;
     XidPolicy merged = builtin;
     merged.version = fmt::format("{} ({}) over built-in {}", site->version, path, merged.version);

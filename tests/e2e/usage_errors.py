@@ -95,6 +95,18 @@ def main():
         (["diagnose", "--from", bad_record], [bad_record, "line 3"]),
         (["accept", "--from", bad_record], [bad_record, "not valid JSON"]),
         (["diagnose", "--kernel-log", os.path.join(a.work, "missing.log")] + node, ["--kernel-log", "missing.log"]),
+        (["diagnose", "--kernel-log", a.work] + node, ["--kernel-log", a.work, "Is a directory"]),
+        (["explain", os.path.join(a.work, "missing.log")], ["missing.log", "No such file"]),
+        # Input files that are directories or missing: named, with why; never an exception from the stream.
+        (["diagnose", "--from", a.work], [a.work, "cannot read the snapshot: Is a directory"]),
+        (["diagnose", "--from", os.path.join(a.work, "missing.json")], ["missing.json", "no such file"]),
+        (["diagnose", "--baseline", a.work] + node, [a.work, "cannot read the node record: Is a directory"]),
+        (["baseline", "diff", a.work] + node, [a.work, "Is a directory"]),
+        (["xid", "79", "--xid-policy", a.work], [a.work, "cannot read the Xid policy file: Is a directory"]),
+        (["explain", "--signatures", a.work, "--text", "x"], [a.work, "signature catalogue: Is a directory"]),
+        (["matrix", "check", "--matrix", a.work] + node, [a.work, "cannot read the matrix file: Is a directory"]),
+        (["accept", "--from", a.work], ["--from", a.work, "Is a directory"]),
+        (["gather", "--dir", "-"], ["--dir", "standard output"]),
         (["diagnose", "--root", os.path.join(a.work, "missing")], ["--root", "not a directory"]),
     ]
 

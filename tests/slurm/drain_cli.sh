@@ -60,4 +60,16 @@ run 69 --root "$broken" --scontrol /nonexistent/scontrol --node vm
 [[ $err != *"internal error"* && $err != *"terminate called"* ]] || fail "not a clean error: $err"
 run 64 --from /dev/null --scontrol "$fake" --node vm
 [[ $err == *"--drain"*"--from"* ]] || fail "--drain with --from: $err"
+
+# 6. A report that cannot be written (a full disk) is exit 74, and the node is still drained: the verdict acts
+# whether or not its report arrived.
+echo IDLE > "$work/state/state"; : > "$work/state/reason"
+set +e
+"$gpudx" diagnose --format slurm --drain --no-driver --root "$broken" --scontrol "$fake" --node vm \
+  >/dev/full 2>"$work/err"
+rc=$?
+set -e
+[[ $rc == 74 ]] || fail "report to a full disk: exit $rc: $(cat "$work/err")"
+grep -q "cannot write to standard output" "$work/err" || fail "no message for the failed report: $(cat "$work/err")"
+[[ $(cat "$work/state/state") == IDLE+DRAIN ]] || fail "not drained when the report could not be written"
 echo "PASS"

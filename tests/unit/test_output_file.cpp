@@ -160,3 +160,62 @@ TEST(OutputFile, RefusesADirectoryAndALinkLoop) {
     EXPECT_EQ(loop.error().sys_errno, ELOOP);
     EXPECT_NE(loop.error().message.find("cannot write"), std::string::npos);
 }
+
+TEST(OutputFile, AReplacedFileKeepsItsModeOwnerAndGroup) {
+    auto dir = scratch("mode");
+    auto file = dir / "private.json";
+    std::ofstream(file) << "old\n";
+    ASSERT_EQ(::chmod(file.c_str(), 0600), 0);
+    ASSERT_TRUE(write_output_file(file.string(), "new\n"));
+    EXPECT_EQ(slurp(file), "new\n");
+    EXPECT_EQ(lstat_of(file).st_mode & 07777, 0600u);  // never widened to 0644
+
+    // Set-id bits are not carried to new content; the permission bits are, narrower or wider.
+    ASSERT_EQ(::chmod(file.c_str(), 04664), 0);
+    ASSERT_TRUE(write_output_file(file.string(), "newer\n"));
+    EXPECT_EQ(lstat_of(file).st_mode & 07777, 0664u);
+
+    if (::geteuid() != 0) GTEST_SKIP() << "giving a file to another user needs root";
+    ASSERT_EQ(::chown(file.c_str(), 65534, 65534), 0);
+    ASSERT_TRUE(write_output_file(file.string(), "theirs\n"));
+    EXPECT_EQ(lstat_of(file).st_uid, 65534u);
+    EXPECT_EQ(lstat_of(file).st_gid, 65534u);
+}
+
+// fs.protected_symlinks, as gpudx applies it: it resolves the link itself, so the kernel's check never runs.
+TEST(OutputFile, ALinkAnotherUserPlantedInAStickyWorldWritableDirectoryIsNotFollowed) {
+    auto dir = scratch("sticky");
+    auto shared = dir / "shared";
+    fs::create_directories(shared);
+    ASSERT_EQ(::chmod(shared.c_str(), 01777), 0);
+    auto secret = dir / "secret";
+    std::ofstream(secret) << "secret\n";
+    ASSERT_EQ(::chmod(secret.c_str(), 0600), 0);
+    auto link = shared / "gpudx.prom";
+    fs::create_symlink(secret, link);
+
+    // The caller's own link there is followed, and the file it names is replaced with its mode.
+    ASSERT_TRUE(write_output_file(link.string(), "mine\n"));
+    EXPECT_EQ(slurp(secret), "mine\n");
+    EXPECT_EQ(lstat_of(secret).st_mode & 07777, 0600u);
+
+    if (::geteuid() != 0) GTEST_SKIP() << "planting a link of another user needs root";
+    ASSERT_EQ(::lchown(link.c_str(), 65534, 65534), 0);
+    auto refused = write_output_file(link.string(), "planted\n");
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().sys_errno, EACCES);
+    EXPECT_NE(refused.error().message.find("sticky, world-writable"), std::string::npos) << refused.error().message;
+    EXPECT_NE(refused.error().message.find(link.string()), std::string::npos) << refused.error().message;
+    EXPECT_EQ(slurp(secret), "mine\n");
+    EXPECT_TRUE(fs::is_symlink(link));
+
+    // The directory's owner's link is trusted as the kernel trusts it; so is any link in a directory that is
+    // not both sticky and world-writable.
+    ASSERT_EQ(::chown(shared.c_str(), 65534, 65534), 0);
+    EXPECT_TRUE(write_output_file(link.string(), "owner's\n"));
+    EXPECT_EQ(slurp(secret), "owner's\n");
+    ASSERT_EQ(::chown(shared.c_str(), 0, 0), 0);
+    ASSERT_EQ(::chmod(shared.c_str(), 0777), 0);
+    EXPECT_TRUE(write_output_file(link.string(), "not sticky\n"));
+    EXPECT_EQ(slurp(secret), "not sticky\n");
+}

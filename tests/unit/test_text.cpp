@@ -53,6 +53,18 @@ TEST(Text, SanitizesInvalidUtf8AndControlCharacters) {
     EXPECT_EQ(strip_control("a\033[31mb"), "a?[31mb");
 }
 
+// The pass every text report takes on its way out: lines stay lines, nothing else reaches the terminal but the
+// colours gpudx chose to paint, and only when it paints.
+TEST(Text, TerminalControlsLeaveAReportWithItsLinesAndOnlyItsColours) {
+    std::string report = "title \033]0;owned\a\n\033[1mbold\033[0m x\033[2J\ry\tz\x7f \xC2\x9B" "31m\xff\n";
+    EXPECT_EQ(strip_terminal_controls(report, false), "title ?]0;owned?\n?[1mbold?[0m x?[2J?y?z? ?31m\xEF\xBF\xBD\n");
+    EXPECT_EQ(strip_terminal_controls(report, true),
+              "title ?]0;owned?\n\033[1mbold\033[0m x?[2J?y?z? ?31m\xEF\xBF\xBD\n");
+    // Only the colour form of CSI is kept: cursor moves, erases and private modes are not.
+    EXPECT_EQ(strip_terminal_controls("\033[31;1m\033[H\033[?25l\033[", true), "\033[31;1m?[H?[?25l?[");
+    EXPECT_EQ(strip_terminal_controls("plain\n", true), "plain\n");
+}
+
 TEST(Versions, CompareComponentByComponentAsNumbers) {
     EXPECT_LT(compare_versions("580.159.04", "580.172.08"), 0);
     EXPECT_GT(compare_versions("580.159.04", "580.95.05"), 0);  // 159 > 95, not as text
