@@ -674,7 +674,9 @@ HttpResponse Agent::events_response(const HttpRequest& r) {
     size_t limit = kDefaultEventLimit;
     if (auto it = r.query.find("since"); it != r.query.end()) {
         auto t = parse_event_time(it->second, now_ms());
-        if (!t) return bad("since=" + it->second + ": not Unix seconds, an ISO 8601 time or an age (15m, 2h, 7d)");
+        if (!t)
+            return bad("since=" + it->second +
+                       ": not Unix seconds, an ISO 8601 time or an age (15m, 2h, 7d), up to the year 9999");
         since = *t;
     }
     if (auto it = r.query.find("after"); it != r.query.end()) {

@@ -47,6 +47,7 @@ AgentEvent event_from_json(const nlohmann::json& j);
 std::string format_event_time(int64_t time_ms);
 // --since and ?since=: Unix seconds ("1764634443", "1764634443.5"), an ISO 8601 UTC time
 // ("2026-12-02T00:14:03Z", fractions and "+00:00" allowed), or an age: "90s", "15m", "2h", "7d" before now.
+// nullopt for anything else, and for a time or an age that is negative, not a number, or past the year 9999.
 std::optional<int64_t> parse_event_time(std::string_view text, int64_t now_ms);
 
 int64_t now_ms();

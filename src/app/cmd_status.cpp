@@ -136,7 +136,8 @@ int run_events(const EventsOptions& o) {
     std::string query = fmt::format("/v1/events?limit={}", o.limit);
     if (!o.since.empty()) {
         if (!parse_event_time(o.since, now_ms()))
-            throw UsageError{"--since " + o.since + ": not Unix seconds, an ISO 8601 time or an age (15m, 2h, 7d)"};
+            throw UsageError{"--since " + o.since +
+                             ": not Unix seconds, an ISO 8601 time or an age (15m, 2h, 7d), up to the year 9999"};
         query += "&since=" + url_encode(o.since);
     }
     if (o.after > 0) query += fmt::format("&after={}", o.after);
