@@ -2,8 +2,8 @@
 # `gpudx agent` as its contract says tests drive it: on a capture of a real 1×H200 node with its kernel log
 # followed as a file, a fake scontrol recording its arguments. An Xid 79 line appended drains the node at
 # once, the event is in /v1/events, a second Xid for the same GPU drains nothing twice, the log cleared
-# resumes the node (gpudx drained it), `gpudx status`/`events` answer over the unix socket and the URL, a
-# since= out of range is refused, the events outlive a restart, a port in use exits 64, SIGTERM exits 0.
+# resumes the node (gpudx drained it), `gpudx status`/`events` answer over the unix socket (mode 0660) and the
+# URL, a since= out of range is refused, the events outlive a restart, a port in use exits 64, SIGTERM exits 0.
 set -euo pipefail
 gpudx=$1 src=$2 work=$3
 source "$src/tests/agent/lib.sh"
@@ -56,7 +56,10 @@ assert j["agent"]["kernel_log"]["lines_matched"] >= 2, j["agent"]["kernel_log"]
 assert j["agent"]["store"]["writable"] is True
 EOF
 
-# 5b. A since= no event time can be (out of a double's integer range, not a number) is a 400, not every event;
+# 5b. The socket is for the agent's user and group (docs/agent.md, "Who may ask").
+[[ $(stat -c %a "$state/agent.sock") == 660 ]] || fail "socket mode $(stat -c %a "$state/agent.sock"), not 660"
+
+# 5c. A since= no event time can be (out of a double's integer range, not a number) is a 400, not every event;
 # the CLI's --since a usage error.
 python3 - "$url" <<'EOF' || fail "since= out of range was not refused"
 import sys, urllib.error, urllib.request
