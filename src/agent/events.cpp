@@ -170,6 +170,22 @@ std::optional<int64_t> parse_event_time(std::string_view text, int64_t now) {
     return *wall * 1000 + frac_ms;
 }
 
+bool EventsAnswer::add(const AgentEvent& e) {
+    std::string text = json_text(event_to_json(e));
+    if (count_ > 0 && body_.size() + 2 + text.size() > max_bytes_) return false;
+    body_ += count_++ == 0 ? "\n" : ",\n";
+    body_ += text;
+    return true;
+}
+
+std::string EventsAnswer::finish(std::optional<int64_t> next_after, size_t left_out) && {
+    body_ += "\n]";
+    if (next_after) body_ += fmt::format(", \"next_after\": {}", *next_after);
+    if (left_out > 0) body_ += fmt::format(", \"left_out\": {}", left_out);
+    body_ += "}\n";
+    return std::move(body_);
+}
+
 std::string json_text(const nlohmann::json& j, int indent) {
     return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }

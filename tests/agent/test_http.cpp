@@ -1,15 +1,18 @@
 // The agent's HTTP server against clients that do not play by the rules (issue 28): slow ones, idle ones, too
-// many, too large, ranges, other methods, ones that never read, and a process out of descriptors. Every client
+// many, too large, ranges, other methods, ones that never read, and a process out of descriptors; the events
+// answer's byte cap and `gpudx events` following it. (A since= out of range: test_agent.cpp and agent_cli.sh.) Every client
 // is a raw socket on loopback (or the unix socket) whose reads have a deadline as a safety net; the bounds
 // asserted ("answers within 2 s while 50 slow clients are held") are correctness bounds, far above what an
 // answer takes.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,8 +28,11 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include "agent/events.hpp"
 #include "agent/http.hpp"
+#include "agent/store.hpp"
 #include "core/text.hpp"
 #include "test_support.hpp"
 
@@ -460,6 +466,139 @@ TEST(AgentHttp, TheUnixSocketIsForTheAgentsUserAndGroup) {
         EXPECT_EQ(ask(Endpoint{0, path}, get("/metrics")).status, 200);
     }
     EXPECT_FALSE(std::filesystem::exists(path)) << "the socket outlived its server";
+    std::filesystem::remove_all(dir);
+}
+
+// ---- the events answer's byte cap
+
+AgentEvent numbered_event(int64_t id) {
+    AgentEvent e = agent_note(fmt::format("event {} {}", id, std::string(100, 'x')), 1000 + id);
+    e.id = id;
+    return e;
+}
+
+TEST(AgentHttp, AnEventsAnswerEndsAtItsByteCapAndSaysWhereToGoOn) {
+    EventsAnswer answer(1000);
+    int64_t id = 1;
+    while (answer.add(numbered_event(id))) ++id;
+    EXPECT_GT(answer.count(), 1u);
+    EXPECT_EQ(answer.count(), static_cast<size_t>(id - 1));
+    std::string body = std::move(answer).finish(id - 1, 0);
+    EXPECT_LE(body.size(), 1000u + 64);
+    auto j = nlohmann::json::parse(body);
+    EXPECT_EQ(j["events"].size(), answer.count());
+    EXPECT_EQ(j["next_after"], id - 1);
+    EXPECT_FALSE(j.contains("left_out"));
+    // One event larger than the cap still goes in: every answer makes progress.
+    EventsAnswer tiny(10);
+    EXPECT_TRUE(tiny.add(numbered_event(1)));
+    EXPECT_FALSE(tiny.add(numbered_event(2)));
+    auto k = nlohmann::json::parse(std::move(tiny).finish(std::nullopt, 3));
+    EXPECT_EQ(k["events"].size(), 1u);
+    EXPECT_EQ(k["left_out"], 3);
+    EXPECT_EQ(nlohmann::json::parse(EventsAnswer(10).finish(std::nullopt, 0))["events"].size(), 0u);
+}
+
+// `gpudx events` follows "next_after" until the events run out or --limit is reached.
+TEST(AgentHttp, GpudxEventsFollowsTheAnswersContinuation) {
+    auto dir = test::scratch("http-pages");
+    auto path = (dir / "agent.sock").string();
+    std::atomic<int> asked{0};
+    auto pages = [&](const HttpRequest& r) {
+        ++asked;
+        int64_t after = r.query.contains("after") ? parse_int(r.query.at("after")).value_or(0) : 0;
+        size_t limit = r.query.contains("limit") ? parse_uint(r.query.at("limit")).value_or(1000) : 1000;
+        EventsAnswer answer(1 << 20);
+        int64_t id = after + 1;
+        for (; id <= 10 && id <= after + 3 && answer.count() < limit; ++id) answer.add(numbered_event(id));
+        bool more = id <= 10 && answer.count() < limit;
+        HttpResponse res;
+        res.body = std::move(answer).finish(more ? std::optional<int64_t>(id - 1) : std::nullopt, 0);
+        return res;
+    };
+    auto s = HttpServer::listen_unix(path, pages);
+    ASSERT_TRUE(s) << s.error().message;
+    (*s)->start();
+    auto [rc, out] = test::run_gpudx("events --format json --socket " + path);
+    ASSERT_EQ(rc, 0) << out;
+    auto j = nlohmann::json::parse(out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << out;
+    ASSERT_EQ(j["events"].size(), 10u) << out;
+    for (int i = 0; i < 10; ++i) EXPECT_EQ(j["events"][i]["id"], i + 1);
+    EXPECT_FALSE(j.contains("next_after"));
+    EXPECT_EQ(asked, 4);
+    auto [trc, text] = test::run_gpudx("events --limit 5 --socket " + path);
+    ASSERT_EQ(trc, 0) << text;
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 5) << text;
+    EXPECT_NE(text.find("event 5 "), std::string::npos) << text;
+    EXPECT_EQ(text.find("event 6 "), std::string::npos) << text;
+    (*s)->stop();
+    std::filesystem::remove_all(dir);
+}
+
+// The agent itself: 6,000 events of 1 kB stored before it starts, asked for all at once.
+TEST(AgentHttp, TheAgentsEventsAnswerEndsAtFourMiBAndGpudxEventsListsThemAll) {
+    auto dir = test::scratch("http-agent-events");
+    std::filesystem::copy(std::string(GPUDX_SOURCE_DIR) + "/tests/fixtures/h200x1-gathered", dir / "root",
+                          std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+    std::filesystem::copy_file(dir / "root/_commands/dmesg.txt", dir / "kern.log");
+    std::filesystem::create_directories(dir / "state");
+    constexpr int kSeeded = 6000;
+    {
+        auto store = EventStore::open({.path = (dir / "state/events.db").string()});
+        ASSERT_TRUE(store) << store.error().message;
+        std::vector<AgentEvent> seeded;
+        for (int i = 0; i < kSeeded; ++i) seeded.push_back(agent_note(fmt::format("seeded {} {}", i, std::string(900, 's')), now_ms()));
+        ASSERT_TRUE((*store)->append(seeded));
+    }
+    int port = free_tcp_port();
+    pid_t agent = ::fork();
+    ASSERT_GE(agent, 0);
+    if (agent == 0) {
+        int err = ::open((dir / "agent.err").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ::dup2(err, 2);
+        std::string listen = fmt::format("127.0.0.1:{}", port);
+        ::execl(GPUDX_BINARY, GPUDX_BINARY, "agent", "--root", (dir / "root").c_str(), "--kernel-log",
+                (dir / "kern.log").c_str(), "--listen", listen.c_str(), "--state-dir", (dir / "state").c_str(),
+                "--no-driver", "--interval", "3600", static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    struct StopAgent {
+        pid_t pid;
+        ~StopAgent() {  // an assertion that failed: the agent is stopped all the same
+            if (pid <= 0) return;
+            ::kill(pid, SIGTERM);
+            ::waitpid(pid, nullptr, 0);
+        }
+    } stop_agent{agent};
+    Endpoint e{port, ""};
+    ASSERT_TRUE(eventually([&] { return ask(e, get("/metrics"), 5s).status == 200; }, 60s))
+        << test::read_all((dir / "agent.err").string());
+    Answer first = ask(e, get("/v1/events?limit=100000"));
+    ASSERT_EQ(first.status, 200);
+    EXPECT_LE(first.body.size(), (4u << 20) + 2048);
+    auto j = nlohmann::json::parse(first.body, nullptr, false);
+    ASSERT_TRUE(j.is_object());
+    EXPECT_LT(j["events"].size(), static_cast<size_t>(kSeeded));
+    ASSERT_TRUE(j.contains("next_after"));
+    EXPECT_EQ(j["next_after"], j["events"].back()["id"]);
+    auto [rc, out] = test::run_gpudx(fmt::format("events --format json --limit 100000 --url http://127.0.0.1:{}", port));
+    ASSERT_EQ(rc, 0) << out.substr(0, 400);
+    auto all = nlohmann::json::parse(out, nullptr, false);
+    ASSERT_TRUE(all.is_object()) << out.substr(0, 400);
+    size_t seeded = 0;
+    int64_t last_id = 0;
+    for (const auto& ev : all["events"]) {
+        EXPECT_GT(ev["id"].get<int64_t>(), last_id);  // each once, in order
+        last_id = ev["id"].get<int64_t>();
+        seeded += ev["message"].get<std::string>().starts_with("seeded ");
+    }
+    EXPECT_EQ(seeded, static_cast<size_t>(kSeeded));
+    ::kill(agent, SIGTERM);
+    int status = 0;
+    ASSERT_EQ(::waitpid(agent, &status, 0), agent);
+    stop_agent.pid = -1;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << test::read_all((dir / "agent.err").string());
     std::filesystem::remove_all(dir);
 }
 
