@@ -297,17 +297,18 @@ void HttpServer::Impl::close(Connection& c) {
     --open;
 }
 
-// Makes room: closes the oldest open connection (all of them, or those whose answer waits to be sent, the
-// longest-waiting first). A request is read and answered in microseconds, so the oldest is the one not asking
-// or not reading.
+// Makes room. For a connection: one already answered (lingering: its client has all it will get), else the
+// oldest still sending its request (a request takes microseconds: the oldest is the one not asking), else the
+// oldest being answered. For an answer's bytes: the connection whose answer has waited longest to be read.
 bool HttpServer::Impl::close_oldest(bool writing_only) {
+    auto rank = [](const Connection& c) { return c.phase == Phase::lingering ? 0 : c.phase == Phase::reading ? 1 : 2; };
     Connection* oldest = nullptr;
     for (auto& c : connections) {
         if (c->closed) continue;
         if (writing_only) {
             if (c->counted == 0) continue;
             if (!oldest || c->answer_order < oldest->answer_order) oldest = c.get();
-        } else if (!oldest || c->accepted < oldest->accepted) {
+        } else if (!oldest || std::pair(rank(*c), c->accepted) < std::pair(rank(*oldest), oldest->accepted)) {
             oldest = c.get();
         }
     }
@@ -395,6 +396,7 @@ void HttpServer::Impl::answer(Connection& c, std::string_view head, Clock::time_
         return;
     }
     ++stats.answered;
+    now = Clock::now();  // the answer's deadline runs from when it is ready
     std::string out_head = answer_head(res.status, res.content_type, res.body.size(), res.headers);
     if (parsed.head_only) res.body = {};
     size_t size = out_head.size() + res.body.size();
@@ -476,6 +478,9 @@ void HttpServer::Impl::expire(Clock::time_point now) {
     for (auto& c : connections) {
         if (c->closed || c->deadline > now) continue;
         if (c->phase == Phase::reading) {
+            // What came while the thread was making another answer is read first: the delay was the server's.
+            read_request(*c, now);
+            if (c->closed || c->phase != Phase::reading) continue;
             // Said, if the client can take it at once; it is closed either way.
             static const std::string kTimeout = [] {
                 std::string body = "{\"error\":\"the request was not whole within the deadline\"}\n";
@@ -491,14 +496,13 @@ void HttpServer::Impl::expire(Clock::time_point now) {
 void HttpServer::Impl::serve() {
     std::vector<pollfd> fds;
     for (;;) {
-        auto now = Clock::now();
-        expire(now);
         std::erase_if(connections, [](const auto& c) { return c->closed; });
         {
             std::lock_guard lock(stats_mutex);
             published = stats;
             published.connections = open;
         }
+        auto now = Clock::now();
         bool accepting = now >= accept_paused_until;
         fds.clear();
         fds.push_back({stop_fd, POLLIN, 0});
@@ -533,7 +537,10 @@ void HttpServer::Impl::serve() {
                 case Phase::lingering: drain(c); break;
             }
         }
-        if (fds[1].revents != 0) accept_waiting(now);
+        if (fds[1].revents != 0) accept_waiting(Clock::now());
+        // Deadlines last: a request that came whole while a long answer was being made is served above, not
+        // timed out for the server's own slowness.
+        expire(Clock::now());
     }
     for (auto& c : connections) close(*c);
     connections.clear();
@@ -576,6 +583,8 @@ Result<std::unique_ptr<HttpServer>> HttpServer::listen_unix(const std::string& p
     struct stat st{};
     if (::lstat(path.c_str(), &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) return fail(fmt::format("--socket {}: exists and is not a socket", path));
+        if (::access(path.c_str(), W_OK) != 0 && errno == EACCES)
+            return fail(fmt::format("--socket {}: a socket this user may not connect to (another agent's?)", path));
         AgentAddress other;
         other.socket_path = path;
         if (auto answer = http_get(other, "/v1/status?format=slurm", std::chrono::milliseconds(2000)); answer)

@@ -44,8 +44,9 @@ Result<ListenAddress> parse_listen_address(std::string_view text);
 // What one listener lets its clients have, all of them together: whatever they send or fail to read, the
 // descriptors, memory and time they take are bounded by these (docs/agent.md, "Why the server is our own").
 struct HttpServerLimits {
-    // Connections open at once; a new one beyond this closes the oldest (a request is answered in
-    // microseconds, so the oldest is the one that is not asking).
+    // Connections open at once; a new one beyond this closes one already answered, else the oldest still
+    // sending its request (a request takes microseconds: the oldest is the one not asking), else the oldest
+    // being answered.
     size_t max_connections = 64;
     // From accept to the end of the request head, however slowly its bytes trickle in (then closed, 408).
     std::chrono::milliseconds request_deadline{2000};

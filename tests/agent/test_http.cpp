@@ -249,6 +249,32 @@ TEST(AgentHttp, FiftySlowClientsDelayNoOtherAndAreClosedAtTheRequestDeadline) {
     }
 }
 
+// The deadline is the client's: requests that came whole while the one thread made a slow answer are served.
+TEST(AgentHttp, RequestsThatCameWhileAnAnswerWasMadeAreServedNotTimedOut) {
+    HttpServerLimits limits;
+    limits.request_deadline = 300ms;
+    std::atomic<bool> making{false};
+    TcpServer t(limits, [&](const HttpRequest& r) {
+        if (r.path == "/slow") {
+            making = true;
+            std::this_thread::sleep_for(1s);
+        }
+        return HttpResponse{200, "text/plain", "ok\n", {}};
+    });
+    ASSERT_TRUE(t.server);
+    Socket early = connect_to(t.endpoint);  // accepted before the slow answer starts
+    ASSERT_TRUE(eventually([&] { return t.server->stats().peak_connections >= 1; }));
+    Socket slow = connect_to(t.endpoint);
+    ASSERT_TRUE(send_all(slow.fd, get("/slow")));
+    ASSERT_TRUE(eventually([&] { return making.load(); }));
+    Socket late = connect_to(t.endpoint);  // accepted after it
+    ASSERT_TRUE(send_all(early.fd, get("/metrics")));
+    ASSERT_TRUE(send_all(late.fd, get("/metrics")));
+    EXPECT_EQ(parse_answer(read_until_closed(slow.fd)).status, 200);
+    EXPECT_EQ(parse_answer(read_until_closed(early.fd)).status, 200);
+    EXPECT_EQ(parse_answer(read_until_closed(late.fd)).status, 200);
+}
+
 // ---- (b) more connections than the cap
 
 TEST(AgentHttp, TwoHundredIdleConnectionsDelayNoScrape) {
@@ -283,7 +309,8 @@ TEST(AgentHttp, ANewConnectionBeyondTheCapClosesTheOldest) {
     EXPECT_GE(st.closed_for_room, 23u);
 }
 
-// The listen backlog (SOMAXCONN) takes a burst: 5,000 requests, 50 at a time, none refused.
+// The listen backlog (SOMAXCONN) takes a burst: 2,000 requests, 50 at a time, none refused, none closed for the
+// room of another (the connections already answered go first).
 TEST(AgentHttp, ABurstOfFiftyConcurrentClientsIsAllAnswered) {
     TcpServer t;
     ASSERT_TRUE(t.server);
@@ -291,11 +318,11 @@ TEST(AgentHttp, ABurstOfFiftyConcurrentClientsIsAllAnswered) {
     std::vector<std::thread> clients;
     for (int c = 0; c < 50; ++c)
         clients.emplace_back([&] {
-            for (int i = 0; i < 100; ++i) (ask(t.endpoint, get("/metrics"), 10s).status == 200 ? answered : failed)++;
+            for (int i = 0; i < 40; ++i) (ask(t.endpoint, get("/metrics"), 10s).status == 200 ? answered : failed)++;
         });
     for (auto& c : clients) c.join();
-    EXPECT_EQ(failed, 0);
-    EXPECT_EQ(answered, 5000);
+    EXPECT_EQ(failed, 0) << "closed for room: " << t.server->stats().closed_for_room;
+    EXPECT_EQ(answered, 2000);
 }
 
 // ---- (c) ranges
