@@ -15,7 +15,9 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 // Only http_get uses cpp-httplib. poll(2), not select(2): select cannot watch a descriptor above 1023, and the
