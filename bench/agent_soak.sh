@@ -17,12 +17,12 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/gpudx-agent-soak.XXXXXX)
 source "$src/tests/agent/lib.sh"
 setup_node
-clients_pid= scraper_pid=
+clients_pid='' scraper_pid=''
 # Every process this script starts is stopped by its PID.
 cleanup() {
   local pid
   for pid in "$clients_pid" "$scraper_pid" "${agent_pid:-}"; do
-    [[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null || true
+    if [[ -n $pid ]]; then kill -KILL "$pid" 2>/dev/null || true; fi
   done
   rm -rf "$work"
 }
@@ -145,7 +145,9 @@ python3 "$work/scraper.py" "$port" "$socket" "$work/scrapes" &
 scraper_pid=$!
 
 # The agent's descriptors, resident memory (kB) and CPU ticks, once a second.
-sample() { echo "$(ls "/proc/$agent_pid/fd" | wc -l) $(awk '/^VmRSS/ {print $2}' "/proc/$agent_pid/status")" >> "$work/samples"; }
+sample() {
+  echo "$(ls "/proc/$agent_pid/fd" | wc -l) $(awk '/^VmRSS/ {print $2}' "/proc/$agent_pid/status")" >> "$work/samples"
+}
 ticks() { awk '{print $14+$15}' "/proc/$agent_pid/stat"; }
 drain_stamps() { cat "$work/stamps" 2>/dev/null | grep -c 'state=drain' || true; }
 sleep 2  # the clients connected
@@ -156,25 +158,29 @@ xids=0
 while ((SECONDS < end)); do
   t0=$(date +%s%N)
   xid79 >> "$log"
+  # shellcheck disable=SC2034  # read by the condition wait_for evaluates
   drains=$(drain_stamps)
   wait_for "drain $xids" 'test "$(drain_stamps)" -gt "$drains"'
   t1=$(grep 'state=drain' "$work/stamps" | tail -1 | cut -d' ' -f1)
   echo $(( (t1 - t0) / 1000 )) >> "$work/latencies"   # microseconds
   xids=$((xids + 1))
   cp "$root/_commands/dmesg.txt" "$log.new" && mv "$log.new" "$log"   # healthy again: resumed
-  wait_for "resume $xids" 'test "$(cat "$slurm/state")" == IDLE'
+  # (The stamp comes before the fake scontrol writes the state: it may not be there yet.)
+  wait_for "resume $xids" 'test "$(cat "$slurm/state" 2>/dev/null)" == IDLE'
   next=$((SECONDS + xid_every))
   while ((SECONDS < next && SECONDS < end)); do sample; sleep 1; done
 done
 t_end=$(ticks) s_end=$(date +%s.%N)
 kill -TERM "$clients_pid" "$scraper_pid"
 wait "$clients_pid" "$scraper_pid" || true
-clients_pid= scraper_pid=
+clients_pid='' scraper_pid=''
 read -r connects closed refused < "$work/clients.report"
 stop_agent
 
 clk=$(getconf CLK_TCK)
-python3 - "$work" "$duration" "$clients" "$xids" "$connects" "$closed" "$refused" "$(( t_end - t_start ))" "$clk" "$(awk -v a="$s_start" -v b="$s_end" 'BEGIN {print b - a}')" <<'EOF'
+elapsed=$(awk -v a="$s_start" -v b="$s_end" 'BEGIN {print b - a}')
+python3 - "$work" "$duration" "$clients" "$xids" "$connects" "$closed" "$refused" "$((t_end - t_start))" "$clk" \
+  "$elapsed" <<'EOF'
 import sys
 work, duration, clients, xids, connects, closed, refused, ticks, clk, elapsed = sys.argv[1:]
 def pct(v, p):
@@ -197,5 +203,6 @@ fds = [int(s[0]) for s in samples]
 rss = [int(s[1]) / 1024 for s in samples]
 print(f"  agent descriptors: max {max(fds)}, last {fds[-1]}; resident memory: first {rss[0]:.1f} MB, "
       f"max {max(rss):.1f} MB, last {rss[-1]:.1f} MB")
-print(f"  agent CPU (its own threads, not its children): {100 * int(ticks) / int(clk) / float(elapsed):.1f} % of one core")
+cpu = 100 * int(ticks) / int(clk) / float(elapsed)
+print(f"  agent CPU (its own threads, not its children): {cpu:.1f} % of one core")
 EOF

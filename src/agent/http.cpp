@@ -147,7 +147,8 @@ ParsedRequest parse_request(std::string_view head, const HttpServerLimits& limit
     for (auto pair : split(target.substr(question + 1), '&')) {
         if (pair.empty()) continue;
         auto equals = pair.find('=');
-        std::string value = equals == std::string_view::npos ? std::string() : percent_decode(pair.substr(equals + 1), true);
+        std::string value =
+            equals == std::string_view::npos ? std::string() : percent_decode(pair.substr(equals + 1), true);
         out.request.query[percent_decode(pair.substr(0, equals), true)] = std::move(value);
     }
     return out;
@@ -372,10 +373,14 @@ void HttpServer::Impl::read_request(Connection& c, Clock::time_point now) {
             return;
         }
         if (c.in.size() > limits.max_request_head) {
+            // No line end yet: it is the request line that is too long.
             bool line_whole = c.in.find('\n') != std::string::npos;
+            int status = line_whole ? 431 : 414;
             refuse(c,
-                   line_whole ? Refusal{431, fmt::format("the request head is longer than {} bytes", limits.max_request_head), {}}
-                              : Refusal{414, fmt::format("the request line is longer than {} bytes", limits.max_request_head), {}},
+                   Refusal{status,
+                           fmt::format("the request {} is longer than {} bytes", line_whole ? "head" : "line",
+                                       limits.max_request_head),
+                           {}},
                    now);
             return;
         }
@@ -441,7 +446,8 @@ void HttpServer::Impl::write_answer(Connection& c, Clock::time_point now) {
         int count = 0;
         if (c.sent < c.out_head.size()) parts[count++] = {c.out_head.data() + c.sent, c.out_head.size() - c.sent};
         size_t body_from = c.sent > c.out_head.size() ? c.sent - c.out_head.size() : 0;
-        if (body_from < c.out_body.size()) parts[count++] = {c.out_body.data() + body_from, c.out_body.size() - body_from};
+        if (body_from < c.out_body.size())
+            parts[count++] = {c.out_body.data() + body_from, c.out_body.size() - body_from};
         msghdr msg{};
         msg.msg_iov = parts;
         msg.msg_iovlen = static_cast<size_t>(count);
@@ -624,7 +630,8 @@ Result<std::unique_ptr<HttpServer>> HttpServer::listen_unix(const std::string& p
 }
 
 void HttpServer::start() {
-    if (impl_ && !impl_->thread.joinable() && impl_->listen_fd >= 0) impl_->thread = std::thread([this] { impl_->serve(); });
+    if (impl_ && !impl_->thread.joinable() && impl_->listen_fd >= 0)
+        impl_->thread = std::thread([this] { impl_->serve(); });
 }
 
 void HttpServer::stop() {

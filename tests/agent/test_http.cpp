@@ -1,9 +1,9 @@
 // The agent's HTTP server against clients that do not play by the rules (issue 28): slow ones, idle ones, too
 // many, too large, ranges, other methods, ones that never read, and a process out of descriptors; the events
-// answer's byte cap and `gpudx events` following it. (A since= out of range: test_agent.cpp and agent_cli.sh.) Every client
-// is a raw socket on loopback (or the unix socket) whose reads have a deadline as a safety net; the bounds
-// asserted ("answers within 2 s while 50 slow clients are held") are correctness bounds, far above what an
-// answer takes.
+// answer's byte cap and `gpudx events` following it (a since= out of range: test_agent.cpp and agent_cli.sh).
+// Every client is a raw socket on loopback (or the unix socket) whose reads have a deadline as a safety net;
+// the bounds asserted ("answers within 2 s while 50 slow clients are held") are correctness bounds, far above
+// what an answer takes.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <string>
 #include <thread>
 #include <utility>
@@ -375,8 +376,8 @@ TEST(AgentHttp, OnlyGetAndHeadOthersAre405) {
     EXPECT_EQ(post.status, 405);
     EXPECT_EQ(post.headers["allow"], "GET, HEAD");
     EXPECT_EQ(ask(t.endpoint, "DELETE /v1/events HTTP/1.1\r\n\r\n").status, 405);
-    EXPECT_EQ(ask(t.endpoint, "PUT /v1/events HTTP/1.1\r\nContent-Length: 100000\r\n\r\n" + std::string(1000, 'p')).status,
-              405);
+    std::string put = "PUT /v1/events HTTP/1.1\r\nContent-Length: 100000\r\n\r\n" + std::string(1000, 'p');
+    EXPECT_EQ(ask(t.endpoint, put).status, 405);
     Answer head = ask(t.endpoint, "HEAD /metrics HTTP/1.1\r\n\r\n");
     EXPECT_EQ(head.status, 200);
     EXPECT_EQ(head.headers["content-length"], "17");
@@ -385,6 +386,26 @@ TEST(AgentHttp, OnlyGetAndHeadOthersAre405) {
     EXPECT_EQ(ask(t.endpoint, "GET /metrics\r\n\r\n").status, 400);
     EXPECT_EQ(ask(t.endpoint, "GET http://host/metrics HTTP/1.1\r\n\r\n").status, 400);
     EXPECT_EQ(ask(t.endpoint, "\x16\x03\x01\x02\x10\x01\xfc\x03\x03\r\n\r\n").status, 400);  // a TLS hello
+}
+
+// Whatever bytes come, each request is answered with a status and the server goes on (no crash, no hang).
+TEST(AgentHttp, RandomRequestHeadsAreEachAnsweredWithAStatus) {
+    TcpServer t;
+    ASSERT_TRUE(t.server);
+    std::mt19937 random(28);  // fixed: a failure repeats
+    const std::string_view pieces[] = {"GET", "HEAD", "POST", " ", "/", "/metrics", "/v1/events", "?", "&", "=",
+                                       "%", "%4", "+", "HTTP/1.1", "HTTP/1.0", "\r\n", "\n", ":", "Range: bytes=0-",
+                                       std::string_view("\0", 1), "\xff", "\t", "#"};
+    for (int i = 0; i < 300; ++i) {
+        std::string request;
+        for (int n = std::uniform_int_distribution<int>(0, 12)(random); n > 0; --n)
+            request += pieces[std::uniform_int_distribution<size_t>(0, std::size(pieces) - 1)(random)];
+        request += "\r\n\r\n";
+        Answer a = ask(t.endpoint, request);
+        EXPECT_GE(a.status, 200) << "request " << i << ": " << request;
+        EXPECT_TRUE(a.closed) << "request " << i;
+    }
+    EXPECT_EQ(ask(t.endpoint, get("/metrics")).status, 200);
 }
 
 TEST(AgentHttp, TheQueryIsDecodedAndTheAnswerSaysConnectionClose) {
@@ -575,7 +596,8 @@ TEST(AgentHttp, TheAgentsEventsAnswerEndsAtFourMiBAndGpudxEventsListsThemAll) {
         auto store = EventStore::open({.path = (dir / "state/events.db").string()});
         ASSERT_TRUE(store) << store.error().message;
         std::vector<AgentEvent> seeded;
-        for (int i = 0; i < kSeeded; ++i) seeded.push_back(agent_note(fmt::format("seeded {} {}", i, std::string(900, 's')), now_ms()));
+        for (int i = 0; i < kSeeded; ++i)
+            seeded.push_back(agent_note(fmt::format("seeded {} {}", i, std::string(900, 's')), now_ms()));
         ASSERT_TRUE((*store)->append(seeded));
     }
     int port = free_tcp_port();
@@ -609,7 +631,8 @@ TEST(AgentHttp, TheAgentsEventsAnswerEndsAtFourMiBAndGpudxEventsListsThemAll) {
     EXPECT_LT(j["events"].size(), static_cast<size_t>(kSeeded));
     ASSERT_TRUE(j.contains("next_after"));
     EXPECT_EQ(j["next_after"], j["events"].back()["id"]);
-    auto [rc, out] = test::run_gpudx(fmt::format("events --format json --limit 100000 --url http://127.0.0.1:{}", port));
+    auto [rc, out] =
+        test::run_gpudx(fmt::format("events --format json --limit 100000 --url http://127.0.0.1:{}", port));
     ASSERT_EQ(rc, 0) << out.substr(0, 400);
     auto all = nlohmann::json::parse(out, nullptr, false);
     ASSERT_TRUE(all.is_object()) << out.substr(0, 400);
