@@ -56,8 +56,19 @@ assert j["agent"]["kernel_log"]["lines_matched"] >= 2, j["agent"]["kernel_log"]
 assert j["agent"]["store"]["writable"] is True
 EOF
 
-# 5b. The socket is for the agent's user and group (docs/agent.md, "Who may ask").
+# 5b. The socket is for the agent's user and group (docs/agent.md, "Who may ask"): another user is told so and
+# may ask over TCP (as root only, where `nobody` can be switched to).
 [[ $(stat -c %a "$state/agent.sock") == 660 ]] || fail "socket mode $(stat -c %a "$state/agent.sock"), not 660"
+if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null && getent passwd nobody >/dev/null; then
+  as_nobody() { setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups -- "$@"; }
+  set +e
+  as_nobody "$gpudx" events --state-dir "$state" >/dev/null 2>"$work/nobody.err"; rc=$?
+  set -e
+  [[ $rc == 69 ]] && grep -q "permission denied" "$work/nobody.err" ||
+    fail "events as nobody over the socket: exit $rc: $(cat "$work/nobody.err")"
+  as_nobody "$gpudx" events --url "$url" >/dev/null 2>"$work/nobody.err" ||
+    fail "events as nobody over TCP: $(cat "$work/nobody.err")"
+fi
 
 # 5c. A since= no event time can be (out of a double's integer range, not a number) is a 400, not every event;
 # the CLI's --since a usage error.
