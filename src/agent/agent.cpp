@@ -909,7 +909,9 @@ HttpResponse Agent::events_response(const HttpRequest& r) {
     size_t limit = kDefaultEventLimit;
     if (auto it = r.query.find("since"); it != r.query.end()) {
         auto t = parse_event_time(it->second, now_ms());
-        if (!t) return bad("since=" + it->second + ": not Unix seconds, an ISO 8601 time or an age (15m, 2h, 7d)");
+        if (!t)
+            return bad("since=" + it->second +
+                       ": not Unix seconds, an ISO 8601 time or an age (15m, 2h, 7d), up to the year 9999");
         since = *t;
     }
     if (auto it = r.query.find("after"); it != r.query.end()) {
@@ -923,37 +925,45 @@ HttpResponse Agent::events_response(const HttpRequest& r) {
         limit = std::min<size_t>(*v, kMaxEventLimit);
     }
     // Written event by event, a page of the store at a time: 10,000 events never sit in memory as one JSON
-    // document, and the main loop's writes wait for one page at most.
-    HttpResponse res;
-    res.body = "{\"events\": [";
-    size_t n = 0;
-    auto add = [&](const AgentEvent& e) {
-        res.body += n++ == 0 ? "\n" : ",\n";
-        res.body += json_text(event_to_json(e));
-    };
+    // document, and the main loop's writes wait for one page at most. At most 4 MiB, whatever limit= asks: past
+    // that the answer says where to go on ("next_after"), so what a client that does not read it pins stays
+    // bounded (docs/agent.md).
+    constexpr size_t kMaxEventsAnswerBytes = 4u << 20;
+    EventsAnswer answer(kMaxEventsAnswerBytes);
+    bool full = false;
     int64_t cursor = after;
+    std::vector<AgentEvent> unstored;  // held in memory (no id): after the stored ones
     for (;;) {
         std::vector<AgentEvent> page;
         {
             std::lock_guard lock(store_mutex_);
             if (!store_) {
                 for (const auto& e : memory_events_)
-                    if (e.time_ms >= since && page.size() < limit) page.push_back(e);
-                for (const auto& e : page) add(e);
+                    if (e.time_ms >= since && unstored.size() < limit) unstored.push_back(e);
                 break;
             }
-            page = store_->query(since, cursor, std::min(kEventPage, limit - n));
+            page = store_->query(since, cursor, std::min(kEventPage, limit - answer.count()));
         }
-        for (const auto& e : page) add(e), cursor = e.id;
-        if (page.size() < kEventPage || n >= limit) break;
+        for (const auto& e : page) {
+            if (!answer.add(e)) {
+                full = true;
+                break;
+            }
+            cursor = e.id;
+        }
+        if (full || page.size() < kEventPage || answer.count() >= limit) break;
     }
-    {
+    if (!full) {
         std::lock_guard lock(store_mutex_);
-        if (store_)
-            for (const auto& e : store_->pending(since))
-                if (n < limit) add(e);
+        if (store_) unstored = store_->pending(since);
     }
-    res.body += "\n]}\n";
+    size_t left_out = 0;
+    for (const auto& e : unstored) {
+        if (answer.count() + left_out >= limit) break;
+        if (left_out > 0 || !answer.add(e)) ++left_out;
+    }
+    HttpResponse res;
+    res.body = std::move(answer).finish(full ? std::optional<int64_t>(cursor) : std::nullopt, left_out);
     return res;
 }
 

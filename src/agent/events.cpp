@@ -181,19 +181,31 @@ AgentEvent event_from_json(const nlohmann::json& j) {
     return e;
 }
 
+namespace {
+
+// Times and ages up to the year 9999 (253402300799 s): beyond, a double is past what an int64_t of milliseconds
+// holds (1e300, inf), or nan, and the conversion would be undefined; no event is that old or that new.
+constexpr double kLatestEventSeconds = 253'402'300'799.0;
+
+}  // namespace
+
 std::optional<int64_t> parse_event_time(std::string_view text, int64_t now) {
     text = trim(text);
     if (text.empty()) return std::nullopt;
+    auto in_range = [](double secs) { return secs >= 0 && secs <= kLatestEventSeconds; };  // false for nan
     // An age before now: 90s, 15m, 2h, 7d.
     static constexpr std::pair<char, int64_t> kUnits[] = {{'s', 1000}, {'m', 60'000}, {'h', 3'600'000}, {'d', 86'400'000}};
     for (auto [unit, ms] : kUnits) {
         if (text.size() > 1 && text.back() == unit) {
             auto n = parse_double(text.substr(0, text.size() - 1));
-            if (!n || *n < 0) return std::nullopt;
+            if (!n || !in_range(*n * static_cast<double>(ms) / 1000.0)) return std::nullopt;
             return now - static_cast<int64_t>(*n * static_cast<double>(ms));
         }
     }
-    if (auto secs = parse_double(text)) return static_cast<int64_t>(*secs * 1000.0);
+    if (auto secs = parse_double(text)) {
+        if (!in_range(*secs)) return std::nullopt;
+        return static_cast<int64_t>(*secs * 1000.0);
+    }
     // ISO 8601: the kernel-log parser reads it (an offset or "Z" included); a fraction is taken off first.
     std::string iso(text);
     int64_t frac_ms = 0;
@@ -206,8 +218,24 @@ std::optional<int64_t> parse_event_time(std::string_view text, int64_t now) {
         iso.erase(dot, end - dot);
     }
     auto wall = parse_wall_time(iso, 1970);
-    if (!wall) return std::nullopt;
+    if (!wall || !in_range(static_cast<double>(*wall))) return std::nullopt;
     return *wall * 1000 + frac_ms;
+}
+
+bool EventsAnswer::add(const AgentEvent& e) {
+    std::string text = json_text(event_to_json(e));
+    if (count_ > 0 && body_.size() + 2 + text.size() > max_bytes_) return false;
+    body_ += count_++ == 0 ? "\n" : ",\n";
+    body_ += text;
+    return true;
+}
+
+std::string EventsAnswer::finish(std::optional<int64_t> next_after, size_t left_out) && {
+    body_ += "\n]";
+    if (next_after) body_ += fmt::format(", \"next_after\": {}", *next_after);
+    if (left_out > 0) body_ += fmt::format(", \"left_out\": {}", left_out);
+    body_ += "}\n";
+    return std::move(body_);
 }
 
 std::string json_text(const nlohmann::json& j, int indent) {

@@ -1,8 +1,10 @@
 #pragma once
 // What the agent remembers (docs/agent.md): a finding that appeared or cleared, a drain or resume of the Slurm
 // node, and what happened to the agent itself (records lost to a kmsg overrun, a database moved aside).
+#include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,7 +77,27 @@ AgentEvent event_from_json(const nlohmann::json& j);
 std::string format_event_time(int64_t time_ms);
 // --since and ?since=: Unix seconds ("1764634443", "1764634443.5"), an ISO 8601 UTC time
 // ("2026-12-02T00:14:03Z", fractions and "+00:00" allowed), or an age: "90s", "15m", "2h", "7d" before now.
+// nullopt for anything else, and for a time or an age that is negative, not a number, or past the year 9999.
 std::optional<int64_t> parse_event_time(std::string_view text, int64_t now_ms);
+
+// The body of a /v1/events answer, written event by event: {"events": [...]}, and the byte cap that bounds it
+// whatever ?limit= asks. Full, it takes no more events; the answer then says where the rest is: "next_after"
+// (the last id it holds: ask ?after= that), or "left_out" (events held in memory while the store refuses them,
+// which have no id to go on from).
+class EventsAnswer {
+public:
+    explicit EventsAnswer(size_t max_bytes) : max_bytes_(max_bytes) {}
+    // False, and the event left out, once one more would pass the cap; the first event always goes in, so
+    // every answer makes progress.
+    bool add(const AgentEvent& e);
+    size_t count() const { return count_; }
+    std::string finish(std::optional<int64_t> next_after, size_t left_out) &&;
+
+private:
+    size_t max_bytes_;
+    size_t count_ = 0;
+    std::string body_ = "{\"events\": [";
+};
 
 int64_t now_ms();
 // JSON as text with invalid UTF-8 (a file name, a log line) replaced instead of thrown on.

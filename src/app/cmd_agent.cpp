@@ -1,7 +1,11 @@
 // `gpudx agent`: the node agent (docs/agent.md).
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -61,6 +65,18 @@ std::vector<std::string> nvml_events_command(const NodeOptions& n) {
     return argv;
 }
 
+// Every descriptor the system lets the agent have, for its own reading (the followed kernel log and its
+// re-reads, the store, its children's pipes): the soft limit raised to the hard one (the unit's LimitNOFILE).
+// Its clients cannot take them: each listener holds at most its connection cap (docs/agent.md).
+void raise_descriptor_limit() {
+    rlimit nofile{};
+    if (::getrlimit(RLIMIT_NOFILE, &nofile) != 0 || nofile.rlim_cur >= nofile.rlim_max) return;
+    nofile.rlim_cur = nofile.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &nofile) != 0)
+        std::fprintf(stderr, "gpudx agent: cannot raise the descriptor limit to %llu: %s\n",
+                     static_cast<unsigned long long>(nofile.rlim_max), std::strerror(errno));
+}
+
 int run_agent_command(const AgentCmdOptions& o) {
     std::error_code ec;
     if (!std::filesystem::is_directory(o.node.root, ec)) throw UsageError{"--root " + o.node.root + ": not a directory"};
@@ -115,6 +131,7 @@ int run_agent_command(const AgentCmdOptions& o) {
         a.slurm = slurm_drain_options(o.drain);
         a.slurm.update_own_reason = false;  // one drain for one episode of errors, however many findings it grows
     }
+    raise_descriptor_limit();
     return run_agent(a);
 }
 
@@ -134,7 +151,7 @@ CommandRegistrar register_agent{
                             ->capture_default_str();
          cmd.add_flag("--no-listen", o->no_listen, "No TCP listener (the unix socket only)")->excludes(listen);
          cmd.add_flag("--allow-remote", o->allow_remote, "Allow --listen on an address other machines can reach");
-         auto* socket = cmd.add_option("--socket", o->socket, "Unix socket to serve on (default: STATE_DIR/agent.sock)")
+         auto* socket = cmd.add_option("--socket", o->socket, "Unix socket to serve on, mode 0660: the agent's user and group (default: STATE_DIR/agent.sock)")
                             ->type_name("PATH");
          cmd.add_flag("--no-socket", o->no_socket, "No unix socket")->excludes(socket);
          cmd.add_option("--state-dir", o->state_dir, "Where the event store (events.db) and the socket live")

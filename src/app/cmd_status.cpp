@@ -134,31 +134,56 @@ std::string render_events_text(const std::vector<AgentEvent>& events) {
 
 int run_events(const EventsOptions& o) {
     AgentAddress where = agent_address(o.client);
-    std::string query = fmt::format("/v1/events?limit={}", o.limit);
-    if (!o.since.empty()) {
-        if (!parse_event_time(o.since, now_ms()))
-            throw UsageError{"--since " + o.since + ": not Unix seconds, an ISO 8601 time or an age (15m, 2h, 7d)"};
-        query += "&since=" + url_encode(o.since);
-    }
-    if (o.after > 0) query += fmt::format("&after={}", o.after);
-    auto reply = http_get(where, query, timeout(o.client));
-    if (!reply || reply->status != 200) {
-        std::string why = reply ? fmt::format("the gpudx agent at {} answered: {}", where.describe(), reply_error(*reply))
-                                : reply.error().message;
+    if (!o.since.empty() && !parse_event_time(o.since, now_ms()))
+        throw UsageError{"--since " + o.since +
+                         ": not Unix seconds, an ISO 8601 time or an age (15m, 2h, 7d), up to the year 9999"};
+    auto no_list = [&](const std::string& why) {
         std::fprintf(stderr, "gpudx events: %s (start one with `gpudx agent`, docs/agent.md)\n", why.c_str());
         return kExitNoAgent;
+    };
+    // The agent ends an answer at its byte cap and says where the rest starts ("next_after"): asked again from
+    // there until the events run out or --limit is reached, so everything is listed.
+    std::vector<nlohmann::json> listed;
+    uint64_t left_out = 0;
+    int64_t after = o.after;
+    for (;;) {
+        std::string query = fmt::format("/v1/events?limit={}", o.limit - listed.size());
+        if (!o.since.empty()) query += "&since=" + url_encode(o.since);
+        if (after > 0) query += fmt::format("&after={}", after);
+        auto reply = http_get(where, query, timeout(o.client));
+        if (!reply) return no_list(reply.error().message);
+        if (reply->status != 200)
+            return no_list(fmt::format("the gpudx agent at {} answered: {}", where.describe(), reply_error(*reply)));
+        auto j = nlohmann::json::parse(reply->body, nullptr, false);
+        if (!j.is_object() || !j.contains("events") || !j["events"].is_array()) {
+            std::fprintf(stderr, "gpudx events: the agent at %s answered no event list\n", where.describe().c_str());
+            return kExitNoAgent;
+        }
+        for (auto& e : j["events"]) listed.push_back(std::move(e));
+        if (auto l = j.find("left_out"); l != j.end() && l->is_number_unsigned()) left_out += l->get<uint64_t>();
+        auto next = j.find("next_after");
+        // Only forward, and only with events in hand: an answer that would page forever is not followed.
+        if (next == j.end() || !next->is_number_integer() || next->get<int64_t>() <= after || j["events"].empty() ||
+            listed.size() >= o.limit)
+            break;
+        after = next->get<int64_t>();
     }
+    if (left_out > 0)
+        std::fprintf(stderr,
+                     "gpudx events: %llu more events are held in memory while the agent's store refuses writes; "
+                     "they are listed once stored\n",
+                     static_cast<unsigned long long>(left_out));
     if (o.format == "json") {
-        write_output("", reply->body, OutputKind::data);
+        // As the agent writes one answer, all pages in one document.
+        std::string out = "{\"events\": [";
+        for (size_t i = 0; i < listed.size(); ++i) out += (i == 0 ? "\n" : ",\n") + json_text(listed[i]);
+        out += "\n]}\n";
+        write_output("", out, OutputKind::data);
         return 0;
     }
-    auto j = nlohmann::json::parse(reply->body, nullptr, false);
-    if (!j.is_object() || !j.contains("events") || !j["events"].is_array()) {
-        std::fprintf(stderr, "gpudx events: the agent at %s answered no event list\n", where.describe().c_str());
-        return kExitNoAgent;
-    }
     std::vector<AgentEvent> events;
-    for (const auto& e : j["events"]) events.push_back(event_from_json(e));
+    events.reserve(listed.size());
+    for (const auto& e : listed) events.push_back(event_from_json(e));
     write_output("", render_events_text(events), OutputKind::text);
     return 0;
 }

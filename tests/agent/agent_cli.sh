@@ -2,8 +2,8 @@
 # `gpudx agent` as its contract says tests drive it: on a capture of a real 1×H200 node with its kernel log
 # followed as a file, a fake scontrol recording its arguments. An Xid 79 line appended drains the node at
 # once, the event is in /v1/events, a second Xid for the same GPU drains nothing twice, the log cleared
-# resumes the node (gpudx drained it), `gpudx status`/`events` answer over the unix socket and the URL, the
-# events outlive a restart, a port in use exits 64, SIGTERM exits 0.
+# resumes the node (gpudx drained it), `gpudx status`/`events` answer over the unix socket (mode 0660) and the
+# URL, a since= out of range is refused, the events outlive a restart, a port in use exits 64, SIGTERM exits 0.
 set -euo pipefail
 gpudx=$1 src=$2 work=$3
 source "$src/tests/agent/lib.sh"
@@ -55,6 +55,36 @@ assert any(f["severity"] == "error" for f in j["findings"])
 assert j["agent"]["kernel_log"]["lines_matched"] >= 2, j["agent"]["kernel_log"]
 assert j["agent"]["store"]["writable"] is True
 EOF
+
+# 5b. The socket is for the agent's user and group (docs/agent.md, "Who may ask"): another user is told so and
+# may ask over TCP (as root only, where `nobody` can be switched to).
+[[ $(stat -c %a "$state/agent.sock") == 660 ]] || fail "socket mode $(stat -c %a "$state/agent.sock"), not 660"
+if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null && getent passwd nobody >/dev/null; then
+  as_nobody() { setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups -- "$@"; }
+  set +e
+  as_nobody "$gpudx" events --state-dir "$state" >/dev/null 2>"$work/nobody.err"; rc=$?
+  set -e
+  [[ $rc == 69 ]] && grep -q "permission denied" "$work/nobody.err" ||
+    fail "events as nobody over the socket: exit $rc: $(cat "$work/nobody.err")"
+  as_nobody "$gpudx" events --url "$url" >/dev/null 2>"$work/nobody.err" ||
+    fail "events as nobody over TCP: $(cat "$work/nobody.err")"
+fi
+
+# 5c. A since= no event time can be (out of a double's integer range, not a number) is a 400, not every event;
+# the CLI's --since a usage error.
+python3 - "$url" <<'EOF' || fail "since= out of range was not refused"
+import sys, urllib.error, urllib.request
+for since in ["1e300", "inf", "nan", "-1e300", "1e300d"]:
+    try:
+        urllib.request.urlopen(sys.argv[1] + "/v1/events?since=" + since, timeout=10)
+        raise SystemExit(f"since={since}: answered 200")
+    except urllib.error.HTTPError as e:
+        assert e.code == 400, (since, e.code)
+EOF
+set +e
+"$gpudx" events --url "$url" --since 1e300 >/dev/null 2>"$work/since.err"; rc=$?
+set -e
+[[ $rc == 64 ]] || fail "events --since 1e300 exited $rc: $(cat "$work/since.err")"
 
 # 6. The log rotated to one without the Xid: the finding clears and gpudx resumes its own drain.
 cp "$root/_commands/dmesg.txt" "$log.new" && mv "$log.new" "$log"

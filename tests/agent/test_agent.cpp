@@ -226,6 +226,20 @@ TEST(AgentEvents, EventTimesAreUnixSecondsIsoOrAnAge) {
     EXPECT_EQ(e.time_ms, 5);
 }
 
+// 1e300, inf and nan converted to milliseconds were undefined behaviour, and answered every event.
+TEST(AgentEvents, EventTimesBeyondAnyEventAreRefused) {
+    int64_t now = 1'764'634'443'000;
+    for (const char* bad : {"1e300", "-1e300", "inf", "-inf", "nan", "1e300s", "1e300d", "infh", "nanm", "-5", "-5m",
+                            "253402300800", "1e18"})
+        EXPECT_FALSE(parse_event_time(bad, now)) << bad;
+    EXPECT_EQ(parse_event_time("0", now), 0);
+    EXPECT_EQ(parse_event_time("253402300799", now), 253'402'300'799'000);
+    EXPECT_EQ(parse_event_time("30d", 0), -2'592'000'000);  // --retain's age
+    auto [rc, out] = test::run_gpudx("events --since 1e300 --url http://127.0.0.1:1");
+    EXPECT_EQ(rc, 64) << out;
+    EXPECT_NE(out.find("--since 1e300"), std::string::npos) << out;
+}
+
 // ---- the event store
 
 std::vector<AgentEvent> some_events(int n, int64_t t0) {
