@@ -1,5 +1,8 @@
 // Failing closed (issue 28): what could not be read is never health, a warning that becomes an error is news,
 // the agent's memory survives a restart, and no line of a followed file is lost to a rotation or a rewrite.
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -215,6 +218,29 @@ TEST_F(AgentGenerations, ASameSizeRewriteIsANewGeneration) {
     ASSERT_TRUE(seen_.wait("line:[    2.0] NVRM: Xid (PCI:0000:00:06): 79, pid=2"));
     auto v = seen_.seen();
     EXPECT_LT(position(v, "ended"), position(v, "line:[    2.0] NVRM: Xid (PCI:0000:00:06): 79, pid=2"));
+}
+
+// ---- /dev/kmsg records the agent read before the ring lost them
+
+TEST(AgentKmsgCarry, RecordsTheRingNoLongerHoldsAreJudgedAndOthersAreNot) {
+    // A mounted host's /dev/kmsg: /dev/null's numbers stand in for a ring that holds nothing any more.
+    auto dir = test::scratch("kmsg-carry");
+    std::filesystem::create_directories(dir / "dev");
+    if (::mknod((dir / "dev/kmsg").c_str(), S_IFCHR | 0644, makedev(1, 3)) != 0)
+        GTEST_SKIP() << "mknod not permitted here (needs root)";
+    Root root(dir);
+    CollectOptions o;
+    o.kernel_log_earlier_lines = {"3,812,6000000000,-;NVRM: Xid (PCI:0000:00:06): 79, pid=4242, name=python3, "
+                                  "GPU has fallen off the bus."};
+    KernelLog log;
+    auto st = collect_kernel_log(CollectContext{root, o}, log);
+    EXPECT_EQ(st.state, CollectorState::ok) << st.message;
+    ASSERT_EQ(log.xids.size(), 1u);
+    EXPECT_EQ(log.xids[0].code, 79);
+    // Without them, the empty ring is no evidence at all.
+    KernelLog empty;
+    EXPECT_EQ(collect_kernel_log(CollectContext{root, CollectOptions{}}, empty).state, CollectorState::no_data);
+    std::filesystem::remove_all(dir);
 }
 
 // ---- the verdict
