@@ -222,7 +222,7 @@ TEST_F(AgentGenerations, ASameSizeRewriteIsANewGeneration) {
 
 // ---- /dev/kmsg records the agent read before the ring lost them
 
-TEST(AgentKmsgCarry, RecordsTheRingNoLongerHoldsAreJudgedAndOthersAreNot) {
+TEST(AgentKmsgCarry, RecordsTheRingNoLongerHoldsAreJudged) {
     // A mounted host's /dev/kmsg: /dev/null's numbers stand in for a ring that holds nothing any more.
     auto dir = test::scratch("kmsg-carry");
     std::filesystem::create_directories(dir / "dev");
