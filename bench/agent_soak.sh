@@ -27,14 +27,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-# The fake scontrol, stamping each update with the time it was called.
-cat > "$work/scontrol" <<EOF
-#!/usr/bin/env bash
-[[ \$1 == update ]] && echo "\$(date +%s%N) \$*" >> "$work/stamps"
-exec bash "$src/tests/slurm/fake_scontrol.sh" "\$@"
-EOF
-chmod +x "$work/scontrol"
-fake=$work/scontrol
+stamping_scontrol
 agent_interval=60 start_agent
 socket=$state/agent.sock
 

@@ -19,14 +19,7 @@ work=$(mktemp -d /tmp/gpudx-bench-agent.XXXXXX)
 source "$src/tests/agent/lib.sh"
 setup_node
 trap '[[ -n ${agent_pid:-} ]] && kill -KILL "$agent_pid" 2>/dev/null; rm -rf "$work"' EXIT
-# The fake scontrol, stamping each update with the time it was called.
-cat > "$work/scontrol" <<EOF
-#!/usr/bin/env bash
-[[ \$1 == update ]] && echo "\$(date +%s%N) \$*" >> "$work/stamps"
-exec bash "$src/tests/slurm/fake_scontrol.sh" "\$@"
-EOF
-chmod +x "$work/scontrol"
-fake=$work/scontrol
+stamping_scontrol
 agent_interval=60 start_agent
 
 pct() { sort -n | awk -v p="$1" '{a[NR]=$1} END {i=int(NR*p/100+0.999); if (i<1) i=1; printf "%.1f", a[i]}'; }

@@ -28,6 +28,18 @@ setup_node() {
   url=http://127.0.0.1:$port
 }
 
+# stamping_scontrol: $fake becomes a fake scontrol that also appends "NANOSECONDS ARGS" to $work/stamps for each
+# update, so a benchmark can time an event to the drain it caused.
+stamping_scontrol() {
+  cat > "$work/scontrol" <<EOF
+#!/usr/bin/env bash
+[[ \$1 == update ]] && echo "\$(date +%s%N) \$*" >> "$work/stamps"
+exec bash "$src/tests/slurm/fake_scontrol.sh" "\$@"
+EOF
+  chmod +x "$work/scontrol"
+  fake=$work/scontrol
+}
+
 # start_agent [EXTRA ARGS...]: the contract's command line, in the background; $agent_pid. The full
 # diagnosis comes every $agent_interval seconds (default: an hour, so only the kernel log triggers one).
 start_agent() {
