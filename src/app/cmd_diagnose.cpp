@@ -179,8 +179,11 @@ CommandRegistrar register_diagnose{
          cmd.footer(
              "Layers, bottom up: pcie, module, kernel_log, libraries, devices, driver, container, allocation.\n"
              "The failure boundary is the lowest layer with an error; fix it first.\n\n"
-             "Exit codes: 0 healthy, 1 error findings, 2 warnings only, 3 could not evaluate, 64 usage error,\n"
-             "69 --drain could not read or change the node's Slurm state (scontrol missing, failing, or node unknown).\n"
+             "Exit codes: 0 healthy, 1 error findings, 2 warnings only, 3 could not evaluate (a layer every node\n"
+             "has, pcie, module or kernel_log, could not be read, or a collector failed, and no error was found:\n"
+             "never healthy on what was not read), 64 usage error,\n"
+             "69 --drain could not read or change the node's Slurm state (scontrol missing, failing, or node unknown),\n"
+             "74 the report could not be written whole (standard output or -o FILE).\n"
              "With --format npd: 0 OK, 1 problem, 2 unknown. With --format nagios: 0 OK, 1 warning, 2 critical, "
              "3 unknown.\n\n"
              "Examples:\n  gpudx diagnose\n  gpudx diagnose --root tests/fixtures/h200x2 --expect-gpus 2\n"
