@@ -109,6 +109,11 @@ private:
     // Reads the kernel-log layer into `s` here, a followed file's earlier generations included.
     void read_kernel_log(Snapshot& s);
     bool has_earlier_lines();
+    // Under inbox_mutex_. What a re-read of the log takes from what the agent kept: a followed file's earlier
+    // generations; for /dev/kmsg, every record kept (the collector takes those the ring has lost).
+    const std::vector<std::string>& lines_for_reread() const {
+        return following_file_ ? earlier_lines_ : generation_lines_;
+    }
     // Under inbox_mutex_. The oldest go past the bound: they are still in the file until it is rotated.
     void keep_generation_line(std::string_view line) {
         generation_lines_.emplace_back(line);
@@ -513,8 +518,7 @@ void Agent::read_kernel_log(Snapshot& s) {
     uint64_t dropped = 0;
     {
         std::lock_guard lock(inbox_mutex_);
-        // /dev/kmsg has no generations: every record kept goes, and the collector takes those the ring lost.
-        options.kernel_log_earlier_lines = following_file_ ? earlier_lines_ : generation_lines_;
+        options.kernel_log_earlier_lines = lines_for_reread();
         std::swap(dropped, earlier_lines_dropped_);
     }
     if (dropped > 0)
@@ -538,7 +542,7 @@ void Agent::read_kernel_log(Snapshot& s) {
 
 bool Agent::has_earlier_lines() {
     std::lock_guard lock(inbox_mutex_);
-    return following_file_ ? !earlier_lines_.empty() : !generation_lines_.empty();
+    return !lines_for_reread().empty();
 }
 
 void Agent::rediagnose_kernel_log() {

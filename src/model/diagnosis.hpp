@@ -45,4 +45,7 @@ struct Diagnosis {
     int exit_code = kExitHealthy;
 };
 
+// The layers marked unreadable, bottom-up, as reports name them ("pcie, kernel_log"); empty when none.
+std::string unreadable_layers(const Diagnosis& d);
+
 }  // namespace gpudx

@@ -55,6 +55,13 @@ std::string describe(const ProcessRef& p) {
     return s + ")";
 }
 
+std::string unreadable_layers(const Diagnosis& d) {
+    std::string names;
+    for (const auto& l : d.layers)
+        if (l.unreadable) names += (names.empty() ? "" : ", ") + std::string(to_string(l.layer));
+    return names;
+}
+
 const char* to_string(LayerState s) {
     switch (s) {
         case LayerState::ok: return "ok";

@@ -174,9 +174,7 @@ std::string slurm_reason(const Diagnosis& d) {
 namespace {
 // Why a diagnosis could not evaluate the node, for one-line formats: the layers that could not be read.
 std::string could_not_evaluate(const Diagnosis& d) {
-    std::string unread;
-    for (auto& l : d.layers)
-        if (l.unreadable) unread += (unread.empty() ? "" : ", ") + std::string(to_string(l.layer));
+    std::string unread = unreadable_layers(d);
     return unread.empty() ? "could not evaluate any layer" : "could not read " + unread;
 }
 }  // namespace

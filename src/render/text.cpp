@@ -107,9 +107,7 @@ std::string render_diagnosis_text(const Snapshot& s, const Diagnosis& d, const R
         if (!f.next_step.empty()) out += fmt::format("      next: {}\n", strip_control(f.next_step));
         out += "\n";
     }
-    std::string unread;
-    for (auto& l : d.layers)
-        if (l.unreadable) unread += (unread.empty() ? "" : ", ") + std::string(to_string(l.layer));
+    std::string unread = unreadable_layers(d);
     if (!unread.empty() && d.exit_code == kExitUnknown)
         out += fmt::format("{}Could not evaluate: {} could not be read, so the node is not called healthy.{}\n\n",
                            p.yellow(), unread, p.reset());
