@@ -1,8 +1,8 @@
-// The compatibility matrix TOML (rules/matrix.hpp), parsed and then held against a node: classification and
+// The compatibility matrix TOML (rules/comparisons/matrix.hpp), parsed and then held against a node: classification and
 // every glob in the tested set run on what was parsed.
 #include "fuzz.hpp"
 #include "node_record.hpp"
-#include "rules/matrix.hpp"
+#include "rules/comparisons/matrix.hpp"
 #include "render/records.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

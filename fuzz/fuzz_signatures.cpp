@@ -1,7 +1,7 @@
-// The signature catalogue TOML (rules/signatures.hpp) and its templates: a site file is refused with its
+// The signature catalogue TOML (rules/reference/signatures.hpp) and its templates: a site file is refused with its
 // file name, or parses into signatures whose own examples match; any text matched against the built-in
 // catalogue yields fields that print.
-#include "rules/signatures.hpp"
+#include "rules/reference/signatures.hpp"
 #include "fuzz.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

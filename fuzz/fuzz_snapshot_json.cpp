@@ -1,6 +1,6 @@
 // Snapshot JSON (model/snapshot.hpp) as `--from` reads it, then diagnosed and rendered in every format:
 // a saved snapshot is input from another machine, and no field of it may crash a check.
-#include "rules/diagnose.hpp"
+#include "rules/engine/diagnose.hpp"
 #include "fuzz.hpp"
 #include "render/formats.hpp"
 #include "render/report.hpp"

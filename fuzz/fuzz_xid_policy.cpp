@@ -1,5 +1,5 @@
-// The Xid policy TOML (rules/xid_policy.hpp): a site's file replaces built-in rules code by code.
-#include "rules/xid_policy.hpp"
+// The Xid policy TOML (rules/reference/xid_policy.hpp): a site's file replaces built-in rules code by code.
+#include "rules/reference/xid_policy.hpp"
 #include "fuzz.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,6 +1,6 @@
 #pragma once
 // The node record of tests/fixtures/h200x2, for the targets that hold parsed input against a node.
-#include "rules/baseline.hpp"
+#include "rules/comparisons/baseline.hpp"
 
 namespace gpudx::fuzz {
 

@@ -18,8 +18,8 @@
 #include "core/spawn.hpp"
 #include "abi/cuda.hpp"
 #include "abi/nvml.hpp"
-#include "vendor/cuda/api.hpp"
-#include "vendor/nvml/api.hpp"
+#include "gpu_api/cuda/api.hpp"
+#include "gpu_api/nvml/api.hpp"
 #include "actions/accept.hpp"
 #include "actions/accept_kernels.hpp"
 

@@ -23,8 +23,8 @@
 #include "core/supervisor.hpp"
 #include "core/text.hpp"
 #include "model/json_support.hpp"
-#include "vendor/cuda/api.hpp"
-#include "vendor/nvml/api.hpp"
+#include "gpu_api/cuda/api.hpp"
+#include "gpu_api/nvml/api.hpp"
 
 namespace gpudx {
 

@@ -37,8 +37,8 @@
 #include "render/formats.hpp"
 #include "render/report.hpp"
 #include "render/report_format.hpp"
-#include "rules/diagnose.hpp"
-#include "rules/signatures.hpp"
+#include "rules/engine/diagnose.hpp"
+#include "rules/reference/signatures.hpp"
 
 namespace gpudx {
 

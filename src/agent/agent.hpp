@@ -14,7 +14,7 @@
 #include "agent/nvml_watch.hpp"
 #include "agent/store.hpp"
 #include "collect/context.hpp"
-#include "rules/check_context.hpp"
+#include "rules/engine/check_context.hpp"
 
 namespace gpudx {
 

@@ -9,7 +9,7 @@
 #include "core/supervisor.hpp"
 #include "core/text.hpp"
 #include "model/layer_json.hpp"
-#include "vendor/nvml/events.hpp"
+#include "gpu_api/nvml/events.hpp"
 
 namespace gpudx {
 

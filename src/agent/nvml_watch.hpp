@@ -1,5 +1,5 @@
 #pragma once
-// The agent's watcher of NVML events: `gpudx nvml-events` run as a child (vendor/nvml/events.hpp), its lines
+// The agent's watcher of NVML events: `gpudx nvml-events` run as a child (gpu_api/nvml/events.hpp), its lines
 // read in the agent's main loop. A child that goes quiet past its limit (a setup call or a wait inside a wedged
 // driver) is killed and started again later; the agent never waits on the driver itself.
 #include <chrono>

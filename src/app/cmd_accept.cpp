@@ -9,12 +9,12 @@
 
 #include "app/command.hpp"
 #include "app/common.hpp"
-#include "rules/diagnose.hpp"
+#include "rules/engine/diagnose.hpp"
 #include "collect/collectors.hpp"
 #include "core/root.hpp"
 #include "core/text.hpp"
 #include "actions/accept.hpp"
-#include "rules/matrix.hpp"
+#include "rules/comparisons/matrix.hpp"
 #include "render/accept.hpp"
 
 extern char** environ;

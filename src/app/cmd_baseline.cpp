@@ -7,8 +7,8 @@
 
 #include "core/clock.hpp"
 #include "app/common.hpp"
-#include "rules/diagnose.hpp"
-#include "rules/baseline.hpp"
+#include "rules/engine/diagnose.hpp"
+#include "rules/comparisons/baseline.hpp"
 #include "render/records.hpp"
 #include "render/report.hpp"
 

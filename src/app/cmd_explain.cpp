@@ -12,9 +12,9 @@
 #include "collect/kernel_log_parse.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
-#include "rules/check_context.hpp"
-#include "rules/signatures.hpp"
-#include "rules/xid_policy.hpp"
+#include "rules/engine/check_context.hpp"
+#include "rules/reference/signatures.hpp"
+#include "rules/reference/xid_policy.hpp"
 
 namespace gpudx::app {
 namespace {

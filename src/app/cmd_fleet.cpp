@@ -8,7 +8,7 @@
 
 #include "app/command.hpp"
 #include "app/common.hpp"
-#include "rules/diagnose.hpp"
+#include "rules/engine/diagnose.hpp"
 #include "fleet/fleet.hpp"
 #include "render/fleet.hpp"
 

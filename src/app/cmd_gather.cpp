@@ -2,7 +2,7 @@
 
 #include "app/command.hpp"
 #include "app/common.hpp"
-#include "rules/diagnose.hpp"
+#include "rules/engine/diagnose.hpp"
 #include "capture/gather.hpp"
 
 namespace gpudx::app {

@@ -4,8 +4,8 @@
 
 #include "app/command.hpp"
 #include "app/common.hpp"
-#include "rules/check_context.hpp"
-#include "rules/diagnose.hpp"
+#include "rules/engine/check_context.hpp"
+#include "rules/engine/diagnose.hpp"
 #include "identity/join.hpp"
 #include "render/report.hpp"
 

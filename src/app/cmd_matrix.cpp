@@ -5,8 +5,8 @@
 
 #include "app/command.hpp"
 #include "app/common.hpp"
-#include "rules/diagnose.hpp"
-#include "rules/matrix.hpp"
+#include "rules/engine/diagnose.hpp"
+#include "rules/comparisons/matrix.hpp"
 #include "render/records.hpp"
 
 namespace gpudx::app {

@@ -1,4 +1,4 @@
-// `gpudx nvml-events`: the driver's NVML events as they happen, one JSON line each (vendor/nvml/events.hpp).
+// `gpudx nvml-events`: the driver's NVML events as they happen, one JSON line each (gpu_api/nvml/events.hpp).
 // The agent runs it as its watcher child; an operator runs it to see what the driver delivers.
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 #include "app/command.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
-#include "vendor/nvml/events.hpp"
+#include "gpu_api/nvml/events.hpp"
 
 namespace gpudx::app {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "core/clock.hpp"
 #include "app/common.hpp"
-#include "rules/diagnose.hpp"
+#include "rules/engine/diagnose.hpp"
 #include "capture/record.hpp"
 #include "actions/slurm.hpp"
 

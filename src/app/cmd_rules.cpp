@@ -10,7 +10,7 @@
 #include "app/command.hpp"
 #include "app/common.hpp"
 #include "core/error.hpp"
-#include "rules/catalogue.hpp"
+#include "rules/engine/catalogue.hpp"
 
 namespace gpudx::app {
 namespace {

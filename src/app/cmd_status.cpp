@@ -12,7 +12,7 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "render/report_format.hpp"
-#include "rules/diagnose.hpp"
+#include "rules/engine/diagnose.hpp"
 
 namespace gpudx::app {
 namespace {

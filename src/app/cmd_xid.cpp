@@ -7,7 +7,7 @@
 
 #include "app/command.hpp"
 #include "app/common.hpp"
-#include "rules/xid_policy.hpp"
+#include "rules/reference/xid_policy.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
 

@@ -11,9 +11,9 @@
 #include "collect/context.hpp"
 #include "core/root.hpp"
 #include "model/snapshot.hpp"
-#include "rules/check_context.hpp"
-#include "rules/signatures.hpp"
-#include "rules/xid_policy.hpp"
+#include "rules/engine/check_context.hpp"
+#include "rules/reference/signatures.hpp"
+#include "rules/reference/xid_policy.hpp"
 
 namespace gpudx::app {
 

@@ -13,7 +13,7 @@
 #include "app/command.hpp"
 #include "app/common.hpp"
 #include "core/error.hpp"
-#include "rules/diagnose.hpp"
+#include "rules/engine/diagnose.hpp"
 
 namespace gpudx::app {
 std::vector<Command>& commands() {

@@ -22,7 +22,7 @@
 #include "core/output_file.hpp"
 #include "core/staging_dir.hpp"
 #include "core/text.hpp"
-#include "vendor/queries.hpp"
+#include "gpu_api/queries.hpp"
 
 extern char** environ;
 

@@ -1,5 +1,5 @@
 // The driver layers under a deadline: NVML and CUDA each probed in a forked child (docs/driver-layers.md).
-#include "vendor/queries.hpp"
+#include "gpu_api/queries.hpp"
 
 #include <cstdlib>
 

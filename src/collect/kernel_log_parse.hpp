@@ -83,7 +83,7 @@ struct KernelLogScanOptions {
     size_t max_kept_lines = 10000;  // the most recent are kept; tallies count everything
     size_t max_kept_xids = 10000;
     // Literal words (any case) whose lines are kept too, with topic "catalogue", from any program of a journal:
-    // the signature catalogue's anchors (rules/signatures.hpp), passed in by the caller.
+    // the signature catalogue's anchors (rules/reference/signatures.hpp), passed in by the caller.
     std::vector<std::string> extra_words;
     bool every_boot = false;  // pasted text (`gpudx explain`): no boot is history
 };

@@ -11,14 +11,14 @@
 //   - each collector (collect/snapshot.cpp run_collector, which capture/record.cpp uses too, and the driver
 //     probes' start and finish): a throwing collector loses its own layer, as an error
 //     status;
-//   - each rule family (rules/diagnose.cpp diagnose): a throwing family becomes gpudx.check_failed;
+//   - each rule family (rules/engine/diagnose.cpp diagnose): a throwing family becomes gpudx.check_failed;
 //   - each child's body (core/supervisor.cpp run_child, core/child_probe.cpp start_probes): the exception
 //     ends the child, which the parent reports;
 //   - each acceptance sub-test (actions/accept_run.cpp Acceptance::run_step): it fails, the others run;
 //   - the readers of third-party formats (JSON and TOML input, a child's JSON result): nlohmann's and
 //     toml++'s exceptions become a Result error or a read problem at the function that parses;
 //   - library calls that report failure only by throwing (std::thread's constructor in
-//     vendor/nvml_query.cpp query_devices).
+//     gpu_api/nvml/query.cpp query_devices).
 // Anything else lets the exception pass to the nearest boundary: a catch elsewhere is a bug.
 #include <expected>
 #include <string>

@@ -26,7 +26,7 @@
 #include "core/clock.hpp"
 #include "model/layer_json.hpp"
 #include "model/snapshot_keys.hpp"
-#include "rules/diagnose.hpp"
+#include "rules/engine/diagnose.hpp"
 
 namespace gpudx {
 

@@ -18,8 +18,8 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/error.hpp"
-#include "rules/baseline.hpp"
-#include "rules/matrix.hpp"
+#include "rules/comparisons/baseline.hpp"
+#include "rules/comparisons/matrix.hpp"
 
 namespace gpudx {
 
@@ -78,7 +78,7 @@ Result<FleetDiagnosis> parse_fleet_diagnosis(std::string_view json_text);
 using FleetInput = std::variant<FleetNode, FleetDiagnosis>;
 Result<FleetInput> read_fleet_input(const std::string& path, std::string& buffer);
 
-// The node's health from its snapshot: the whole snapshot read and the rules run on it (rules/diagnose.hpp),
+// The node's health from its snapshot: the whole snapshot read and the rules run on it (rules/engine/diagnose.hpp),
 // the warning and error findings kept.
 Result<std::vector<Finding>> health_from_snapshot(std::string_view json_text);
 // Gives each node the newest saved diagnosis of its hostname, when that is not older than its snapshot; a

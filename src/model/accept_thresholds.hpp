@@ -1,6 +1,6 @@
 #pragma once
 // What an acceptance run is held to: a node class's floors, set in the compatibility matrix
-// (rules/matrix.hpp) or on the command line, and judged by `gpudx accept` (actions/accept.hpp).
+// (rules/comparisons/matrix.hpp) or on the command line, and judged by `gpudx accept` (actions/accept.hpp).
 #include <optional>
 #include <string>
 

@@ -1,6 +1,6 @@
 #pragma once
 // What a diagnosis concludes: the findings, a state per layer, the failure boundary and a verdict. The rule
-// engine (rules/diagnose.hpp) fills it; renderers, baselines and the agent read it.
+// engine (rules/engine/diagnose.hpp) fills it; renderers, baselines and the agent read it.
 #include <optional>
 #include <string>
 #include <vector>

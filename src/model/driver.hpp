@@ -76,7 +76,7 @@ struct NvmlDevice {
     std::vector<std::string> errors;       // "nvmlDeviceGetX: message"
 };
 
-// An event NVML delivered to the agent's watcher (`gpudx nvml-events`, vendor/nvml/events.hpp): the agent keeps
+// An event NVML delivered to the agent's watcher (`gpudx nvml-events`, gpu_api/nvml/events.hpp): the agent keeps
 // the recent ones in the snapshots it judges, so an Xid the kernel log cannot show (no /dev/kmsg in a
 // container, a ring buffer that wrapped) is still judged.
 struct NvmlEvent {

@@ -45,7 +45,7 @@ struct Evidence {
     std::string value;   // the exact value seen there
 };
 
-// Rules build findings through their declaration (rules/rule.hpp), which sets the id, layer and severity.
+// Rules build findings through their declaration (rules/engine/rule.hpp), which sets the id, layer and severity.
 struct Finding {
     std::string id;  // stable: "libs.version_mismatch"
     Layer layer = Layer::pcie;

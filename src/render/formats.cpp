@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "core/text.hpp"
-#include "rules/baseline.hpp"
+#include "rules/comparisons/baseline.hpp"
 
 namespace gpudx {
 

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "model/finding.hpp"
-#include "rules/baseline.hpp"
-#include "rules/matrix.hpp"
+#include "rules/comparisons/baseline.hpp"
+#include "rules/comparisons/matrix.hpp"
 
 namespace gpudx {
 

@@ -23,7 +23,7 @@
 #include "agent/store.hpp"
 #include "follow_support.hpp"
 #include "test_support.hpp"
-#include "vendor/nvml/events.hpp"
+#include "gpu_api/nvml/events.hpp"
 
 namespace gpudx {
 namespace {

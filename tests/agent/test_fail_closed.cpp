@@ -16,7 +16,7 @@
 #include "agent/follow.hpp"
 #include "agent/store.hpp"
 #include "collect/collectors.hpp"
-#include "rules/diagnose.hpp"
+#include "rules/engine/diagnose.hpp"
 #include "follow_support.hpp"
 #include "test_support.hpp"
 

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "rules/check_context.hpp"
+#include "rules/engine/check_context.hpp"
 #include "collect/collectors.hpp"
 #include "abi/cuda.hpp"
 #include "abi/nvml.hpp"

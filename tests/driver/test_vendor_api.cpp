@@ -4,10 +4,10 @@
 
 #include <gtest/gtest.h>
 
-#include "vendor/cuda/api.hpp"
-#include "vendor/library.hpp"
-#include "vendor/nvml/api.hpp"
-#include "vendor/rocm_smi/api.hpp"
+#include "gpu_api/cuda/api.hpp"
+#include "gpu_api/library.hpp"
+#include "gpu_api/nvml/api.hpp"
+#include "gpu_api/rocm_smi/api.hpp"
 
 using namespace gpudx;
 

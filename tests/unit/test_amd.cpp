@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rules/diagnose.hpp"
+#include "rules/engine/diagnose.hpp"
 #include "collect/amd.hpp"
 #include "collect/collectors.hpp"
 #include "collect/devices.hpp"

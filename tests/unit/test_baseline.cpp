@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../fleet/h200x2_snapshot.hpp"
-#include "rules/baseline.hpp"
+#include "rules/comparisons/baseline.hpp"
 
 using namespace gpudx;
 using namespace gpudx::testdata;

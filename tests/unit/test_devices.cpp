@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rules/diagnose.hpp"
+#include "rules/engine/diagnose.hpp"
 #include "collect/collectors.hpp"
 #include "collect/proc_cgroup.hpp"
 

@@ -15,9 +15,9 @@
 #include "core/child_probe.hpp"
 #include "abi/cuda.hpp"
 #include "abi/nvml.hpp"
-#include "vendor/cuda/api.hpp"
-#include "vendor/library.hpp"
-#include "vendor/queries.hpp"
+#include "gpu_api/cuda/api.hpp"
+#include "gpu_api/library.hpp"
+#include "gpu_api/queries.hpp"
 
 using namespace gpudx;
 using namespace std::chrono_literals;

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "rules/check_context.hpp"
+#include "rules/engine/check_context.hpp"
 
 using namespace gpudx;
 

@@ -13,7 +13,7 @@
 #include "fleet/fleet.hpp"
 #include "render/fleet.hpp"
 #include "render/report.hpp"
-#include "rules/diagnose.hpp"
+#include "rules/engine/diagnose.hpp"
 
 using namespace gpudx;
 using namespace gpudx::testdata;

@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "rules/xid_policy.hpp"
+#include "rules/reference/xid_policy.hpp"
 #include "collect/kernel_log_parse.hpp"
 #include "collect/ld_so_cache.hpp"
 #include "collect/module.hpp"
@@ -24,8 +24,8 @@
 #include "model/layer_json.hpp"
 #include "model/snapshot.hpp"
 #include "actions/accept.hpp"
-#include "rules/baseline.hpp"
-#include "rules/matrix.hpp"
+#include "rules/comparisons/baseline.hpp"
+#include "rules/comparisons/matrix.hpp"
 #include "identity/verify.hpp"
 
 using namespace gpudx;

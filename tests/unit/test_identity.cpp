@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rules/check_context.hpp"
+#include "rules/engine/check_context.hpp"
 #include "identity/join.hpp"
 
 using namespace gpudx;

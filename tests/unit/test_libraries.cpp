@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "rules/diagnose.hpp"
+#include "rules/engine/diagnose.hpp"
 #include "collect/collectors.hpp"
 
 using namespace gpudx;

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../fleet/h200x2_snapshot.hpp"
-#include "rules/matrix.hpp"
+#include "rules/comparisons/matrix.hpp"
 
 using namespace gpudx;
 using namespace gpudx::testdata;

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "rules/check_context.hpp"
+#include "rules/engine/check_context.hpp"
 #include "collect/collectors.hpp"
 #include "collect/kmod_loader.hpp"
 #include "collect/module.hpp"

@@ -10,9 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rules/diagnose.hpp"
+#include "rules/engine/diagnose.hpp"
 #include "identity/join.hpp"
-#include "rules/baseline.hpp"
+#include "rules/comparisons/baseline.hpp"
 #include "render/records.hpp"
 #include "fleet/fleet.hpp"
 #include "render/fleet.hpp"

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "rules/check_context.hpp"
+#include "rules/engine/check_context.hpp"
 #include "collect/collectors.hpp"
 #include "collect/pci_ids.hpp"
 #include "collect/pcie.hpp"

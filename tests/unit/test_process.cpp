@@ -11,7 +11,7 @@
 #include "actions/slurm.hpp"
 #include "collect/collectors.hpp"
 #include "collect/process.hpp"
-#include "rules/diagnose.hpp"
+#include "rules/engine/diagnose.hpp"
 #include "test_support.hpp"
 
 namespace gpudx {

@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "model/snapshot.hpp"
-#include "rules/catalogue.hpp"
-#include "rules/diagnose.hpp"
+#include "rules/engine/catalogue.hpp"
+#include "rules/engine/diagnose.hpp"
 
 using namespace gpudx;
 namespace fs = std::filesystem;

@@ -13,8 +13,8 @@
 #include "collect/kernel_log_parse.hpp"
 #include "core/root.hpp"
 #include "test_support.hpp"
-#include "rules/check_context.hpp"
-#include "rules/signatures.hpp"
+#include "rules/engine/check_context.hpp"
+#include "rules/reference/signatures.hpp"
 
 using namespace gpudx;
 
@@ -70,7 +70,7 @@ TEST(Signatures, BuiltinTextIsTheDataFile) {
     std::string data = read_all(std::string(GPUDX_TEST_SOURCE_DIR) + "/../data/signatures.toml");
     ASSERT_FALSE(data.empty());
     EXPECT_EQ(std::string(builtin_signature_catalogue_text()), data)
-        << "src/rules/signatures_builtin.inc must hold a copy of data/signatures.toml";
+        << "src/rules/reference/signatures_builtin.inc must hold a copy of data/signatures.toml";
     auto c = parse_signature_catalogue(data, "data/signatures.toml");
     ASSERT_TRUE(c) << c.error().message;
     EXPECT_EQ(c->signatures.size(), builtin_signature_catalogue().signatures.size());

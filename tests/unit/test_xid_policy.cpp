@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "rules/baseline.hpp"
-#include "rules/check_context.hpp"
-#include "rules/recovery_action.hpp"
-#include "rules/xid_policy.hpp"
+#include "rules/comparisons/baseline.hpp"
+#include "rules/engine/check_context.hpp"
+#include "rules/reference/recovery_action.hpp"
+#include "rules/reference/xid_policy.hpp"
 #include "collect/kernel_log_parse.hpp"
 #include "collect/collectors.hpp"
 #include "core/root.hpp"
@@ -58,7 +58,7 @@ TEST(XidPolicy, BuiltinTextIsTheDataFile) {
     std::string data = read_all(std::string(GPUDX_TEST_SOURCE_DIR) + "/../data/xid-policy.toml");
     ASSERT_FALSE(data.empty());
     EXPECT_EQ(std::string(builtin_xid_policy_text()), data)
-        << "src/rules/xid_policy.cpp's kBuiltinPolicy must be a copy of data/xid-policy.toml";
+        << "src/rules/reference/xid_policy.cpp's kBuiltinPolicy must be a copy of data/xid-policy.toml";
     EXPECT_TRUE(parse_xid_policy(data, "data/xid-policy.toml"));
 }
 

@@ -1,0 +1,555 @@
+#include "rules/comparisons/baseline.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <ctime>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/input_file.hpp"
+#include "core/pci_address.hpp"
+#include "core/text.hpp"
+#include "model/json_support.hpp"
+#include "rules/engine/families.hpp"
+#include "rules/reference/xid_policy.hpp"
+
+namespace gpudx {
+
+namespace {
+
+// Each difference is filed under the layer whose fact changed.
+using C = Collector;
+constexpr Rule kRules[] = {
+    {"baseline.gpu_missing", Layer::pcie, Severity::error, {C::pcie, C::module, C::nvml, C::cuda},
+     "a GPU in the node record is not on the node any more"},
+    {"baseline.gpu_extra", Layer::pcie, Severity::warning, {C::pcie, C::module, C::nvml, C::cuda},
+     "a GPU on the node is not in the node record"},
+    {"baseline.gpu_moved", Layer::pcie, Severity::warning, {C::pcie, C::module, C::nvml, C::cuda},
+     "a GPU (by UUID) sits at another PCI address or slot than recorded"},
+    {"baseline.gpu_replaced", Layer::pcie, Severity::warning, {C::pcie, C::module, C::nvml, C::cuda},
+     "another card (another UUID) sits where the record has a GPU"},
+    {"baseline.link_lower", Layer::pcie, Severity::warning, {C::pcie},
+     "a GPU's PCIe link trains lower than recorded"},
+    {"baseline.vbios_changed", Layer::pcie, Severity::warning, {C::module, C::nvml},
+     "a GPU's VBIOS differs from the record"},
+    {"baseline.identity_unverified", Layer::module, Severity::info, {C::pcie, C::module, C::nvml, C::cuda},
+     "a GPU is present at a recorded address but no source knows its UUID now"},
+    {"baseline.driver_changed", Layer::module, Severity::warning, {C::module, C::nvml},
+     "the NVIDIA driver version differs from the record"},
+    {"baseline.kernel_changed", Layer::module, Severity::warning, {C::host, C::module},
+     "the kernel release differs from the record"},
+    {"baseline.module_file_changed", Layer::module, Severity::warning, {C::module},
+     "the nvidia module file the running kernel would load differs from the record"},
+    {"baseline.cuda_changed", Layer::driver, Severity::warning, {C::cuda},
+     "the CUDA driver API version differs from the record"},
+    {"baseline.fabric_manager_changed", Layer::driver, Severity::warning, {C::libraries},
+     "the Fabric Manager version differs from the record"},
+    {"baseline.library_changed", Layer::libraries, Severity::warning, {C::libraries},
+     "a driver library resolves to another path or version than recorded"},
+    {"baseline.xid_recurs_after_reboot", Layer::kernel_log, Severity::error, {C::kernel_log, C::host},
+     "an Xid whose NVIDIA bucket asks for a GPU reset or a reboot was in the node record's boot and is back on the "
+     "same GPU after the node rebooted: the reset or reboot did not clear it"},
+};
+consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
+
+}  // namespace
+
+constinit const RuleTable kBaselineRules{"baseline", kRules};
+
+GPUDX_JSON(RecordedLink, speed_gts, width)
+GPUDX_JSON(RecordedGpu, uuid, pci, slot, model, vbios, link_max, link_current, numa_node, minor)
+GPUDX_JSON(RecordedLibrary, soname, path, version)
+GPUDX_JSON(RecordedXid, uuid, pci, code, recovery, count, last_text)
+
+namespace {
+
+std::string first_non_empty(std::initializer_list<std::string_view> values) {
+    for (auto v : values)
+        if (!v.empty()) return std::string(v);
+    return {};
+}
+
+RecordedLink record_link(const PcieLink& l) { return {l.speed_gts, l.width}; }
+
+}  // namespace
+
+std::string driver_version_of(const Snapshot& s) {
+    if (s.module.nvidia_driver_version && !s.module.nvidia_driver_version->empty())
+        return *s.module.nvidia_driver_version;
+    if (!s.nvml.driver_version.empty()) return s.nvml.driver_version;
+    for (auto& m : s.module.loaded)
+        if (m.name == "nvidia" && !m.version.empty()) return m.version;
+    return {};
+}
+
+std::string driver_branch_of(std::string_view v) {
+    auto dot = v.find('.');
+    return std::string(v.substr(0, dot));
+}
+
+std::string fabric_manager_version_of(const Snapshot& s) {
+    // Fabric Manager ships libnvfm / libnvidia-fabricmanager at the driver's version; its presence on the
+    // loader path is the only trace a snapshot keeps of it.
+    for (auto& lib : s.libraries.libraries) {
+        auto name = to_lower(lib.soname);
+        if (name.find("fabricmanager") == std::string::npos && name.find("libnvfm") == std::string::npos) continue;
+        if (lib.chosen && !lib.chosen->version.empty()) return lib.chosen->version;
+    }
+    return {};
+}
+
+std::string cuda_version_text(std::optional<int> v) {
+    if (!v) return {};
+    return fmt::format("{}.{}", *v / 1000, (*v % 1000) / 10);
+}
+
+std::string dominant_gpu_model(const NodeRecord& r) {
+    std::map<std::string, size_t> counts;
+    for (auto& g : r.gpus)
+        if (!g.model.empty()) ++counts[g.model];
+    std::string best;
+    size_t best_n = 0;
+    for (auto& [model, n] : counts)
+        if (n > best_n) best = model, best_n = n;
+    return best;
+}
+
+namespace {
+// The UUID the record knows for a GPU address.
+std::string by_pci_uuid(const NodeRecord& r, const std::string& pci) {
+    for (auto& g : r.gpus)
+        if (g.pci == pci) return g.uuid;
+    return {};
+}
+}  // namespace
+
+NodeRecord make_node_record(const Snapshot& s) {
+    NodeRecord r;
+    r.snapshot_taken_at = s.collected_at;
+    r.gpudx_version = s.gpudx_version;
+    r.hostname = s.host.hostname;
+    r.kernel_release = first_non_empty({s.host.kernel_release, s.module.kernel_release});
+    r.driver_version = driver_version_of(s);
+    r.driver_branch = driver_branch_of(r.driver_version);
+    for (auto& f : s.module.files)
+        if (f.name == "nvidia") {
+            r.module_file = f.path;
+            r.module_file_version = f.version;
+            break;
+        }
+    for (auto& lib : s.libraries.libraries) {
+        RecordedLibrary rl{lib.soname, {}, {}};
+        if (lib.chosen) rl.path = lib.chosen->path, rl.version = lib.chosen->version;
+        r.libraries.push_back(std::move(rl));
+    }
+    r.fabric_manager = fabric_manager_version_of(s);
+    r.cuda_driver_version = s.cuda.driver_version ? s.cuda.driver_version : s.nvml.cuda_driver_version;
+
+    // One entry per GPU address, whichever layer saw it: a card the driver lost is still on PCIe, and a
+    // card whose PCIe collector failed may still be known to procfs or NVML.
+    std::map<std::string, RecordedGpu> by_pci;
+    auto entry = [&](std::string_view address) -> RecordedGpu& {
+        auto pci = normalize_pci(address);
+        auto& g = by_pci[pci];
+        g.pci = pci;
+        return g;
+    };
+    for (auto& d : s.pcie.devices) {
+        if (!d.is_gpu || d.is_nvswitch) continue;
+        auto& g = entry(d.address);
+        g.slot = d.slot;
+        g.numa_node = d.numa_node;
+        g.link_max = record_link(d.link_max);
+        g.link_current = record_link(d.link_current);
+        if (g.model.empty()) g.model = d.device_name;
+    }
+    for (auto& a : s.pcie.gpus) entry(a);
+    auto fill = [](std::string& field, const std::string& value, bool prefer) {
+        if (!value.empty() && (prefer || field.empty())) field = value;
+    };
+    for (auto& p : s.module.nvidia_gpus) {
+        if (p.address.empty()) continue;
+        auto& g = entry(p.address);
+        fill(g.uuid, p.uuid, true);
+        fill(g.model, p.model, true);
+        fill(g.vbios, p.vbios, true);
+        if (p.minor) g.minor = p.minor;
+    }
+    for (auto& d : s.nvml.devices) {
+        if (d.pci.empty()) continue;
+        auto& g = entry(d.pci);
+        fill(g.uuid, d.uuid, false);
+        fill(g.model, d.name, false);
+        if (!g.minor && d.minor) g.minor = d.minor;
+    }
+    auto from_cuda = [&](const CudaView& v) {
+        for (auto& d : v.devices) {
+            if (d.pci.empty()) continue;
+            auto& g = entry(d.pci);
+            fill(g.uuid, d.uuid, false);
+            fill(g.model, d.name, false);
+        }
+    };
+    from_cuda(s.cuda.caller);
+    if (s.cuda.all) from_cuda(*s.cuda.all);
+    for (auto& [pci, g] : by_pci) r.gpus.push_back(std::move(g));
+    r.boot_id = s.host.boot_id;
+    const XidPolicy& policy = builtin_xid_policy();
+    for (auto& t : s.kernel_log.tallies) {
+        if (t.kind != "xid") continue;
+        const XidBucket* bucket = policy.immediate_bucket(t.code);
+        if (!bucket || bucket->recovery.empty()) continue;
+        auto pci = t.device.empty() ? std::string() : normalize_pci(t.device);
+        auto g = by_pci_uuid(r, pci);
+        r.recovery_xids.push_back({g, pci, t.code, bucket->recovery, t.count, t.last_text});
+    }
+    return r;
+}
+
+nlohmann::json node_record_to_json(const NodeRecord& r) {
+    nlohmann::json j;
+    j["kind"] = kNodeRecordKind;
+    j["schema_version"] = r.schema_version;
+    j["recorded_at"] = r.recorded_at;
+    j["snapshot_taken_at"] = r.snapshot_taken_at;
+    j["gpudx_version"] = r.gpudx_version;
+    j["hostname"] = r.hostname;
+    j["kernel_release"] = r.kernel_release;
+    j["driver_version"] = r.driver_version;
+    j["driver_branch"] = r.driver_branch;
+    j["module_file"] = r.module_file;
+    j["module_file_version"] = r.module_file_version;
+    j["libraries"] = r.libraries;
+    j["fabric_manager"] = r.fabric_manager;
+    j["cuda_driver_version"] = r.cuda_driver_version;
+    j["cuda_version"] = cuda_version_text(r.cuda_driver_version);
+    j["gpus"] = r.gpus;
+    j["boot_id"] = r.boot_id;
+    j["recovery_xids"] = r.recovery_xids;
+    repair_utf8(j);
+    return j;
+}
+
+Result<NodeRecord> node_record_from_json(const nlohmann::json& input) {
+    nlohmann::json j = input;
+    if (auto bad = normalise_numbers(j)) return fail("node record does not match the schema: " + *bad);
+    if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string() ||
+        j["kind"].get<std::string>() != kNodeRecordKind)
+        return fail("not a gpudx node record (no \"kind\": \"gpudx-node-record\"); make one with `gpudx baseline save`");
+    if (!j.contains("schema_version") || !j["schema_version"].is_number_integer())
+        return fail("node record has no integer schema_version");
+    int version = j["schema_version"].get<int>();
+    if (version > kNodeRecordSchemaVersion)
+        return fail(fmt::format("node record schema version {} is newer than this gpudx understands ({}); upgrade gpudx",
+                                version, kNodeRecordSchemaVersion));
+    NodeRecord r;
+    // Fault-isolation boundary: a reader of a third-party format (nlohmann's get<> throws on a wrong type).
+    try {
+        r.schema_version = version;
+        r.recorded_at = j.value("recorded_at", "");
+        r.snapshot_taken_at = j.value("snapshot_taken_at", "");
+        r.gpudx_version = j.value("gpudx_version", "");
+        r.hostname = j.value("hostname", "");
+        r.kernel_release = j.value("kernel_release", "");
+        r.driver_version = j.value("driver_version", "");
+        r.driver_branch = j.value("driver_branch", driver_branch_of(r.driver_version));
+        r.module_file = j.value("module_file", "");
+        r.module_file_version = j.value("module_file_version", "");
+        if (j.contains("libraries")) r.libraries = j["libraries"].get<std::vector<RecordedLibrary>>();
+        r.fabric_manager = j.value("fabric_manager", "");
+        if (j.contains("cuda_driver_version")) r.cuda_driver_version = j["cuda_driver_version"].get<std::optional<int>>();
+        if (j.contains("gpus")) r.gpus = j["gpus"].get<std::vector<RecordedGpu>>();
+        r.boot_id = j.value("boot_id", "");
+        if (j.contains("recovery_xids")) r.recovery_xids = j["recovery_xids"].get<std::vector<RecordedXid>>();
+    } catch (const nlohmann::json::exception& e) {
+        return fail(std::string("node record does not match the schema: ") + e.what());
+    }
+    for (auto& g : r.gpus) g.pci = normalize_pci(g.pci);
+    return r;
+}
+
+Result<NodeRecord> load_node_record(const std::string& path) {
+    auto text = read_input_file(path, 64u << 20);
+    if (!text) return fail("cannot read the node record: " + text.error().message, path, text.error().sys_errno);
+    nlohmann::json j;
+    // Fault-isolation boundary: a reader of a third-party format; only the exception carries where the
+    // JSON went wrong.
+    try {
+        j = nlohmann::json::parse(*text);
+    } catch (const nlohmann::json::parse_error& e) {
+        return fail(std::string("not valid JSON: ") + e.what(), path);
+    }
+    auto r = node_record_from_json(j);
+    if (!r) {
+        auto e = r.error();
+        e.path = path;
+        return std::unexpected(e);
+    }
+    return r;
+}
+
+namespace {
+
+std::string link_text(const RecordedLink& l) {
+    std::string speed = l.speed_gts ? fmt::format("{:g} GT/s", *l.speed_gts) : "? GT/s";
+    std::string width = l.width ? fmt::format("x{}", *l.width) : "x?";
+    return speed + " " + width;
+}
+
+// True when `now` is known and trained below `then` in speed or width.
+bool link_lower(const RecordedLink& then, const RecordedLink& now) {
+    if (then.speed_gts && now.speed_gts && *now.speed_gts + 1e-9 < *then.speed_gts) return true;
+    if (then.width && now.width && *now.width < *then.width) return true;
+    return false;
+}
+
+std::string sysfs(const std::string& pci, std::string_view file) {
+    return fmt::format("/sys/bus/pci/devices/{}/{}", pci, file);
+}
+
+std::string where(const RecordedGpu& g) {
+    return g.slot.empty() ? g.pci : fmt::format("{} (slot {})", g.pci, g.slot);
+}
+
+// The same GPU: by UUID when both know it (a card moved to another slot is still that card), else by address.
+bool same_gpu(const RecordedXid& a, const RecordedXid& b) {
+    if (!a.uuid.empty() && !b.uuid.empty()) return a.uuid == b.uuid;
+    return a.pci == b.pci;
+}
+
+// A reset or reboot Xid of the record's boot, back on the same GPU in a later boot (the boot ids differ): the
+// recovery NVIDIA's bucket asked for did not clear it.
+void check_recurrence_after_reboot(const NodeRecord& base, const NodeRecord& now, const std::string& rec,
+                                   std::vector<Finding>& out) {
+    if (base.boot_id.empty() || now.boot_id.empty() || base.boot_id == now.boot_id) return;
+    for (auto& x : now.recovery_xids) {
+        auto then = std::find_if(base.recovery_xids.begin(), base.recovery_xids.end(), [&](const RecordedXid& b) {
+            return same_gpu(b, x) && b.recovery == x.recovery;
+        });
+        if (then == base.recovery_xids.end()) continue;
+        GpuRef g{x.uuid, x.pci};
+        std::string what = x.recovery == "reboot" ? "reboot" : "GPU reset";
+        out.push_back(rule("baseline.xid_recurs_after_reboot")
+                          .finding(fmt::format("Xid {} on {} recurs after the reboot: the record's boot ({}, recorded {}) "
+                                               "had Xid {} ({} bucket) on this GPU, and the node has rebooted since",
+                                               x.code, describe(g), base.boot_id, base.recorded_at.empty() ? "at an unknown time" : base.recorded_at,
+                                               then->code, what),
+                                   {{g},
+                                    {{rec, fmt::format("boot {}: {}", base.boot_id, then->last_text)},
+                                     {"kernel log (boot " + now.boot_id + ")", x.last_text}},
+                                    "The reset or reboot did not clear it: keep the GPU drained and check the "
+                                    "mechanics (CHECK_MECHANICALS: seating, riser, power cables, cooling), then run "
+                                    "`gpudx accept`; if it recurs again, contact NVIDIA support for a replacement."}));
+    }
+}
+
+}  // namespace
+
+std::vector<Finding> diff_records(const NodeRecord& base, const NodeRecord& now, const std::string& baseline_path,
+                                  const std::string& now_source) {
+    std::vector<Finding> out;
+    const std::string rec = baseline_path.empty() ? std::string("baseline") : "baseline " + baseline_path;
+    auto gpu_ref = [](const RecordedGpu& g) { return GpuRef{g.uuid, g.pci}; };
+
+    std::map<std::string, const RecordedGpu*> now_by_uuid, now_by_pci, now_by_slot;
+    std::set<std::string> base_uuids;
+    for (auto& g : now.gpus) {
+        if (!g.uuid.empty()) now_by_uuid[g.uuid] = &g;
+        now_by_pci[g.pci] = &g;
+        if (!g.slot.empty()) now_by_slot[g.slot] = &g;
+    }
+    for (auto& g : base.gpus)
+        if (!g.uuid.empty()) base_uuids.insert(g.uuid);
+
+    std::set<const RecordedGpu*> accounted;  // current GPUs explained by a baseline entry
+    std::vector<const RecordedGpu*> unverified;
+
+    for (auto& b : base.gpus) {
+        const RecordedGpu* n = nullptr;
+        if (!b.uuid.empty()) {
+            if (auto it = now_by_uuid.find(b.uuid); it != now_by_uuid.end()) n = it->second;
+        }
+        if (!n) {
+            // Not found by UUID: is the recorded place occupied by another card now?
+            const RecordedGpu* at_place = nullptr;
+            if (auto it = now_by_pci.find(b.pci); it != now_by_pci.end()) at_place = it->second;
+            if (!at_place && !b.slot.empty())
+                if (auto it = now_by_slot.find(b.slot); it != now_by_slot.end()) at_place = it->second;
+            if (at_place && (at_place->uuid.empty() || b.uuid.empty())) {
+                // Something is at the address but without a UUID (driver not loaded): presence, not identity.
+                accounted.insert(at_place);
+                unverified.push_back(at_place);
+                n = at_place;
+            } else if (at_place && !base_uuids.contains(at_place->uuid)) {
+                accounted.insert(at_place);
+                out.push_back(
+                    rule("baseline.gpu_replaced")
+                        .finding(
+                            fmt::format("A different card sits at {}: {} was recorded there, {} is there now", where(b),
+                                        b.uuid, at_place->uuid),
+                            {{gpu_ref(*at_place)},
+                             {{rec, fmt::format("{} at {} VBIOS {}", b.uuid, where(b), b.vbios)},
+                              {"/proc/driver/nvidia/gpus/" + at_place->pci + "/information",
+                               fmt::format("{} VBIOS {}", at_place->uuid, at_place->vbios)}},
+                             "If the card was swapped on purpose, run acceptance (gpudx accept) on it and save a new "
+                             "baseline "
+                             "(gpudx baseline save); otherwise find out who replaced it before scheduling jobs."}));
+                continue;
+            } else {
+                out.push_back(
+                    rule("baseline.gpu_missing")
+                        .finding(fmt::format("{} recorded at {} is not on this node any more",
+                                             b.uuid.empty() ? "GPU" : b.uuid, where(b)),
+                                 {{gpu_ref(b)},
+                                  {{rec, fmt::format("{} at {}", b.uuid, where(b))},
+                                   {now_source, fmt::format("{} GPU(s) now: {}", now.gpus.size(),
+                                                            [&] {
+                                                                std::string list;
+                                                                for (auto& g : now.gpus)
+                                                                    list += (list.empty() ? "" : ", ") + g.pci;
+                                                                return list.empty() ? std::string("none") : list;
+                                                            }())}},
+                                  "Drain the node; check the card is seated and powered (a reboot may bring it back), "
+                                  "then look for "
+                                  "'fallen off the bus' in the kernel log (gpudx diagnose) before reseating or RMA."}));
+                continue;
+            }
+        } else {
+            accounted.insert(n);
+        }
+
+        if (n->pci != b.pci || (!b.slot.empty() && !n->slot.empty() && n->slot != b.slot)) {
+            out.push_back(rule("baseline.gpu_moved")
+                              .finding(fmt::format("{} moved from {} to {}", b.uuid, where(b), where(*n)),
+                                       {{gpu_ref(*n)},
+                                        {{rec, where(b)}, {now_source, where(*n)}},
+                                        "Jobs and configuration naming the old address (CUDA_VISIBLE_DEVICES by index, "
+                                        "NCCL topology files, "
+                                        "Slurm gres.conf) now point at another card; update them or put the card back, "
+                                        "then save a new "
+                                        "baseline."}));
+        }
+        bool cur_lower = link_lower(b.link_current, n->link_current);
+        bool max_lower = link_lower(b.link_max, n->link_max);
+        if (cur_lower || max_lower) {
+            out.push_back(
+                rule("baseline.link_lower")
+                    .finding(
+                        fmt::format("PCIe link of {} is lower than recorded: now {} (max {}), recorded {} (max {})",
+                                    describe(gpu_ref(*n)), link_text(n->link_current), link_text(n->link_max),
+                                    link_text(b.link_current), link_text(b.link_max)),
+                        {{gpu_ref(*n)},
+                         {{rec, fmt::format("current {} max {}", link_text(b.link_current), link_text(b.link_max))},
+                          {sysfs(n->pci, "current_link_speed") + ", current_link_width", link_text(n->link_current)},
+                          {sysfs(n->pci, "max_link_speed") + ", max_link_width", link_text(n->link_max)}},
+                         "Reseat the card or its riser and check the slot; host-device bandwidth drops with the link "
+                         "(run gpudx accept to measure it)."}));
+        }
+        if (!b.vbios.empty() && !n->vbios.empty() && to_lower(b.vbios) != to_lower(n->vbios)) {
+            out.push_back(
+                rule("baseline.vbios_changed")
+                    .finding(fmt::format("VBIOS of {} changed from {} to {}", describe(gpu_ref(*n)), b.vbios, n->vbios),
+                             {{gpu_ref(*n)},
+                              {{rec, b.vbios}, {"/proc/driver/nvidia/gpus/" + n->pci + "/information", n->vbios}},
+                              "Confirm the firmware update was planned and is in the node class's tested set (gpudx "
+                              "matrix check), "
+                              "then save a new baseline."}));
+        }
+    }
+
+    for (auto& g : now.gpus) {
+        if (accounted.contains(&g)) continue;
+        out.push_back(
+            rule("baseline.gpu_extra")
+                .finding(fmt::format("{} at {} was not in the baseline", g.uuid.empty() ? "A GPU" : g.uuid, where(g)),
+                         {{gpu_ref(g)},
+                          {{rec, fmt::format("{} GPU(s) recorded", base.gpus.size())}, {now_source, where(g)}},
+                          "If the card was added on purpose, run acceptance on it (gpudx accept) and save a new "
+                          "baseline."}));
+    }
+    if (!unverified.empty()) {
+        Finding f = rule("baseline.identity_unverified").finding({});
+        std::string list;
+        for (auto* g : unverified) {
+            f.subjects.push_back(gpu_ref(*g));
+            list += (list.empty() ? "" : ", ") + g->pci;
+        }
+        f.message = fmt::format("A GPU is present at {} but its UUID is unknown now, so a replacement cannot be ruled out",
+                                list);
+        f.evidence.push_back({now_source, "no UUID from procfs, NVML or CUDA"});
+        f.next_step = "Load the driver (or diagnose the module layer) and run the diff again to compare UUIDs.";
+        out.push_back(std::move(f));
+    }
+
+    auto changed = [&](const Rule& r, std::string_view what, const std::string& was, const std::string& is,
+                       std::string_view source, std::string next) {
+        if (was.empty() || is.empty() || was == is) return;
+        out.push_back(r.finding(fmt::format("{} changed from {} to {}", what, was, is),
+                                {{}, {{rec, was}, {std::string(source), is}}, std::move(next)}));
+    };
+    changed(rule("baseline.driver_changed"), "NVIDIA driver", base.driver_version, now.driver_version,
+            "/proc/driver/nvidia/version",
+            "Confirm the driver update was planned and is in the node class's tested set (gpudx matrix check); "
+            "then save a new baseline.");
+    changed(rule("baseline.kernel_changed"), "Kernel", base.kernel_release, now.kernel_release,
+            "/proc/sys/kernel/osrelease",
+            "Check a module was built for the new kernel (gpudx diagnose, module layer) and that the kernel is in "
+            "the tested set; then save a new baseline.");
+    changed(rule("baseline.module_file_changed"), "nvidia module file", base.module_file, now.module_file,
+            "module directory of the running kernel",
+            "Check which package installed the new module file (DKMS or a packaged build) and that its version matches "
+            "the user-space driver.");
+    changed(rule("baseline.cuda_changed"), "CUDA driver version", cuda_version_text(base.cuda_driver_version),
+            cuda_version_text(now.cuda_driver_version), "cuDriverGetVersion",
+            "Check the CUDA runtime of the workloads is supported by this driver; then save a new baseline.");
+    changed(rule("baseline.fabric_manager_changed"), "Fabric Manager", base.fabric_manager, now.fabric_manager,
+            "libraries layer",
+            "Fabric Manager must match the driver version exactly; restart it after the driver update.");
+    for (auto& bl : base.libraries) {
+        if (bl.path.empty()) continue;
+        auto it = std::find_if(now.libraries.begin(), now.libraries.end(),
+                               [&](const RecordedLibrary& l) { return l.soname == bl.soname; });
+        if (it == now.libraries.end() || it->path.empty()) continue;  // a missing library is the libraries check's job
+        if (it->path == bl.path && it->version == bl.version) continue;
+        out.push_back(rule("baseline.library_changed")
+                          .finding(fmt::format("{} now resolves to {} ({}), recorded {} ({})", bl.soname, it->path,
+                                               it->version.empty() ? "version unknown" : it->version, bl.path,
+                                               bl.version.empty() ? "version unknown" : bl.version),
+                                   {{},
+                                    {{rec, bl.path + " " + bl.version},
+                                     {"dynamic loader resolution (LD_LIBRARY_PATH, /etc/ld.so.cache)",
+                                      it->path + " " + it->version}},
+                                    "Find what put the other copy first on the loader path (LD_LIBRARY_PATH, a "
+                                    "container mount, ldconfig); "
+                                    "gpudx diagnose shows every copy."}));
+    }
+
+    check_recurrence_after_reboot(base, now, rec, out);
+
+    std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
+        if (a.severity != b.severity) return a.severity > b.severity;
+        return a.layer < b.layer;
+    });
+    return out;
+}
+
+std::vector<Finding> diff_against_baseline(const NodeRecord& baseline, const Snapshot& now) {
+    std::string source = now.root.empty() || now.root == "/" ? "snapshot" : "snapshot of " + now.root;
+    if (!now.collected_at.empty()) source += " at " + now.collected_at;
+    return diff_records(baseline, make_node_record(now), {}, source);
+}
+
+int exit_code_for(const std::vector<Finding>& findings) {
+    bool warn = false;
+    for (auto& f : findings) {
+        if (f.severity == Severity::error) return 1;
+        if (f.severity == Severity::warning) warn = true;
+    }
+    return warn ? 2 : 0;
+}
+
+}  // namespace gpudx

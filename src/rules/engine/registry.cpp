@@ -1,0 +1,13 @@
+#include "rules/engine/families.hpp"
+
+namespace gpudx {
+
+const std::vector<RuleFamily>& check_families() {
+    static const std::vector<RuleFamily> families = {
+        kPcieFamily,   kModuleFamily,   kKernelLogFamily, kLibrariesFamily,  kDevicesFamily,
+        kDriverFamily, kIdentityFamily, kContainerFamily, kAllocationFamily, kAmdFamily, kProcessFamily,
+    };
+    return families;
+}
+
+}  // namespace gpudx

@@ -1,0 +1,468 @@
+// Kernel-log rules: Xids (severity from the Xid policy, chains, repeats, the recovery action of Xid 154), NVSwitch
+// SXids, "fallen off the bus", AER events, IOMMU faults, and Secure Boot / lockdown refusing a module (a
+// module-layer fact found in the log).
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "rules/engine/families.hpp"
+#include "rules/reference/recovery_action.hpp"
+#include "rules/reference/signatures.hpp"
+#include "rules/reference/xid_policy.hpp"
+#include "core/pci_address.hpp"
+#include "core/text.hpp"
+
+namespace gpudx {
+namespace {
+
+using C = Collector;
+constexpr Rule kRules[] = {
+    {"kernel_log.xid", Layer::kernel_log, Severity::warning, {C::kernel_log},
+     "an NVIDIA Xid, with the meaning, severity and action the Xid policy gives its code (the policy's default, "
+     "a warning, for an unlisted code); an Xid 154 takes the severity of the recovery action it states, an Xid "
+     "\"caused by previous Xid N\" is attributed to N (info)"},
+    {"kernel_log.xid_from_nvml", Layer::kernel_log, Severity::warning, {C::kernel_log},
+     "an Xid that NVML delivered to the agent (nvmlEventTypeXidCriticalError) and the kernel log it reads does not "
+     "show (no /dev/kmsg in the container, a ring buffer that wrapped): judged by the Xid policy as kernel_log.xid"},
+    {"kernel_log.xid_repeated", Layer::kernel_log, Severity::error, {C::kernel_log},
+     "an Xid code repeating on one GPU past its threshold in the window (per code or per NVIDIA bucket in the Xid "
+     "policy): escalated, with the bucket's next step (a reset that did not hold becomes CHECK_MECHANICALS)"},
+    {"kernel_log.sxid", Layer::kernel_log, Severity::warning, {C::kernel_log, C::pcie},
+     "an NVSwitch SXid, attributed to the switch by its PCI address: an error when the driver says Fatal, else the "
+     "SXid policy's severity (also when the report states no severity, which it says)"},
+    {"kernel_log.fallen_off_bus", Layer::kernel_log, Severity::error, {C::kernel_log, C::pcie},
+     "the kernel log says a GPU fell off the bus"},
+    {"kernel_log.aer_corrected", Layer::kernel_log, Severity::warning, {C::kernel_log, C::pcie},
+     "PCIe AER corrected errors logged for a GPU or a device above one"},
+    {"kernel_log.aer_uncorrected", Layer::kernel_log, Severity::error, {C::kernel_log, C::pcie},
+     "PCIe AER uncorrectable (fatal or non-fatal) errors logged for a GPU or a device above one"},
+    {"kernel_log.iommu_fault", Layer::kernel_log, Severity::error, {C::kernel_log, C::pcie},
+     "the IOMMU blocked DMA from a GPU (a warning for another device)"},
+    {"module.signature_refused", Layer::module, Severity::error, {C::kernel_log, C::module},
+     "Secure Boot or lockdown refused an unsigned module (a warning when nvidia itself is loaded)"},
+    {"module.unsigned_loaded", Layer::module, Severity::info, {C::kernel_log},
+     "a module loaded without a valid signature and tainted the kernel"},
+};
+consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
+
+std::string when(const std::optional<double>& mono, const std::string& wall) {
+    if (!wall.empty()) return wall;
+    if (mono) return fmt::format("{:.6f} s after boot", *mono);
+    return "time unknown";
+}
+
+std::string first_last(const KernelLogTally& t) {
+    std::string first = when(t.first_monotonic_s, t.first_wall_time);
+    if (t.count == 1) return "at " + first;
+    return fmt::format("{} times, first at {}, last at {}", t.count, first, when(t.last_monotonic_s, t.last_wall_time));
+}
+
+const PciDevice* find_device(const Snapshot& s, const std::string& pci) {
+    for (auto& d : s.pcie.devices)
+        if (d.address == pci) return &d;
+    return nullptr;
+}
+
+bool is_gpu(const Snapshot& s, const std::string& pci) {
+    if (std::find(s.pcie.gpus.begin(), s.pcie.gpus.end(), pci) != s.pcie.gpus.end()) return true;
+    return std::any_of(s.module.nvidia_gpus.begin(), s.module.nvidia_gpus.end(),
+                       [&](auto& g) { return g.address == pci; });
+}
+
+// The GPUs a device's events concern: itself when it is a GPU, else the GPUs below it (a root port or
+// switch reporting errors for the link that feeds them).
+std::vector<GpuRef> gpus_at_or_below(const CheckContext& ctx, const std::string& pci) {
+    const auto& s = ctx.snapshot;
+    if (pci.empty()) return {};
+    if (is_gpu(s, pci)) return {ctx.gpu(pci)};
+    std::vector<GpuRef> out;
+    for (auto& g : s.pcie.gpus) {
+        const PciDevice* d = find_device(s, g);
+        for (int hops = 0; d && !d->parent.empty() && hops < 16; ++hops) {
+            if (d->parent == pci) {
+                out.push_back(ctx.gpu(g));
+                break;
+            }
+            d = find_device(s, d->parent);
+        }
+    }
+    return out;
+}
+
+std::string name_device(const CheckContext& ctx, const std::string& pci) {
+    if (pci.empty()) return "a device the line does not name";
+    if (is_gpu(ctx.snapshot, pci)) return describe(ctx.gpu(pci));
+    return "PCI device " + pci;
+}
+
+void add_occurrences(Finding& f, const std::string& source, const KernelLogTally& t) {
+    f.evidence.push_back({source, t.last_text});
+    if (t.count > 1 && t.first_text != t.last_text) f.evidence.push_back({source, t.first_text});
+}
+
+// "<UUID>" in a next step becomes the GPU's UUID (its PCI address when no source knows the UUID).
+std::string for_gpu(std::string step, const CheckContext& ctx, const std::string& pci) {
+    if (pci.empty()) return step;
+    std::string uuid = ctx.gpu(pci).uuid;
+    std::string id = uuid.empty() ? pci : uuid;
+    size_t at;
+    while ((at = step.find("<UUID>")) != std::string::npos) step.replace(at, 6, id);
+    return step;
+}
+
+std::string gpu_named(const CheckContext& ctx, const std::string& pci) {
+    return pci.empty() ? std::string("a GPU the line does not name") : describe(ctx.gpu(pci));
+}
+
+// "... caused by previous Xid 149": the code the driver names as the cause.
+std::optional<int> caused_by(std::string_view text) {
+    static constexpr std::string_view kWords = "caused by previous Xid ";
+    size_t at = text.find(kWords);
+    if (at == std::string_view::npos) return std::nullopt;
+    auto digits = text.substr(at + kWords.size());
+    digits = digits.substr(0, digits.find_first_not_of("0123456789"));
+    if (digits.empty() || digits.size() > 5) return std::nullopt;
+    auto n = parse_uint(digits);
+    if (!n || *n == 0) return std::nullopt;
+    return static_cast<int>(*n);
+}
+
+// NVIDIA's catalog entry for the code, as evidence: mnemonic and buckets.
+std::optional<Evidence> catalog_evidence(const XidRule& r) {
+    if (r.mnemonic.empty() && r.immediate.empty()) return std::nullopt;
+    std::string text = r.mnemonic;
+    if (!r.immediate.empty()) text += fmt::format("{}immediate {}", text.empty() ? "" : "; ", r.immediate);
+    if (!r.investigatory.empty()) text += fmt::format(", investigatory {}", r.investigatory);
+    return Evidence{"NVIDIA Xid catalog", text};
+}
+
+void check_xids(const CheckContext& ctx, const XidPolicy& policy, std::vector<Finding>& out) {
+    const auto& log = ctx.snapshot.kernel_log;
+    for (auto& t : log.tallies) {
+        if (t.kind != "xid") continue;
+        const XidRule& xid = policy.rule(t.code);
+        bool known = policy.knows(t.code);
+        Severity severity = xid.severity;
+        std::string next_step = xid.action;
+        std::string meaning = known ? xid.meaning : "not in the Xid policy";
+        std::string detail;
+        // Xid 154: the last line states the action the driver asks for now.
+        std::optional<StatedRecoveryAction> stated;
+        if (t.code == 154) stated = recovery_action_in_text(t.last_text);
+        auto cause = caused_by(t.last_text);
+        if (stated) {
+            RecoveryAction a = recovery_action(stated->value);
+            severity = a.severity;
+            next_step = std::string(a.next_step);
+            detail = fmt::format("; the driver now asks for {} (0x{:x}{})", a.name, stated->value,
+                                 stated->wording.empty() ? "" : ", \"" + stated->wording + "\"");
+        } else if (cause && *cause != t.code) {
+            // The driver names the Xid this one follows from: that one is the fault (its own finding and
+            // kernel_log.xid_caused_by say what to do); this one is its consequence.
+            severity = Severity::info;
+            detail = fmt::format("; caused by Xid {} (attributed to it)", *cause);
+            next_step = fmt::format("Act on Xid {} on this GPU (`gpudx xid {}`): the driver says it caused this one.",
+                                    *cause, *cause);
+        }
+        Finding f = rule("kernel_log.xid").finding(severity, {});
+        if (!t.device.empty()) f.subjects.push_back(ctx.gpu(t.device));
+        f.message = fmt::format("Xid {} ({}) on {}: {}{}", t.code, meaning, gpu_named(ctx, t.device), first_last(t), detail);
+        if (!t.processes.empty()) {
+            std::string procs;
+            for (auto& p : t.processes) procs += (procs.empty() ? "" : ", ") + p;
+            f.message += "; processes: " + procs;
+        }
+        add_occurrences(f, log.source, t);
+        f.evidence.push_back(
+            {"xid policy " + policy.version, fmt::format("{} {} ({})", t.code, to_string(xid.severity),
+                                                         known ? xid.origin : "default for unlisted codes")});
+        if (auto catalog = catalog_evidence(xid)) f.evidence.push_back(std::move(*catalog));
+        f.next_step = for_gpu(next_step, ctx, t.device);
+        out.push_back(std::move(f));
+    }
+}
+
+// Xids NVML delivered to the agent (Snapshot::nvml_events) that no kernel-log tally shows for that GPU and code:
+// the agent's only sight of them when it cannot read the kernel log. One finding per GPU and code, as for the log.
+void check_nvml_xids(const CheckContext& ctx, const XidPolicy& policy, std::vector<Finding>& out) {
+    const auto& s = ctx.snapshot;
+    bool log_read = s.collected(Collector::kernel_log);
+    std::set<std::pair<std::string, int>> in_log;
+    if (log_read)
+        for (auto& t : s.kernel_log.tallies)
+            if (t.kind == "xid") in_log.insert({normalize_pci(t.device), t.code});
+    struct Seen {
+        const NvmlEvent* first = nullptr;
+        const NvmlEvent* last = nullptr;
+        size_t count = 0;
+    };
+    std::map<std::pair<std::string, int>, Seen> seen;
+    std::vector<std::pair<std::string, int>> order;
+    for (auto& e : s.nvml_events) {
+        if (e.type != "xid" || e.data == 0 || e.data > static_cast<unsigned long long>(kMaxXidCode)) continue;
+        auto key = std::make_pair(normalize_pci(e.pci), static_cast<int>(e.data));
+        if (in_log.count(key)) continue;
+        Seen& k = seen[key];
+        if (!k.first) order.push_back(key), k.first = &e;
+        k.last = &e;
+        ++k.count;
+    }
+    for (auto& key : order) {
+        auto& [pci, code] = key;
+        const Seen& k = seen[key];
+        const XidRule& xid = policy.rule(code);
+        bool known = policy.knows(code);
+        Finding f = rule("kernel_log.xid_from_nvml").finding(xid.severity, {});
+        if (!pci.empty()) f.subjects.push_back(ctx.gpu(pci));
+        std::string when = k.count == 1 ? fmt::format("at {}", k.first->time)
+                                        : fmt::format("{} times, {} to {}", k.count, k.first->time, k.last->time);
+        f.message = fmt::format("Xid {} ({}) on {}: delivered by NVML {}; {}", code,
+                                known ? xid.meaning : "not in the Xid policy", gpu_named(ctx, pci), when,
+                                log_read ? "the kernel log read does not show it"
+                                         : "the kernel log could not be read here");
+        f.evidence.push_back({"NVML event", fmt::format("nvmlEventTypeXidCriticalError, data {}, GPU {} ({}), {}", code,
+                                                        k.last->uuid, k.last->pci, k.last->time)});
+        f.evidence.push_back(
+            {"xid policy " + policy.version, fmt::format("{} {} ({})", code, to_string(xid.severity),
+                                                         known ? xid.origin : "default for unlisted codes")});
+        if (auto catalog = catalog_evidence(xid)) f.evidence.push_back(std::move(*catalog));
+        f.next_step = for_gpu(xid.action, ctx, pci);
+        out.push_back(std::move(f));
+    }
+}
+
+// A code repeating on one GPU within its window escalates (XidPolicy::escalation). The window slides over the
+// kept events: `repeats` of them within `within_s` seconds of each other. Events the driver says another Xid
+// caused are that one's, not repeats of their own.
+double event_time(const XidEvent& e) {
+    if (e.monotonic_s) return *e.monotonic_s;
+    return static_cast<double>(e.wall_s.value_or(0));
+}
+
+void check_xid_repeats(const CheckContext& ctx, const XidPolicy& policy, std::vector<Finding>& out) {
+    const auto& log = ctx.snapshot.kernel_log;
+    std::map<std::pair<std::string, int>, std::vector<const XidEvent*>> by_gpu_code;
+    for (auto& e : log.xids)
+        if (!caused_by(e.text)) by_gpu_code[{e.pci, e.code}].push_back(&e);
+    for (auto& [key, events] : by_gpu_code) {
+        auto& [pci, code] = key;
+        auto esc = policy.escalation(code);
+        if (!esc || events.size() < esc->repeats) continue;
+        bool timed = std::all_of(events.begin(), events.end(), [](auto* e) { return e->monotonic_s || e->wall_s; });
+        // Without times, every event is in the window the log covers (the current boot, or --since).
+        size_t first = 0, last = events.size() - 1;
+        bool found = !timed;
+        if (timed) {
+            std::vector<const XidEvent*> sorted = events;
+            std::stable_sort(sorted.begin(), sorted.end(),
+                             [](auto* a, auto* b) { return event_time(*a) < event_time(*b); });
+            events = sorted;
+            for (size_t i = 0, j = 0; j < events.size(); ++j) {
+                while (event_time(*events[j]) - event_time(*events[i]) > esc->within_s) ++i;
+                if (j - i + 1 >= esc->repeats) first = i, last = j, found = true;  // the latest such run
+            }
+        }
+        if (!found) continue;
+        const XidRule& xid = policy.rule(code);
+        const XidBucket* bucket = policy.immediate_bucket(code);
+        Severity severity = std::max(esc->severity, xid.severity);
+        Finding f = rule("kernel_log.xid_repeated").finding(severity, {});
+        if (!pci.empty()) f.subjects.push_back(ctx.gpu(pci));
+        size_t n = last - first + 1;
+        std::string span = timed ? fmt::format("{} times within {:.0f} s", n, event_time(*events[last]) - event_time(*events[first]))
+                                 : fmt::format("{} times in the window (the log gives no times)", n);
+        f.message = fmt::format("Xid {} ({}) repeats on {}: {} (threshold {} within {:.0f} s, bucket {}): escalated",
+                                code, xid.meaning, gpu_named(ctx, pci), span, esc->repeats, esc->within_s,
+                                bucket ? bucket->name : std::string("none"));
+        f.evidence.push_back({log.source, events[last]->text});
+        if (n > 1) f.evidence.push_back({log.source, events[first]->text});
+        f.evidence.push_back({"xid policy " + policy.version,
+                              fmt::format("{}: {} repeats within {:.0f} s escalate to {}", code, esc->repeats,
+                                          esc->within_s, to_string(esc->severity))});
+        f.next_step = for_gpu(esc->action, ctx, pci);
+        out.push_back(std::move(f));
+    }
+}
+
+// SXids, per switch and code: the report's lines say Fatal or Non-fatal; its "Severity N"/"Data" lines belong to
+// it. A report whose lines state neither is still reported, with the policy's severity, and says so.
+void check_sxids(const CheckContext& ctx, const XidPolicy& policy, std::vector<Finding>& out) {
+    const auto& log = ctx.snapshot.kernel_log;
+    struct Report {
+        const KernelLogTally* fatal = nullptr;
+        const KernelLogTally* nonfatal = nullptr;
+        const KernelLogTally* unstated = nullptr;
+        const KernelLogTally* detail = nullptr;
+    };
+    std::map<std::pair<std::string, int>, Report> reports;
+    std::vector<std::pair<std::string, int>> order;
+    for (auto& t : log.tallies) {
+        if (!t.kind.starts_with("sxid_")) continue;
+        auto key = std::make_pair(t.device, t.code);
+        if (!reports.count(key)) order.push_back(key);
+        Report& r = reports[key];
+        if (t.kind == "sxid_fatal") r.fatal = &t;
+        else if (t.kind == "sxid_nonfatal") r.nonfatal = &t;
+        else if (t.kind == "sxid_unstated") r.unstated = &t;
+        else r.detail = &t;
+    }
+    for (auto& key : order) {
+        const Report& r = reports[key];
+        auto& [pci, code] = key;
+        const XidRule& sxid = policy.sxid(code);
+        bool known = policy.knows_sxid(code);
+        const KernelLogTally* main = r.fatal ? r.fatal : r.nonfatal ? r.nonfatal : r.unstated ? r.unstated : r.detail;
+        Severity severity = r.fatal ? Severity::error : sxid.severity;
+        std::string stated = r.fatal      ? "Fatal"
+                             : r.nonfatal ? "Non-fatal"
+                                          : "no severity stated in its lines";
+        Finding f = rule("kernel_log.sxid").finding(severity, {});
+        if (!pci.empty()) f.subjects.push_back(GpuRef{{}, pci, SubjectKind::nvswitch});
+        std::string name = main->module.empty() ? std::string("NVSwitch") : "NVSwitch " + main->module;
+        f.message = fmt::format("{} ({}) reported SXid {} ({}), {}: {}", name, pci.empty() ? "address not stated" : pci,
+                                code, known ? sxid.meaning : "not in the SXid policy", stated, first_last(*main));
+        if (r.fatal && r.nonfatal) f.message += fmt::format("; also non-fatal {} time(s)", r.nonfatal->count);
+        add_occurrences(f, log.source, *main);
+        if (r.detail && r.detail != main) f.evidence.push_back({log.source, r.detail->last_text});
+        f.evidence.push_back({"xid policy " + policy.version,
+                              fmt::format("SXid {} {} ({})", code, to_string(sxid.severity),
+                                          known ? sxid.origin : "default for unlisted SXids")});
+        // A fatal report of a code the policy calls less than an error: the drain comes first, then its action.
+        bool drain_first = r.fatal && sxid.severity != Severity::error;
+        f.next_step = drain_first ? "Drain the node: a fatal SXid breaks NVLink traffic through the switch. Reset the "
+                                    "NVSwitches and GPUs (a reboot does it), restart nvidia-fabricmanager; then: " +
+                                        sxid.action
+                                  : sxid.action;
+        out.push_back(std::move(f));
+    }
+}
+
+void check_fallen_off(const CheckContext& ctx, std::vector<Finding>& out) {
+    const auto& log = ctx.snapshot.kernel_log;
+    for (auto& t : log.tallies) {
+        if (t.kind != "fallen_off_bus") continue;
+        Finding f = rule("kernel_log.fallen_off_bus").finding({});
+        if (!t.device.empty()) f.subjects.push_back(ctx.gpu(t.device));
+        f.message = fmt::format("{} fell off the bus: it stopped answering on PCIe ({})", name_device(ctx, t.device),
+                                first_last(t));
+        add_occurrences(f, log.source, t);
+        if (const PciDevice* d = t.device.empty() ? nullptr : find_device(ctx.snapshot, t.device);
+            d && d->config_unreadable)
+            f.evidence.push_back({"/sys/bus/pci/devices/" + t.device + "/config", "reads 0xffff (still off the bus)"});
+        f.next_step = "Drain the node and power-cycle it (a GPU off the bus cannot be reset in place); if it happens "
+                      "again on the same slot, check the riser, power cables and thermals, then replace the card.";
+        out.push_back(std::move(f));
+    }
+}
+
+void check_aer(const CheckContext& ctx, std::vector<Finding>& out) {
+    const auto& log = ctx.snapshot.kernel_log;
+    for (auto& t : log.tallies) {
+        bool corrected = t.kind == "aer_corrected";
+        if (!corrected && t.kind != "aer_nonfatal" && t.kind != "aer_fatal") continue;
+        Finding f = (corrected ? rule("kernel_log.aer_corrected") : rule("kernel_log.aer_uncorrected")).finding({});
+        f.subjects = gpus_at_or_below(ctx, t.device);
+        std::string kind = corrected ? "corrected" : t.kind == "aer_fatal" ? "uncorrectable (fatal)"
+                                                                           : "uncorrectable (non-fatal)";
+        f.message = fmt::format("PCIe AER {} error on {}: {}", kind, name_device(ctx, t.device), first_last(t));
+        if (!is_gpu(ctx.snapshot, t.device) && !f.subjects.empty())
+            f.message += fmt::format("; it feeds {}", describe(f.subjects.front()));
+        add_occurrences(f, log.source, t);
+        f.next_step = corrected
+                          ? "Corrected errors are retried by the link; if they keep growing, check the link width and "
+                            "speed (gpudx pcie findings), reseat the card or riser, and update the BIOS."
+                          : "Drain the GPUs behind this device; an uncorrectable PCIe error can corrupt transfers or "
+                            "take the GPU off the bus. Reseat or replace the card or riser, check `gpudx diagnose` "
+                            "pcie findings, and reboot.";
+        out.push_back(std::move(f));
+    }
+}
+
+void check_iommu(const CheckContext& ctx, std::vector<Finding>& out) {
+    const auto& log = ctx.snapshot.kernel_log;
+    for (auto& t : log.tallies) {
+        if (t.kind != "iommu_fault") continue;
+        bool gpu = !t.device.empty() && is_gpu(ctx.snapshot, t.device);
+        // A GPU whose DMA the IOMMU blocked has lost data (its job fails or hangs); another device's fault
+        // matters to that device.
+        Finding f = rule("kernel_log.iommu_fault").finding(gpu ? Severity::error : Severity::warning, {});
+        if (gpu) f.subjects.push_back(ctx.gpu(t.device));
+        f.message = fmt::format("IOMMU blocked DMA from {}: {}", name_device(ctx, t.device), first_last(t));
+        add_occurrences(f, log.source, t);
+        f.next_step = gpu ? "GPU DMA to an address the IOMMU does not map: with peer-to-peer or GPUDirect, run "
+                            "the IOMMU in passthrough (iommu=pt, or intel_iommu=off / amd_iommu=off where policy "
+                            "allows) or disable ACS on the switches; otherwise collect `nvidia-bug-report.sh`."
+                          : "Check the device's driver and firmware; IOMMU faults from it are its own DMA bugs.";
+        out.push_back(std::move(f));
+    }
+}
+
+bool nvidia_loaded(const Snapshot& s) {
+    return std::any_of(s.module.loaded.begin(), s.module.loaded.end(), [](auto& m) { return m.name == "nvidia"; });
+}
+
+void check_module_signatures(const CheckContext& ctx, std::vector<Finding>& out) {
+    const auto& s = ctx.snapshot;
+    const auto& log = s.kernel_log;
+    std::string lockdown_line;
+    for (auto& l : log.lines)
+        if (l.text.find("locked down") != std::string::npos || l.text.find("Secure boot enabled") != std::string::npos)
+            lockdown_line = l.text;
+    auto* module_status = s.collector(Collector::module);
+    bool module_known = module_status && module_status->state == CollectorState::ok;
+    for (auto& t : log.tallies) {
+        if (t.kind == "module_refused") {
+            bool names_nvidia = t.module == "nvidia";
+            bool nvidia_missing = module_known && !nvidia_loaded(s);
+            Finding f =
+                rule("module.signature_refused")
+                    .finding((names_nvidia || nvidia_missing || !module_known) ? Severity::error : Severity::warning,
+                             {});
+            f.message = fmt::format("the kernel refused to load an unsigned or untrusted module ({})", first_last(t));
+            if (names_nvidia) f.message += "; the line names the nvidia module";
+            else if (nvidia_missing) f.message += "; the nvidia module is not loaded, so it is the likely one";
+            else if (module_known) f.message += "; nvidia is loaded, so another module was refused";
+            add_occurrences(f, log.source, t);
+            if (!lockdown_line.empty()) f.evidence.push_back({log.source, lockdown_line});
+            if (module_known) f.evidence.push_back({"/proc/modules", nvidia_loaded(s) ? "nvidia loaded" : "nvidia not loaded"});
+            f.next_step = "Secure Boot or kernel lockdown only loads modules signed with a trusted key: enroll the "
+                          "key DKMS signs with (`mokutil --import /var/lib/dkms/mok.pub`, confirm at the next boot), "
+                          "or install the distribution's pre-signed NVIDIA modules; then `modprobe nvidia`.";
+            out.push_back(std::move(f));
+        } else if (t.kind == "module_unsigned") {
+            Finding f = rule("module.unsigned_loaded").finding({});
+            f.message = fmt::format("module {} loaded without a valid signature and tainted the kernel ({})",
+                                    t.module.empty() ? std::string("(unnamed)") : t.module, first_last(t));
+            add_occurrences(f, log.source, t);
+            f.next_step = "Nothing is broken now; with Secure Boot enabled this module would be refused. Sign it "
+                          "(DKMS with an enrolled MOK) before turning Secure Boot on.";
+            out.push_back(std::move(f));
+        }
+    }
+}
+
+}  // namespace
+
+void check_kernel_log_text(const CheckContext& ctx, std::vector<Finding>& out, std::vector<std::string>* unrecognised) {
+    const XidPolicy& policy = ctx.options.xid_policy ? *ctx.options.xid_policy : builtin_xid_policy();
+    check_nvml_xids(ctx, policy, out);  // whether or not the log could be read: NVML is the other witness
+    auto* st = ctx.snapshot.collector(Collector::kernel_log);
+    if (!st || st->state != CollectorState::ok) return;
+    check_xids(ctx, policy, out);
+    check_xid_repeats(ctx, policy, out);
+    check_sxids(ctx, policy, out);
+    check_fallen_off(ctx, out);
+    check_aer(ctx, out);
+    check_iommu(ctx, out);
+    check_module_signatures(ctx, out);
+    const SignatureCatalogue& catalogue = ctx.options.signatures ? *ctx.options.signatures : builtin_signature_catalogue();
+    check_signatures(ctx, catalogue, out, unrecognised);
+}
+
+void check_kernel_log(const CheckContext& ctx, std::vector<Finding>& out) { check_kernel_log_text(ctx, out, nullptr); }
+
+constinit const RuleFamily kKernelLogFamily{"kernel_log", Layer::kernel_log, kRules, check_kernel_log};
+
+}  // namespace gpudx

@@ -1,0 +1,789 @@
+#include "rules/reference/signatures.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/input_file.hpp"
+#include "core/pci_address.hpp"
+#include "core/text.hpp"
+#include "core/toml.hpp"
+#include "rules/engine/check_context.hpp"
+#include "rules/reference/xid_policy.hpp"
+
+namespace gpudx {
+
+namespace {
+
+#include "rules/reference/signatures_builtin.inc"
+
+constexpr const char* kBuiltinOrigin = "built-in";
+// A template's first literal is what the prefilter looks for: shorter ones would keep half the log.
+constexpr size_t kMinGateBytes = 4;
+constexpr size_t kMaxFieldValues = 6;
+constexpr size_t kMaxTextField = 200;
+
+// ---------------------------------------------------------------------------------------------
+// Templates.
+
+bool is_blank(char c) { return c == ' ' || c == '\t'; }
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+bool is_name_char(char c) {
+    return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '-' || c == '.' ||
+           c == '+' || c == '/';
+}
+
+std::optional<FieldType> parse_field_type(std::string_view s) {
+    if (s == "version") return FieldType::version;
+    if (s == "int") return FieldType::integer;
+    if (s == "hex") return FieldType::hex;
+    if (s == "pci") return FieldType::pci;
+    if (s == "name") return FieldType::name;
+    if (s == "text") return FieldType::text;
+    return std::nullopt;
+}
+
+// Blanks in the literal stand for any run of blanks in the text. Returns the end of the match at `pos`.
+std::optional<size_t> literal_at(std::string_view text, size_t pos, std::string_view lit) {
+    size_t i = pos, k = 0;
+    while (k < lit.size()) {
+        if (is_blank(lit[k])) {
+            if (i >= text.size() || !is_blank(text[i])) return std::nullopt;
+            while (k < lit.size() && is_blank(lit[k])) ++k;
+            while (i < text.size() && is_blank(text[i])) ++i;
+            continue;
+        }
+        if (i >= text.size() || text[i] != lit[k]) return std::nullopt;
+        ++i, ++k;
+    }
+    return i;
+}
+
+struct Span {
+    size_t begin, end;
+};
+
+std::optional<Span> find_literal(std::string_view text, size_t from, std::string_view lit) {
+    size_t lead = 0;
+    while (lead < lit.size() && is_blank(lit[lead])) ++lead;
+    std::string_view body = lit.substr(lead);
+    std::string_view chunk = body.substr(0, std::min(body.size(), static_cast<size_t>(std::find_if(body.begin(), body.end(), is_blank) - body.begin())));
+    if (chunk.empty()) return std::nullopt;
+    for (size_t p = text.find(chunk, from); p != std::string_view::npos; p = text.find(chunk, p + 1)) {
+        size_t start = p;
+        if (lead > 0) {
+            if (start == 0 || !is_blank(text[start - 1])) continue;
+            while (start > from && is_blank(text[start - 1])) --start;
+            if (start < from) continue;
+        }
+        if (auto end = literal_at(text, start, lit)) return Span{start, *end};
+    }
+    return std::nullopt;
+}
+
+// A typed field read forward from `pos`: its value and where it ends; nullopt when nothing of that type is there.
+std::optional<std::pair<std::string, size_t>> read_field(std::string_view text, size_t pos, FieldType type) {
+    size_t i = pos;
+    auto take = [&](auto pred) {
+        while (i < text.size() && pred(text[i])) ++i;
+    };
+    switch (type) {
+        case FieldType::version: {
+            take([](char c) { return is_digit(c) || c == '.'; });
+            while (i > pos && text[i - 1] == '.') --i;  // "510.73.05.  Please": the sentence's full stop
+            if (i == pos || !is_digit(text[pos])) return std::nullopt;
+            break;
+        }
+        case FieldType::integer: {
+            if (i < text.size() && text[i] == '-') ++i;
+            size_t digits = i;
+            take(is_digit);
+            if (i == digits) return std::nullopt;
+            break;
+        }
+        case FieldType::hex: {
+            if (i + 1 < text.size() && text[i] == '0' && (text[i + 1] == 'x' || text[i + 1] == 'X')) i += 2;
+            size_t digits = i;
+            take(is_hex);
+            if (i == digits) return std::nullopt;
+            break;
+        }
+        case FieldType::pci: {
+            take([](char c) { return is_hex(c) || c == ':' || c == '.'; });
+            while (i > pos && (text[i - 1] == ':' || text[i - 1] == '.')) --i;
+            auto a = PciAddress::parse(text.substr(pos, i - pos));
+            if (!a) return std::nullopt;
+            return std::make_pair(a->str(), i);
+        }
+        case FieldType::name: {
+            take(is_name_char);
+            while (i > pos && text[i - 1] == '.') --i;
+            if (i == pos) return std::nullopt;
+            break;
+        }
+        case FieldType::text:
+        case FieldType::skip: return std::nullopt;  // read up to the next literal by the matcher
+    }
+    return std::make_pair(std::string(text.substr(pos, i - pos)), i);
+}
+
+// The field before a template's first literal, read backwards from `end`: "{module:name}: Unknown symbol",
+// "{pci:pci}: Unable to change power state".
+std::optional<std::string> read_field_before(std::string_view text, size_t end, FieldType type) {
+    size_t i = end;
+    if (type == FieldType::pci) {
+        while (i > 0 && (is_hex(text[i - 1]) || text[i - 1] == ':' || text[i - 1] == '.')) --i;
+        auto v = read_field(text, i, FieldType::pci);
+        if (!v || v->second != end) return std::nullopt;
+        return v->first;
+    }
+    while (i > 0 && is_name_char(text[i - 1])) --i;
+    if (i == end) return std::nullopt;
+    return std::string(text.substr(i, end - i));
+}
+
+std::optional<SignatureMatch> match_template(const SignatureTemplate& t, std::string_view text, size_t first_limit) {
+    const auto& parts = t.parts;
+    size_t first = parts[0].literal ? 0 : 1;  // the parser guarantees a literal at 0 or 1
+    for (size_t from = 0;;) {
+        auto hit = find_literal(text, from, parts[first].text);
+        if (!hit || hit->begin >= first_limit) return std::nullopt;
+        from = hit->begin + 1;
+        SignatureMatch m;
+        if (first == 1) {
+            auto v = read_field_before(text, hit->begin, parts[0].type);
+            if (!v) continue;
+            m.fields[parts[0].field] = *v;
+        }
+        size_t cur = hit->end;
+        bool ok = true;
+        for (size_t k = first + 1; k < parts.size() && ok; ++k) {
+            const auto& p = parts[k];
+            if (p.literal) {
+                auto end = literal_at(text, cur, p.text);
+                if (!end) ok = false;
+                else cur = *end;
+            } else if (p.type == FieldType::text || p.type == FieldType::skip) {
+                if (k + 1 == parts.size()) {
+                    if (p.type == FieldType::text) {
+                        auto v = trim(text.substr(cur, kMaxTextField));
+                        if (v.empty()) ok = false;
+                        else m.fields[p.field] = std::string(v);
+                    }
+                    cur = text.size();
+                    continue;
+                }
+                auto next = find_literal(text, cur, parts[k + 1].text);
+                if (!next) {
+                    ok = false;
+                    continue;
+                }
+                if (p.type == FieldType::text)
+                    m.fields[p.field] = std::string(trim(text.substr(cur, next->begin - cur)).substr(0, kMaxTextField));
+                cur = next->end;
+                ++k;  // the literal is matched
+            } else {
+                auto v = read_field(text, cur, p.type);
+                if (!v) ok = false;
+                else {
+                    m.fields[p.field] = v->first;
+                    cur = v->second;
+                }
+            }
+        }
+        if (ok) return m;
+    }
+}
+
+Result<SignatureTemplate> parse_template(std::string_view src, const std::string& where_) {
+    SignatureTemplate t;
+    t.source = std::string(src);
+    size_t i = 0;
+    auto append_literal = [&](std::string_view text) {
+        if (t.parts.empty() || !t.parts.back().literal) t.parts.push_back(TemplatePart{});
+        t.parts.back().text += text;
+    };
+    while (i < src.size()) {
+        size_t open = src.find('{', i);
+        if (open != i) {
+            size_t end = open == std::string_view::npos ? src.size() : open;
+            append_literal(src.substr(i, end - i));
+            i = end;
+            continue;
+        }
+        if (src.substr(open).starts_with("{{")) {  // a literal brace
+            append_literal("{");
+            i = open + 2;
+            continue;
+        }
+        size_t close = src.find('}', open);
+        if (close == std::string_view::npos)
+            return fail(fmt::format("{}: template \"{}\": `{{` without `}}`", where_, src));
+        std::string_view spec = src.substr(open + 1, close - open - 1);
+        TemplatePart f;
+        f.literal = false;
+        if (spec == "...") {
+            f.type = FieldType::skip;
+        } else {
+            size_t colon = spec.find(':');
+            std::string_view name = spec.substr(0, colon);
+            std::string_view type = colon == std::string_view::npos ? std::string_view("text") : spec.substr(colon + 1);
+            auto ft = parse_field_type(type);
+            if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return is_name_char(c) && c != '.'; }))
+                return fail(fmt::format("{}: template \"{}\": field `{{{}}}` needs a name (`{{code:int}}`)", where_, src, spec));
+            if (!ft)
+                return fail(fmt::format("{}: template \"{}\": field type `{}` is not version, int, hex, pci, name or text",
+                                        where_, src, type));
+            f.field = std::string(name);
+            f.type = *ft;
+        }
+        if (!t.parts.empty() && !t.parts.back().literal)
+            return fail(fmt::format("{}: template \"{}\": two fields in a row need a literal between them", where_, src));
+        t.parts.push_back(std::move(f));
+        i = close + 1;
+    }
+    size_t first = !t.parts.empty() && t.parts[0].literal ? 0 : 1;
+    bool leading_ok = first == 0 || (t.parts.size() > 1 && (t.parts[0].type == FieldType::name ||
+                                                            t.parts[0].type == FieldType::pci));
+    if (t.parts.size() <= first || !leading_ok)
+        return fail(fmt::format("{}: template \"{}\" must start with a literal (or one {{x:name}} or {{x:pci}} "
+                                "before it)",
+                                where_, src));
+    for (size_t k = 0; k + 1 < t.parts.size(); ++k)
+        if (!t.parts[k].literal && (t.parts[k].type == FieldType::text || t.parts[k].type == FieldType::skip) &&
+            !t.parts[k + 1].literal)
+            return fail(fmt::format("{}: template \"{}\": a text field must be followed by a literal", where_, src));
+    // The prefilter finds the gate as written with single blanks; the matcher allows runs of them.
+    std::string gate;
+    for (char c : trim(t.parts[first].text)) {
+        if (is_blank(c) && !gate.empty() && gate.back() == ' ') continue;
+        gate += is_blank(c) ? ' ' : c;
+    }
+    if (gate.size() < kMinGateBytes)
+        return fail(fmt::format("{}: template \"{}\": its first literal \"{}\" is shorter than {} characters; the "
+                                "kernel-log scan looks for it in every line",
+                                where_, src, gate, kMinGateBytes));
+    t.gate = std::move(gate);
+    return t;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Multi-line messages.
+
+bool is_continuation(std::string_view line) {
+    return trim(line).starts_with("NVRM:") && !line.starts_with("NVRM: API mismatch");
+}
+
+std::string_view continuation_body(std::string_view line) {
+    auto t = trim(line);
+    t.remove_prefix(5);
+    return trim(t);
+}
+
+// The message starting at lines[i], over at most `count` lines: NVRM prints each line of a long message with
+// its own "NVRM: " prefix (indented, or with the same time, in dmesg and the journal).
+std::string joined_message(const std::vector<std::string_view>& lines, size_t i, unsigned count, size_t& used) {
+    std::string s(lines[i]);
+    used = 1;
+    if (count <= 1 || s.find("NVRM:") == std::string::npos) return s;
+    while (used < count && i + used < lines.size() && is_continuation(lines[i + used])) {
+        s += ' ';
+        s += continuation_body(lines[i + used]);
+        ++used;
+    }
+    return s;
+}
+
+// rsyslog writes a message's newlines as "#012": one logical line per part.
+void split_rsyslog(std::string_view text, std::vector<std::string_view>& out) {
+    size_t from = 0;
+    for (size_t at = text.find("#012"); at != std::string_view::npos; at = text.find("#012", from)) {
+        out.push_back(text.substr(from, at - from));
+        from = at + 4;
+    }
+    out.push_back(text.substr(from));
+}
+
+std::optional<SignatureMatch> match_lines(const Signature& sig, const std::vector<std::string_view>& lines, size_t i,
+                                          size_t& used) {
+    std::string joined = joined_message(lines, i, sig.lines, used);
+    for (auto& u : sig.unless)
+        if (joined.find(u) != std::string::npos) return std::nullopt;
+    for (auto& t : sig.templates)
+        if (auto m = match_template(t, joined, lines[i].size())) return m;
+    return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The TOML.
+
+std::string where(const std::string& origin, const toml::source_region& r) {
+    return r.begin.line > 0 ? fmt::format("{}:{}", origin, r.begin.line) : origin;
+}
+
+Result<std::vector<std::string>> string_list(const toml::table& t, std::string_view key, const std::string& w) {
+    std::vector<std::string> out;
+    const toml::node* n = t.get(key);
+    if (!n) return out;
+    if (auto s = n->value<std::string>()) {
+        out.push_back(*s);
+        return out;
+    }
+    const toml::array* a = n->as_array();
+    if (!a) return fail(fmt::format("{}: `{}` must be a string or a list of strings", w, key));
+    for (auto& e : *a) {
+        auto s = e.value<std::string>();
+        if (!s) return fail(fmt::format("{}: `{}` must hold strings only", w, key));
+        out.push_back(*s);
+    }
+    return out;
+}
+
+std::set<std::string> captured_fields(const Signature& s) {
+    std::set<std::string> f;
+    for (auto& t : s.templates)
+        for (auto& p : t.parts)
+            if (!p.literal && p.type != FieldType::skip) f.insert(p.field);
+    return f;
+}
+
+// The {name} placeholders of a message or next step.
+std::vector<std::string> placeholders(std::string_view text) {
+    std::vector<std::string> out;
+    for (size_t at = text.find('{'); at != std::string_view::npos; at = text.find('{', at + 1)) {
+        size_t end = text.find('}', at);
+        if (end == std::string_view::npos) break;
+        out.emplace_back(text.substr(at + 1, end - at - 1));
+    }
+    return out;
+}
+
+Result<Signature> read_signature(const toml::table& t, const std::string& origin) {
+    std::string w = where(origin, t.source());
+    static constexpr std::string_view kKeys[] = {"id",      "layer", "severity", "vendor",    "summary",
+                                                 "meaning", "match", "unless",   "lines",     "group_by",
+                                                 "message", "next_step", "suppressed_by", "check", "examples"};
+    for (auto&& [key, node] : t)
+        if (std::find(std::begin(kKeys), std::end(kKeys), key.str()) == std::end(kKeys))
+            return fail(fmt::format("{}: unknown key `{}` in a [[signature]] (allowed: id, layer, severity, vendor, "
+                                    "summary, meaning, match, unless, lines, group_by, message, next_step, "
+                                    "suppressed_by, check, examples)",
+                                    where(origin, key.source()), key.str()));
+    Signature s;
+    s.origin = origin;
+    auto str = [&](std::string_view key, bool required) -> Result<std::string> {
+        const toml::node* n = t.get(key);
+        if (!n) {
+            if (required) return fail(fmt::format("{}: a [[signature]] needs `{}`", w, key));
+            return std::string();
+        }
+        auto v = n->value<std::string>();
+        if (!v || (required && v->empty()))
+            return fail(fmt::format("{}: `{}` must be a non-empty string", where(origin, n->source()), key));
+        return *v;
+    };
+    auto id = str("id", true);
+    if (!id) return std::unexpected(id.error());
+    s.id = *id;
+    w = fmt::format("{} ({})", w, s.id);
+    auto layer = str("layer", true);
+    if (!layer) return std::unexpected(layer.error());
+    auto l = parse_layer(*layer);
+    if (!l) return fail(fmt::format("{}: layer \"{}\" is not one of pcie, module, kernel_log, libraries, devices, "
+                                    "driver, container, allocation", w, *layer));
+    s.layer = *l;
+    auto sev = str("severity", true);
+    if (!sev) return std::unexpected(sev.error());
+    if (*sev != "ignore") {
+        auto p = parse_severity(*sev);
+        if (!p) return fail(fmt::format("{}: severity \"{}\" is not info, warning, error or ignore", w, *sev));
+        s.severity = *p;
+    }
+    for (auto [key, dst, required] : {std::tuple{"vendor", &s.vendor, false}, {"summary", &s.summary, true},
+                                      {"meaning", &s.meaning, true}, {"message", &s.message, s.severity.has_value()},
+                                      {"next_step", &s.next_step, s.severity.has_value()}, {"check", &s.check, false}}) {
+        auto v = str(key, required);
+        if (!v) return std::unexpected(v.error());
+        *dst = *v;
+    }
+    if (!s.check.empty() && s.check != "api_mismatch" && s.check != "cuda_driver" && s.check != "xid_cause")
+        return fail(fmt::format("{}: check \"{}\" is not api_mismatch, cuda_driver or xid_cause", w, s.check));
+    auto matches = string_list(t, "match", w);
+    if (!matches) return std::unexpected(matches.error());
+    if (matches->empty()) return fail(fmt::format("{}: a [[signature]] needs `match` (one template or a list)", w));
+    for (auto& m : *matches) {
+        auto tp = parse_template(m, w);
+        if (!tp) return std::unexpected(tp.error());
+        s.templates.push_back(std::move(*tp));
+    }
+    for (auto [key, dst] : {std::pair{"unless", &s.unless}, {"group_by", &s.group_by},
+                            {"suppressed_by", &s.suppressed_by}, {"examples", &s.examples}}) {
+        auto v = string_list(t, key, w);
+        if (!v) return std::unexpected(v.error());
+        *dst = std::move(*v);
+    }
+    if (const toml::node* n = t.get("lines")) {
+        auto v = n->value<int64_t>();
+        if (!v || *v < 1 || *v > 16) return fail(fmt::format("{}: `lines` must be a number from 1 to 16", w));
+        s.lines = static_cast<unsigned>(*v);
+    }
+    auto fields = captured_fields(s);
+    if (s.group_by.empty() && fields.count("pci")) s.group_by = {"pci"};
+    for (auto& g : s.group_by)
+        if (!fields.count(g)) return fail(fmt::format("{}: group_by names `{}`, which no template captures", w, g));
+    for (auto* text : {&s.message, &s.next_step})
+        for (auto& p : placeholders(*text))
+            if (p != "gpu" && !fields.count(p))
+                return fail(fmt::format("{}: `{{{}}}` in the message or next step is not a captured field", w, p));
+    if (s.examples.empty()) return fail(fmt::format("{}: a [[signature]] needs at least one real example line", w));
+    for (auto& ex : s.examples) {
+        std::vector<std::string_view> lines;
+        for (auto& part : split(ex, '\n')) split_rsyslog(part, lines);
+        size_t used = 0;
+        if (!match_lines(s, lines, 0, used))
+            return fail(fmt::format("{}: example \"{}\" does not match the signature's own templates", w, ex));
+    }
+    return s;
+}
+
+Result<SignatureCatalogue> parse_catalogue(std::string_view text, const std::string& origin) {
+    auto parsed = parse_toml(text, origin);
+    if (!parsed) return std::unexpected(parsed.error());
+    const toml::table& root = *parsed;
+    for (auto&& [key, node] : root)
+        if (key != "version" && key != "signature")
+            return fail(fmt::format("{}: unknown key `{}` (allowed: version, signature)", where(origin, key.source()),
+                                    key.str()),
+                        origin);
+    SignatureCatalogue c;
+    const toml::node* version = root.get("version");
+    auto v = version ? version->value<std::string>() : std::nullopt;
+    if (!v || v->empty())
+        return fail(fmt::format("{}: no `version = \"...\"`; a catalogue must say which version it is", origin), origin);
+    c.version = *v;
+    if (const toml::node* sigs = root.get("signature")) {
+        const toml::array* a = sigs->as_array();
+        if (!a) return fail(fmt::format("{}: `signature` must be [[signature]] tables", where(origin, sigs->source())), origin);
+        std::set<std::string> ids;
+        for (auto& n : *a) {
+            const toml::table* t = n.as_table();
+            if (!t) return fail(fmt::format("{}: `signature` must be [[signature]] tables", where(origin, n.source())), origin);
+            auto s = read_signature(*t, origin);
+            if (!s) return fail(s.error().message, origin);
+            // One id may come from several signatures (variants), but with one layer and severity.
+            for (auto& other : c.signatures)
+                if (other.id == s->id && (other.layer != s->layer || other.severity != s->severity))
+                    return fail(fmt::format("{}: id {} is declared twice with a different layer or severity",
+                                            where(origin, t->source()), s->id),
+                                origin);
+            c.signatures.push_back(std::move(*s));
+        }
+    }
+    return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Findings.
+
+struct Occurrence {
+    const Signature* sig = nullptr;
+    std::map<std::string, std::vector<std::string>> values;  // distinct, in order seen
+    std::string pci;
+    uint64_t count = 0;
+    const KernelLogLine *first = nullptr, *last = nullptr;
+};
+
+std::string when(const KernelLogLine& l) {
+    if (!l.wall_time.empty()) return l.wall_time;
+    if (l.monotonic_s) return fmt::format("{:.6f} s after boot", *l.monotonic_s);
+    return {};
+}
+
+std::string occurrences_text(const Occurrence& o) {
+    std::string first = when(*o.first), last = when(*o.last);
+    if (o.count == 1) return first.empty() ? std::string() : "at " + first;
+    if (first.empty()) return fmt::format("{} times", o.count);
+    return fmt::format("{} times, first at {}, last at {}", o.count, first, last);
+}
+
+std::string value_text(const std::vector<std::string>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size() && i < kMaxFieldValues; ++i) s += (i ? ", " : "") + v[i];
+    if (v.size() > kMaxFieldValues) s += fmt::format(" and {} more", v.size() - kMaxFieldValues);
+    return s.empty() ? "(not stated)" : s;
+}
+
+std::string render(std::string_view tmpl, const Occurrence& o, const std::string& gpu) {
+    std::string out;
+    size_t i = 0;
+    while (i < tmpl.size()) {
+        size_t open = tmpl.find('{', i);
+        size_t close = open == std::string_view::npos ? open : tmpl.find('}', open);
+        if (close == std::string_view::npos) {
+            out += tmpl.substr(i);
+            break;
+        }
+        out += tmpl.substr(i, open - i);
+        std::string name(tmpl.substr(open + 1, close - open - 1));
+        if (name == "gpu") {
+            out += gpu;
+        } else {
+            auto it = o.values.find(name);
+            out += it == o.values.end() ? std::string("(not stated)") : value_text(it->second);
+        }
+        i = close + 1;
+    }
+    return out;
+}
+
+const ResolvedLibrary* library(const Snapshot& s, std::string_view soname_prefix) {
+    for (auto& l : s.libraries.libraries)
+        if (l.soname.starts_with(soname_prefix) && l.chosen) return &l;
+    return nullptr;
+}
+
+std::string first_value(const Occurrence& o, const std::string& field) {
+    auto it = o.values.find(field);
+    return it == o.values.end() || it->second.empty() ? std::string() : it->second.front();
+}
+
+// The node's own facts about an API mismatch: the module loaded now and the libcuda the loader picks.
+void check_api_mismatch(const CheckContext& ctx, const Occurrence& o, Finding& f) {
+    const auto& s = ctx.snapshot;
+    std::optional<std::string> module_now;
+    if (s.collected(Collector::module) && s.module.nvidia_driver_version) module_now = *s.module.nvidia_driver_version;
+    const ResolvedLibrary* libcuda = s.collected(Collector::libraries) ? library(s, "libcuda.so.1") : nullptr;
+    std::string lib_now = libcuda && !libcuda->chosen->version.empty() ? libcuda->chosen->version : std::string();
+    if (module_now) f.evidence.push_back({"/proc/driver/nvidia/version", *module_now});
+    if (!lib_now.empty()) f.evidence.push_back({libcuda->chosen->path, "resolves to " + libcuda->chosen->real_path});
+    if (module_now && !lib_now.empty()) {
+        if (*module_now == lib_now) {
+            f.severity = Severity::info;
+            f.message += fmt::format("; on this node the module and libcuda now agree ({}): the mismatch is over "
+                                     "(the text is from before a reboot or reinstall)",
+                                     lib_now);
+        } else {
+            f.severity = Severity::error;
+            f.message += fmt::format("; confirmed on this node: kernel module {}, the loader picks libcuda {} ({})",
+                                     *module_now, lib_now, libcuda->chosen->path);
+        }
+    } else if (module_now) {
+        // The loader's libcuda version is unknown (a capture without the file): the module alone still says
+        // whether it is the version the text's client had.
+        if (*module_now == first_value(o, "client_version")) {
+            f.severity = Severity::info;
+            f.message += fmt::format("; this node's module is now {}, the client's version: the mismatch is over",
+                                     *module_now);
+        } else if (*module_now == first_value(o, "module_version")) {
+            f.message += fmt::format("; this node's module is still {}", *module_now);
+        } else {
+            f.message += fmt::format("; this node's module is now {}", *module_now);
+        }
+    }
+}
+
+// "insufficient driver": which CUDA the driver supports and which runtime the loader picks, from the node.
+void check_cuda_driver(const CheckContext& ctx, Finding& f) {
+    const auto& s = ctx.snapshot;
+    std::optional<int> driver_cuda = s.cuda.driver_version ? s.cuda.driver_version : s.nvml.cuda_driver_version;
+    const ResolvedLibrary* cudart = s.collected(Collector::libraries) ? library(s, "libcudart.so") : nullptr;
+    std::vector<std::string> facts;
+    if (driver_cuda)
+        facts.push_back(fmt::format("the driver supports CUDA {}.{}", *driver_cuda / 1000, (*driver_cuda % 1000) / 10));
+    if (s.collected(Collector::module) && s.module.nvidia_driver_version)
+        facts.push_back(fmt::format("kernel module {}", *s.module.nvidia_driver_version));
+    if (cudart && !cudart->chosen->version.empty())
+        facts.push_back(fmt::format("the loader picks CUDA runtime {} ({})", cudart->chosen->version, cudart->chosen->path));
+    if (facts.empty()) return;
+    std::string joined;
+    for (auto& x : facts) joined += (joined.empty() ? "" : ", ") + x;
+    f.message += "; on this node: " + joined;
+    if (driver_cuda) f.evidence.push_back({"cuDriverGetVersion", std::to_string(*driver_cuda)});
+    if (cudart) f.evidence.push_back({cudart->chosen->path, cudart->chosen->version});
+}
+
+// An Xid that names an earlier one as its cause takes the cause's severity and meaning from the policy.
+void check_xid_cause(const CheckContext& ctx, const Occurrence& o, Finding& f) {
+    const XidPolicy& policy = ctx.options.xid_policy ? *ctx.options.xid_policy : builtin_xid_policy();
+    auto cause = parse_uint(first_value(o, "cause"));
+    if (!cause || *cause > 100000) return;
+    int code = static_cast<int>(*cause);
+    const XidRule& r = policy.rule(code);
+    f.severity = r.severity;
+    f.message += fmt::format("; Xid {}: {}", code, policy.knows(code) ? r.meaning : "not in the Xid policy");
+    f.evidence.push_back({"xid policy " + policy.version, fmt::format("{} {}", code, to_string(r.severity))});
+    f.next_step += " " + r.action;
+}
+
+}  // namespace
+
+std::string_view builtin_signature_catalogue_text() {
+    return kBuiltinCatalogue.substr(kBuiltinCatalogue.starts_with('\n') ? 1 : 0);
+}
+
+const SignatureCatalogue& builtin_signature_catalogue() {
+    static const SignatureCatalogue catalogue = [] {
+        auto c = parse_catalogue(builtin_signature_catalogue_text(), kBuiltinOrigin);
+        // Fixed at build time and parsed by a unit test; an empty catalogue is the safe fallback.
+        return c ? std::move(*c) : SignatureCatalogue{"invalid built-in", {}};
+    }();
+    return catalogue;
+}
+
+Result<SignatureCatalogue> parse_signature_catalogue(std::string_view text, const std::string& origin) {
+    return parse_catalogue(text, origin);
+}
+
+Result<SignatureCatalogue> load_signature_catalogue_file(const std::string& path) {
+    auto text = read_input_file(path, 16u << 20);
+    if (!text)
+        return fail(fmt::format("{}: cannot read the signature catalogue: {}", path, text.error().message), path,
+                    text.error().sys_errno);
+    auto site = parse_catalogue(*text, path);
+    if (!site) return site;
+    SignatureCatalogue merged = builtin_signature_catalogue();
+    std::set<std::string> replaced;
+    for (auto& s : site->signatures) replaced.insert(s.id);
+    std::erase_if(merged.signatures, [&](const Signature& s) { return replaced.count(s.id) > 0; });
+    // Site signatures first: a site's more specific wording wins over a built-in one on the same line.
+    merged.signatures.insert(merged.signatures.begin(), site->signatures.begin(), site->signatures.end());
+    merged.version = fmt::format("{} ({}) over built-in {}", site->version, path, merged.version);
+    return merged;
+}
+
+std::optional<SignatureMatch> match_signature(const Signature& sig, std::string_view text) {
+    std::vector<std::string_view> lines;
+    for (auto& part : split(text, '\n')) split_rsyslog(part, lines);
+    size_t used = 0;
+    return match_lines(sig, lines, 0, used);
+}
+
+std::vector<std::string> catalogue_gate_words(const SignatureCatalogue& catalogue) {
+    std::vector<std::string> out;
+    for (auto& s : catalogue.signatures)
+        for (auto& t : s.templates)
+            if (std::find(out.begin(), out.end(), t.gate) == out.end()) out.push_back(t.gate);
+    return out;
+}
+
+std::map<std::string, std::string> gpu_uuids_in_text(const KernelLog& log, const SignatureCatalogue& catalogue) {
+    std::map<std::string, std::string> out;
+    for (auto& l : log.lines)
+        for (auto& sig : catalogue.signatures) {
+            auto m = match_signature(sig, l.text);
+            if (!m) continue;
+            auto p = m->fields.find("pci"), u = m->fields.find("uuid");
+            if (p != m->fields.end() && u != m->fields.end() && u->second.starts_with("GPU-")) out[p->second] = u->second;
+            break;
+        }
+    return out;
+}
+
+std::vector<SignatureDeclaration> signature_declarations(const SignatureCatalogue& catalogue) {
+    std::vector<SignatureDeclaration> out;
+    for (auto& s : catalogue.signatures) {
+        if (!s.severity) continue;
+        if (std::any_of(out.begin(), out.end(), [&](auto& d) { return d.id == s.id; })) continue;
+        out.push_back({s.id, s.layer, *s.severity, s.summary});
+    }
+    return out;
+}
+
+void check_signatures(const CheckContext& ctx, const SignatureCatalogue& catalogue, std::vector<Finding>& out,
+                      std::vector<std::string>* unrecognised) {
+    const auto& log = ctx.snapshot.kernel_log;
+    // Logical lines (rsyslog's #012 split apart), each with the kept line it came from.
+    std::vector<std::string_view> lines;
+    std::vector<size_t> origin;
+    for (size_t i = 0; i < log.lines.size(); ++i) {
+        split_rsyslog(log.lines[i].text, lines);
+        origin.resize(lines.size(), i);
+    }
+    std::vector<bool> recognised(log.lines.size(), false);
+    std::map<std::string, std::string> uuid_of;  // "NVRM: GPU at PCI:...: GPU-..." in the text itself
+    std::vector<Occurrence> occ;
+    std::map<std::string, size_t> index;
+    for (size_t i = 0; i < lines.size();) {
+        size_t used = 1;
+        for (auto& sig : catalogue.signatures) {
+            size_t u = 0;
+            auto m = match_lines(sig, lines, i, u);
+            if (!m) continue;
+            used = u;
+            for (size_t k = i; k < i + used; ++k) recognised[origin[k]] = true;
+            if (auto p = m->fields.find("pci"), q = m->fields.find("uuid");
+                p != m->fields.end() && q != m->fields.end() && q->second.starts_with("GPU-"))
+                uuid_of[p->second] = q->second;
+            if (!sig.severity) break;
+            std::string key = sig.id;
+            for (auto& g : sig.group_by) key += '\x1f' + (m->fields.count(g) ? m->fields[g] : std::string());
+            auto [it, inserted] = index.try_emplace(key, occ.size());
+            if (inserted) {
+                occ.push_back({});
+                occ.back().sig = &sig;
+                occ.back().first = &log.lines[origin[i]];
+            }
+            auto& o = occ[it->second];
+            ++o.count;
+            o.last = &log.lines[origin[i]];
+            if (auto p = m->fields.find("pci"); p != m->fields.end() && o.pci.empty()) o.pci = p->second;
+            for (auto& [name, value] : m->fields) {
+                auto& vs = o.values[name];
+                if (std::find(vs.begin(), vs.end(), value) == vs.end()) vs.push_back(value);
+            }
+            break;
+        }
+        i += used;
+    }
+    std::vector<Finding> found;
+    for (auto& o : occ) {
+        const Signature& sig = *o.sig;
+        Finding f;
+        f.id = sig.id;
+        f.layer = sig.layer;
+        f.severity = *sig.severity;
+        std::string gpu_text = "a GPU the text does not name";
+        if (!o.pci.empty()) {
+            GpuRef g = ctx.gpu(o.pci);
+            if (g.uuid.empty() && uuid_of.count(o.pci)) g.uuid = uuid_of[o.pci];
+            f.subjects.push_back(g);
+            gpu_text = describe(g);
+        }
+        f.message = render(sig.message, o, gpu_text);
+        if (auto when_text = occurrences_text(o); !when_text.empty()) f.message += " (" + when_text + ")";
+        f.evidence.push_back({log.source, o.last->text});
+        if (o.count > 1 && o.first->text != o.last->text) f.evidence.push_back({log.source, o.first->text});
+        f.evidence.push_back({"signature catalogue " + catalogue.version, sig.id + " (" + sig.origin + ")"});
+        f.next_step = render(sig.next_step, o, o.pci.empty() ? std::string("the GPU") : describe(f.subjects.front()));
+        if (sig.check == "api_mismatch") check_api_mismatch(ctx, o, f);
+        else if (sig.check == "cuda_driver") check_cuda_driver(ctx, f);
+        else if (sig.check == "xid_cause") check_xid_cause(ctx, o, f);
+        found.push_back(std::move(f));
+    }
+    // A finding another one explains better on the same GPU ("rm_init_adapter failed" beside the
+    // "RmInitAdapter failed! (0x62:...)" that carries the code) is left out.
+    // The parser's own findings (already in `out`) count too: "could not insert 'nvidia': Key was rejected"
+    // beside module.signature_refused.
+    std::vector<bool> redundant(found.size(), false);
+    for (size_t i = 0; i < found.size(); ++i) {
+        const auto& by = occ[i].sig->suppressed_by;
+        auto explains = [&](const Finding& other) {
+            return &other != &found[i] && std::find(by.begin(), by.end(), other.id) != by.end() &&
+                   other.subjects == found[i].subjects;
+        };
+        redundant[i] = std::any_of(found.begin(), found.end(), explains) || std::any_of(out.begin(), out.end(), explains);
+    }
+    for (size_t i = 0; i < found.size(); ++i)
+        if (!redundant[i]) out.push_back(std::move(found[i]));
+    if (!unrecognised) return;
+    for (size_t i = 0; i < log.lines.size(); ++i) {
+        const auto& l = log.lines[i];
+        if (recognised[i] || (l.topic != "nvrm" && l.topic != "amdgpu" && l.topic != "kfd")) continue;
+        if (l.text.find("fallen off the bus") != std::string::npos) continue;  // the parser's own rule
+        unrecognised->push_back(l.text);
+    }
+}
+
+}  // namespace gpudx
