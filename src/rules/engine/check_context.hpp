@@ -33,7 +33,7 @@ struct CheckContext {
 
 using CheckFamily = void (*)(const CheckContext&, std::vector<Finding>&);
 
-// A rule family: one file of rules/, its table of rules and the function that applies them. `layer` is where the
+// A rule family: one file of rules/families/, its table of rules and the function that applies them. `layer` is where the
 // engine files gpudx.check_failed when the family throws: the layer the family judges, which the failure leaves
 // unjudged.
 struct RuleFamily {

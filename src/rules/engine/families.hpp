@@ -1,5 +1,5 @@
 #pragma once
-// The rule tables, each defined in its own file of rules/: the families diagnose runs, and the rules applied
+// The rule tables, each defined in its own file of rules/families/ or rules/comparisons/: the families diagnose runs, and the rules applied
 // outside it (the node record comparison, the compatibility matrix, the engine's own).
 #include <span>
 #include <string_view>
