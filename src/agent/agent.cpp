@@ -50,7 +50,7 @@ bool kernel_line_matters(std::string_view line, const std::vector<std::string>& 
         if (parsed.continuation) return false;
         if (parsed.recognised) message = parsed.message;
     }
-    if (!classify_topic(message).empty()) return true;
+    if (classify_topic(message)) return true;
     std::string lower = to_lower(message);
     for (const auto& w : words)
         if (!w.empty() && lower.find(to_lower(w)) != std::string::npos) return true;

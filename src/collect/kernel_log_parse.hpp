@@ -2,6 +2,8 @@
 // Pure kernel-log parsing: the line formats (raw kmsg, dmesg, dmesg -T, journalctl -k short and
 // short-iso, syslog kern.log), the topics gpudx keeps, Xid lines, and a scanner fast enough for a
 // multi-gigabyte log (docs/kernel-log.md). No I/O here: the collector reads and feeds the bytes.
+// One file per section under collect/kernel_log/: line_formats.cpp, events.cpp, since.cpp (--since),
+// prefilter.cpp (the SIMD prefilter) and scanner.cpp.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -35,10 +37,9 @@ KernelLogFormat detect_line_format(std::string_view line);
 // The format most of the first lines of a log have, or unknown (the caller says which are accepted).
 KernelLogFormat detect_log_format(std::string_view head);
 
-// The topic gpudx keeps a message for (xid, sxid, nvrm, amdgpu, kfd, aer, iommu, signature, lockdown, pcie; a line
-// kept only for a catalogue word has topic "catalogue"),
-// or empty when the message is about none of them.
-std::string_view classify_topic(std::string_view message);
+// The topic gpudx keeps a message for (every LogTopic but catalogue, which is a line kept only for a catalogue
+// word, and other), or nullopt when the message is about none of them.
+std::optional<LogTopic> classify_topic(std::string_view message);
 
 // "NVRM: Xid (PCI:0000:00:06): 79, pid=1234, name=python3, GPU has fallen off the bus." and the older
 // forms (no PCI: prefix, no pid/name, pid='<unknown>', "GPU-I:05" for a MIG instance).
@@ -46,7 +47,7 @@ std::optional<XidEvent> parse_xid(std::string_view message);
 
 // What a kept message counts as (a tally kind) beyond its topic, with the device or module it names.
 struct LogEventKind {
-    std::string kind;    // fallen_off_bus, aer_corrected, aer_nonfatal, aer_fatal, iommu_fault, module_refused, module_unsigned
+    TallyKind kind = TallyKind::other;  // any but xid (parse_xid) and other
     std::string device;  // normalised PCI address, empty when the line names none
     std::string module;  // module_*: the module the line names; sxid_*: the switch's device name (nvidia-nvswitch3)
     int code = 0;        // sxid_*: the SXid code
@@ -82,7 +83,7 @@ struct KernelLogScanOptions {
     size_t max_line_bytes = 64 * 1024;  // at least kMinMaxLineBytes (smaller values are raised to it)
     size_t max_kept_lines = 10000;  // the most recent are kept; tallies count everything
     size_t max_kept_xids = 10000;
-    // Literal words (any case) whose lines are kept too, with topic "catalogue", from any program of a journal:
+    // Literal words (any case) whose lines are kept too, with topic catalogue, from any program of a journal:
     // the signature catalogue's anchors (rules/reference/signatures.hpp), passed in by the caller.
     std::vector<std::string> extra_words;
     bool every_boot = false;  // pasted text (`gpudx explain`): no boot is history

@@ -73,6 +73,21 @@ inline std::optional<std::string> normalise_numbers(nlohmann::json& j) {
     return std::nullopt;
 }
 
+// The kernel log's topics and tally kinds under their names (core/named_enum.hpp): the one place they are
+// strings. A name this gpudx does not know reads as `other`, as any string did before they were enums.
+template <class Enum>
+void named_enum_to_json(nlohmann::json& j, Enum e) {
+    j = enum_name(e);
+}
+template <class Enum>
+void named_enum_from_json(const nlohmann::json& j, Enum& e) {
+    e = parse_enum<Enum>(j.get<std::string>()).value_or(Enum::other);
+}
+inline void to_json(nlohmann::json& j, LogTopic t) { named_enum_to_json(j, t); }
+inline void from_json(const nlohmann::json& j, LogTopic& t) { named_enum_from_json(j, t); }
+inline void to_json(nlohmann::json& j, TallyKind k) { named_enum_to_json(j, k); }
+inline void from_json(const nlohmann::json& j, TallyKind& k) { named_enum_from_json(j, k); }
+
 // Each field under its key. Reading: a missing key keeps the field's default.
 template <FieldwiseJson T>
 void to_json(nlohmann::json& j, const T& v) {

@@ -4,16 +4,39 @@
 #include <string>
 #include <vector>
 
+#include "core/named_enum.hpp"
+
 namespace gpudx {
 
 enum class KernelLogFormat { kmsg, dmesg, dmesg_t, journal_short, journal_iso, syslog, unknown };
+
+// What a kept line is about (collect/kernel_log_parse.hpp's classify_topic), under the names the snapshot writes.
+// catalogue: a line kept only for a word of the signature catalogue. other: a topic this gpudx does not know,
+// read from another version's snapshot.
+#define GPUDX_LOG_TOPICS(X)                                                                                 \
+    X(xid) X(sxid) X(nvrm) X(amdgpu) X(kfd) X(aer) X(iommu) X(signature) X(lockdown) X(pcie) X(catalogue) \
+    X(other)
+GPUDX_NAMED_ENUM(LogTopic, GPUDX_LOG_TOPICS)
+
+// What an event of the log counts as, one tally per kind and device, under the names the snapshot writes. other: a
+// kind this gpudx does not know, read from another version's snapshot.
+#define GPUDX_LOG_TALLY_KINDS(X)                                                                              \
+    X(xid) X(fallen_off_bus) X(aer_corrected) X(aer_nonfatal) X(aer_fatal) X(iommu_fault) X(module_refused) \
+    X(module_unsigned) X(sxid_fatal) X(sxid_nonfatal) X(sxid_detail) X(sxid_unstated) X(other)
+GPUDX_NAMED_ENUM(TallyKind, GPUDX_LOG_TALLY_KINDS)
+
+// The NVSwitch kinds: one SXid report, by the severity its line states (sxid_detail: a report's later lines).
+constexpr bool is_sxid(TallyKind k) {
+    return k == TallyKind::sxid_fatal || k == TallyKind::sxid_nonfatal || k == TallyKind::sxid_detail ||
+           k == TallyKind::sxid_unstated;
+}
 
 // A kept line: about NVRM, Xid, amdgpu, kfd, IOMMU, AER, pcie, lockdown or module signatures.
 struct KernelLogLine {
     std::optional<double> monotonic_s;  // seconds since boot when the format carries it
     std::string wall_time;              // as written, when the format carries it
     std::string text;                   // message without the time prefix (invalid UTF-8 replaced)
-    std::string topic;                  // nvrm, xid, amdgpu, kfd, iommu, aer, pcie, lockdown, signature
+    LogTopic topic = LogTopic::other;
 };
 
 struct XidEvent {
@@ -33,9 +56,8 @@ struct XidEvent {
 // Every occurrence of one kind of event on one device, counted over the whole window even when the kept
 // lines and Xid events are capped, so an Xid storm is counted exactly.
 struct KernelLogTally {
-    // xid, fallen_off_bus, aer_corrected, aer_nonfatal, aer_fatal, iommu_fault, module_refused, module_unsigned,
-    // sxid_fatal, sxid_nonfatal, sxid_detail, sxid_unstated (code: the SXid; module: the switch's device name)
-    std::string kind;
+    // sxid_*: code is the SXid, module the switch's device name
+    TallyKind kind = TallyKind::other;
     std::string device;  // normalised PCI address the line names, empty when none
     std::string module;  // module the line names (module_* kinds), empty when none
     int code = 0;        // Xid or SXid code; 0 for other kinds

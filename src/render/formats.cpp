@@ -55,7 +55,7 @@ void render_xid_counts(std::string& out, const Snapshot& s) {
     // without tallies (older gpudx) still has its events.
     std::map<std::pair<int, std::string>, uint64_t> counts;
     for (auto& t : s.kernel_log.tallies)
-        if (t.kind == "xid") counts[{t.code, t.device}] += t.count;
+        if (t.kind == TallyKind::xid) counts[{t.code, t.device}] += t.count;
     if (counts.empty())
         for (auto& x : s.kernel_log.xids) ++counts[{x.code, x.pci}];
     out += "# HELP gpudx_xid_events_total Xid events the kernel logged since boot (or --since), by code and GPU.\n";

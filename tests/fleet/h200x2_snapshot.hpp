@@ -96,18 +96,18 @@ inline Snapshot h200x2_snapshot() {
     s.kernel_log.format = KernelLogFormat::dmesg;
     s.kernel_log.lines_read = 1180;
     s.kernel_log.lines = {
-        {0.481389, "", "nvidia: loading out-of-tree module taints kernel.", "nvrm"},
-        {0.550020, "", "nvidia-nvlink: Nvlink Core is being initialized, major device number 240", "nvrm"},
+        {0.481389, "", "nvidia: loading out-of-tree module taints kernel.", LogTopic::nvrm},
+        {0.550020, "", "nvidia-nvlink: Nvlink Core is being initialized, major device number 240", LogTopic::nvrm},
         {0.550032, "", "NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)",
-         "nvrm"},
+         LogTopic::nvrm},
         {1.193650, "", "NVRM: gpuClearFbhubPoisonIntrForBug2924523_GA100: FBHUB Interrupt detected. Clearing it.",
-         "nvrm"},
+         LogTopic::nvrm},
         {1.235791, "", "NVRM: gpuClearFbhubPoisonIntrForBug2924523_GA100: FBHUB Interrupt detected. Clearing it.",
-         "nvrm"},
+         LogTopic::nvrm},
         {3.920933, "",
          "NVRM: Persistence mode is deprecated and will be removed in a future release. Please use "
          "nvidia-persistenced instead.",
-         "nvrm"}};
+         LogTopic::nvrm}};
 
     // dev/: the nodes the capture holds (mode 0666, the caps directory 0755), as `gpudx snapshot --root` reads them.
     for (const char* path : {"/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl"}) {

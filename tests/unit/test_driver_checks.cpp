@@ -321,7 +321,7 @@ TEST(DriverChecks, LostHandleFallsBackToTheKernelLogsFallenOffGpu) {
     EXPECT_NE(find(run(s), "driver.cuda_missing_gpu")->message.find("missing: NVML device 1 (address unknown)"),
               std::string::npos);
     KernelLogTally t;
-    t.kind = "xid";
+    t.kind = TallyKind::xid;
     t.code = 79;
     t.device = "0000:00:07.0";
     t.count = 1;

@@ -167,13 +167,13 @@ TEST(Formats, PrometheusXidCounterCountsByCodeAndGpuFromTheTallies) {
     kept.code = 79;
     s.kernel_log.xids.push_back(kept);  // capped: only one of the 250 events kept
     KernelLogTally storm;
-    storm.kind = "xid";
+    storm.kind = TallyKind::xid;
     storm.device = testdata::kGpu1Pci;
     storm.code = 79;
     storm.count = 250;
     s.kernel_log.tallies.push_back(storm);
     KernelLogTally aer;
-    aer.kind = "aer_corrected";
+    aer.kind = TallyKind::aer_corrected;
     aer.device = testdata::kGpu0Pci;
     aer.count = 3;
     s.kernel_log.tallies.push_back(aer);

@@ -179,8 +179,8 @@ TEST(Signatures, GatesAreWhatTheScannerKeeps) {
                                o);
     ASSERT_TRUE(log);
     ASSERT_EQ(log->lines.size(), 2u);
-    EXPECT_EQ(log->lines[0].topic, "catalogue");
-    EXPECT_EQ(log->lines[1].topic, "sxid");
+    EXPECT_EQ(log->lines[0].topic, LogTopic::catalogue);
+    EXPECT_EQ(log->lines[1].topic, LogTopic::sxid);
 }
 
 TEST(Signatures, FindingNamesTheFactsAndTheGpu) {

@@ -573,13 +573,13 @@ TEST(KernelLogRules, SxidsAreAttributedToTheSwitchAndFatalOnesAreErrors) {
     }
     auto parsed = parse_sxid("nvidia-nvswitch3: SXid (PCI:0000:86:00.0): 12028, Non-fatal, Link 46 egress non-posted PRIV error (First)");
     ASSERT_TRUE(parsed);
-    EXPECT_EQ(parsed->kind, "sxid_nonfatal");
+    EXPECT_EQ(parsed->kind, TallyKind::sxid_nonfatal);
     EXPECT_EQ(parsed->device, "0000:86:00.0");
     EXPECT_EQ(parsed->module, "nvidia-nvswitch3");
     EXPECT_EQ(parsed->code, 12028);
     EXPECT_FALSE(parse_sxid("nvidia-nvswitch3: SXid (PCI:0000:86:00.0): , Fatal"));
     EXPECT_FALSE(parse_sxid("NVRM: Xid (PCI:0000:86:00): 79, GPU has fallen off the bus."));
-    EXPECT_EQ(classify_topic("nvidia-nvswitch3: SXid (PCI:0000:86:00.0): 12028, Non-fatal, x"), "sxid");
+    EXPECT_EQ(classify_topic("nvidia-nvswitch3: SXid (PCI:0000:86:00.0): 12028, Non-fatal, x"), LogTopic::sxid);
 }
 
 // NVML's recovery action per GPU (the stand-in serves each value in tests/scenarios/recovery-action-*): a finding

@@ -200,7 +200,7 @@ NodeRecord make_node_record(const Snapshot& s) {
     r.boot_id = s.host.boot_id;
     const XidPolicy& policy = builtin_xid_policy();
     for (auto& t : s.kernel_log.tallies) {
-        if (t.kind != "xid") continue;
+        if (t.kind != TallyKind::xid) continue;
         const XidBucket* bucket = policy.immediate_bucket(t.code);
         if (!bucket || bucket->recovery.empty()) continue;
         auto pci = t.device.empty() ? std::string() : normalize_pci(t.device);

@@ -146,7 +146,7 @@ void not_in_kfd(const CheckContext& ctx, std::vector<Finding>& out) {
         unsigned kept = 0;
         for (auto& l : s.kernel_log.lines) {
             auto lower = to_lower(l.text);
-            bool kfd_refused = l.topic == "kfd" && lower.find("not added") != std::string::npos;
+            bool kfd_refused = l.topic == LogTopic::kfd && lower.find("not added") != std::string::npos;
             bool about_it = l.text.find(d->address) != std::string::npos &&
                             (lower.find("kfd") != std::string::npos || lower.find("fail") != std::string::npos ||
                              lower.find("error") != std::string::npos);

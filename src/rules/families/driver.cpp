@@ -99,7 +99,7 @@ std::map<unsigned, Attribution> attribute_unanswered(const Snapshot& s, const Nv
     if (unanswered.size() != 1) return out;
     std::vector<std::string> fell_off;
     for (auto& t : s.kernel_log.tallies) {
-        bool off = t.kind == "fallen_off_bus" || (t.kind == "xid" && t.code == 79);
+        bool off = t.kind == TallyKind::fallen_off_bus || (t.kind == TallyKind::xid && t.code == 79);
         if (!off || t.device.empty()) continue;
         auto pci = normalize_pci(t.device);
         if (std::find(unmatched.begin(), unmatched.end(), pci) != unmatched.end() &&

@@ -141,7 +141,7 @@ std::optional<Evidence> catalog_evidence(const XidRule& r) {
 void check_xids(const CheckContext& ctx, const XidPolicy& policy, std::vector<Finding>& out) {
     const auto& log = ctx.snapshot.kernel_log;
     for (auto& t : log.tallies) {
-        if (t.kind != "xid") continue;
+        if (t.kind != TallyKind::xid) continue;
         const XidRule& xid = policy.rule(t.code);
         bool known = policy.knows(t.code);
         Severity severity = xid.severity;
@@ -192,7 +192,7 @@ void check_nvml_xids(const CheckContext& ctx, const XidPolicy& policy, std::vect
     std::set<std::pair<std::string, int>> in_log;
     if (log_read)
         for (auto& t : s.kernel_log.tallies)
-            if (t.kind == "xid") in_log.insert({normalize_pci(t.device), t.code});
+            if (t.kind == TallyKind::xid) in_log.insert({normalize_pci(t.device), t.code});
     struct Seen {
         const NvmlEvent* first = nullptr;
         const NvmlEvent* last = nullptr;
@@ -299,13 +299,13 @@ void check_sxids(const CheckContext& ctx, const XidPolicy& policy, std::vector<F
     std::map<std::pair<std::string, int>, Report> reports;
     std::vector<std::pair<std::string, int>> order;
     for (auto& t : log.tallies) {
-        if (!t.kind.starts_with("sxid_")) continue;
+        if (!is_sxid(t.kind)) continue;
         auto key = std::make_pair(t.device, t.code);
         if (!reports.count(key)) order.push_back(key);
         Report& r = reports[key];
-        if (t.kind == "sxid_fatal") r.fatal = &t;
-        else if (t.kind == "sxid_nonfatal") r.nonfatal = &t;
-        else if (t.kind == "sxid_unstated") r.unstated = &t;
+        if (t.kind == TallyKind::sxid_fatal) r.fatal = &t;
+        else if (t.kind == TallyKind::sxid_nonfatal) r.nonfatal = &t;
+        else if (t.kind == TallyKind::sxid_unstated) r.unstated = &t;
         else r.detail = &t;
     }
     for (auto& key : order) {
@@ -342,7 +342,7 @@ void check_sxids(const CheckContext& ctx, const XidPolicy& policy, std::vector<F
 void check_fallen_off(const CheckContext& ctx, std::vector<Finding>& out) {
     const auto& log = ctx.snapshot.kernel_log;
     for (auto& t : log.tallies) {
-        if (t.kind != "fallen_off_bus") continue;
+        if (t.kind != TallyKind::fallen_off_bus) continue;
         Finding f = rule("kernel_log.fallen_off_bus").finding({});
         if (!t.device.empty()) f.subjects.push_back(ctx.gpu(t.device));
         f.message = fmt::format("{} fell off the bus: it stopped answering on PCIe ({})", name_device(ctx, t.device),
@@ -360,12 +360,13 @@ void check_fallen_off(const CheckContext& ctx, std::vector<Finding>& out) {
 void check_aer(const CheckContext& ctx, std::vector<Finding>& out) {
     const auto& log = ctx.snapshot.kernel_log;
     for (auto& t : log.tallies) {
-        bool corrected = t.kind == "aer_corrected";
-        if (!corrected && t.kind != "aer_nonfatal" && t.kind != "aer_fatal") continue;
+        bool corrected = t.kind == TallyKind::aer_corrected;
+        if (!corrected && t.kind != TallyKind::aer_nonfatal && t.kind != TallyKind::aer_fatal) continue;
         Finding f = (corrected ? rule("kernel_log.aer_corrected") : rule("kernel_log.aer_uncorrected")).finding({});
         f.subjects = gpus_at_or_below(ctx, t.device);
-        std::string kind = corrected ? "corrected" : t.kind == "aer_fatal" ? "uncorrectable (fatal)"
-                                                                           : "uncorrectable (non-fatal)";
+        std::string kind = corrected                        ? "corrected"
+                           : t.kind == TallyKind::aer_fatal ? "uncorrectable (fatal)"
+                                                            : "uncorrectable (non-fatal)";
         f.message = fmt::format("PCIe AER {} error on {}: {}", kind, name_device(ctx, t.device), first_last(t));
         if (!is_gpu(ctx.snapshot, t.device) && !f.subjects.empty())
             f.message += fmt::format("; it feeds {}", describe(f.subjects.front()));
@@ -383,7 +384,7 @@ void check_aer(const CheckContext& ctx, std::vector<Finding>& out) {
 void check_iommu(const CheckContext& ctx, std::vector<Finding>& out) {
     const auto& log = ctx.snapshot.kernel_log;
     for (auto& t : log.tallies) {
-        if (t.kind != "iommu_fault") continue;
+        if (t.kind != TallyKind::iommu_fault) continue;
         bool gpu = !t.device.empty() && is_gpu(ctx.snapshot, t.device);
         // A GPU whose DMA the IOMMU blocked has lost data (its job fails or hangs); another device's fault
         // matters to that device.
@@ -413,7 +414,7 @@ void check_module_signatures(const CheckContext& ctx, std::vector<Finding>& out)
     auto* module_status = s.collector(Collector::module);
     bool module_known = module_status && module_status->state == CollectorState::ok;
     for (auto& t : log.tallies) {
-        if (t.kind == "module_refused") {
+        if (t.kind == TallyKind::module_refused) {
             bool names_nvidia = t.module == "nvidia";
             bool nvidia_missing = module_known && !nvidia_loaded(s);
             Finding f =
@@ -431,7 +432,7 @@ void check_module_signatures(const CheckContext& ctx, std::vector<Finding>& out)
                           "key DKMS signs with (`mokutil --import /var/lib/dkms/mok.pub`, confirm at the next boot), "
                           "or install the distribution's pre-signed NVIDIA modules; then `modprobe nvidia`.";
             out.push_back(std::move(f));
-        } else if (t.kind == "module_unsigned") {
+        } else if (t.kind == TallyKind::module_unsigned) {
             Finding f = rule("module.unsigned_loaded").finding({});
             f.message = fmt::format("module {} loaded without a valid signature and tainted the kernel ({})",
                                     t.module.empty() ? std::string("(unnamed)") : t.module, first_last(t));

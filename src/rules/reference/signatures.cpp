@@ -780,7 +780,8 @@ void check_signatures(const CheckContext& ctx, const SignatureCatalogue& catalog
     if (!unrecognised) return;
     for (size_t i = 0; i < log.lines.size(); ++i) {
         const auto& l = log.lines[i];
-        if (recognised[i] || (l.topic != "nvrm" && l.topic != "amdgpu" && l.topic != "kfd")) continue;
+        bool driver_line = l.topic == LogTopic::nvrm || l.topic == LogTopic::amdgpu || l.topic == LogTopic::kfd;
+        if (recognised[i] || !driver_line) continue;
         if (l.text.find("fallen off the bus") != std::string::npos) continue;  // the parser's own rule
         unrecognised->push_back(l.text);
     }

@@ -1,0 +1,144 @@
+#pragma once
+// The kernel-log parser's lexing, shared by its sections (line formats, events, --since, the scanner): ASCII
+// character classes and case folding (kernel messages are bytes, and the locale must not change results),
+// digit runs, and the tokens of the logs' time prefixes (clock, month, weekday, ISO date). Internal to
+// collect/kernel_log/; collect/kernel_log_parse.hpp is the parser's interface.
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <ctime>
+#include <string_view>
+
+namespace gpudx::kernel_log_lexing {
+
+inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
+inline bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+inline bool is_alnum(char c) { return is_digit(c) || is_alpha(c); }
+inline bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+inline char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; }
+
+// `needle` is lower case.
+inline size_t find_ci(std::string_view hay, std::string_view needle, size_t from = 0) {
+    if (needle.empty()) return from <= hay.size() ? from : std::string_view::npos;
+    if (hay.size() < needle.size()) return std::string_view::npos;
+    const char first = needle[0];
+    for (size_t i = from; i + needle.size() <= hay.size(); ++i) {
+        if (lower(hay[i]) != first) continue;
+        size_t k = 1;
+        while (k < needle.size() && lower(hay[i + k]) == needle[k]) ++k;
+        if (k == needle.size()) return i;
+    }
+    return std::string_view::npos;
+}
+
+inline bool contains_ci(std::string_view hay, std::string_view needle) {
+    return find_ci(hay, needle) != std::string_view::npos;
+}
+
+// A whole word: no letter or digit on either side.
+inline bool contains_word_ci(std::string_view hay, std::string_view needle) {
+    for (size_t at = find_ci(hay, needle); at != std::string_view::npos; at = find_ci(hay, needle, at + 1)) {
+        bool left = at == 0 || !is_alnum(hay[at - 1]);
+        size_t end = at + needle.size();
+        bool right = end >= hay.size() || !is_alnum(hay[end]);
+        if (left && right) return true;
+    }
+    return false;
+}
+
+inline bool starts_with_ci(std::string_view s, std::string_view lower_prefix) {
+    if (s.size() < lower_prefix.size()) return false;
+    for (size_t i = 0; i < lower_prefix.size(); ++i)
+        if (lower(s[i]) != lower_prefix[i]) return false;
+    return true;
+}
+
+// Reads digits at s[i...]; returns the count read (0 when none).
+inline size_t read_digits(std::string_view s, size_t i, uint64_t& value, size_t max_digits = 19) {
+    size_t n = 0;
+    value = 0;
+    while (i + n < s.size() && n < max_digits && is_digit(s[i + n])) value = value * 10 + (s[i + n++] - '0');
+    return n;
+}
+
+inline constexpr std::array<std::string_view, 12> kMonths = {"jan", "feb", "mar", "apr", "may", "jun",
+                                                             "jul", "aug", "sep", "oct", "nov", "dec"};
+inline constexpr std::array<std::string_view, 7> kWeekdays = {"mon", "tue", "wed", "thu", "fri", "sat", "sun"};
+
+inline int month_index(std::string_view s) {  // 1..12, 0 when not a month abbreviation
+    if (s.size() != 3) return 0;
+    for (size_t i = 0; i < kMonths.size(); ++i)
+        if (starts_with_ci(s, kMonths[i])) return static_cast<int>(i) + 1;
+    return 0;
+}
+
+inline bool is_weekday(std::string_view s) {
+    if (s.size() != 3) return false;
+    return std::any_of(kWeekdays.begin(), kWeekdays.end(), [&](auto w) { return starts_with_ci(s, w); });
+}
+
+// "HH:MM:SS" optionally followed by ".frac"; returns the length consumed, 0 when not a time.
+inline size_t read_clock(std::string_view s, size_t i, int& h, int& m, int& sec) {
+    if (i + 8 > s.size()) return 0;
+    if (!is_digit(s[i]) || !is_digit(s[i + 1]) || s[i + 2] != ':' || !is_digit(s[i + 3]) || !is_digit(s[i + 4]) ||
+        s[i + 5] != ':' || !is_digit(s[i + 6]) || !is_digit(s[i + 7]))
+        return 0;
+    h = (s[i] - '0') * 10 + (s[i + 1] - '0');
+    m = (s[i + 3] - '0') * 10 + (s[i + 4] - '0');
+    sec = (s[i + 6] - '0') * 10 + (s[i + 7] - '0');
+    if (h > 23 || m > 59 || sec > 60) return 0;
+    size_t n = 8;
+    if (i + n < s.size() && (s[i + n] == '.' || s[i + n] == ',')) {
+        size_t k = n + 1;
+        while (i + k < s.size() && is_digit(s[i + k])) ++k;
+        if (k > n + 1) n = k;
+    }
+    return n;
+}
+
+// "2026-11-30T06:28:08+0000" (and ".123456", "Z", "+00:00"): a journal's short-iso prefix and a --since time.
+// Returns the length consumed, 0 when not such a time.
+inline size_t read_iso_time(std::string_view s, size_t i) {
+    if (i + 19 > s.size()) return 0;
+    auto d = [&](size_t k) { return is_digit(s[i + k]); };
+    if (!(d(0) && d(1) && d(2) && d(3) && s[i + 4] == '-' && d(5) && d(6) && s[i + 7] == '-' && d(8) && d(9) &&
+          (s[i + 10] == 'T' || s[i + 10] == ' ')))
+        return 0;
+    int h, m, sec;
+    size_t n = read_clock(s, i + 11, h, m, sec);
+    if (n == 0) return 0;
+    size_t k = i + 11 + n;
+    if (k < s.size() && s[k] == 'Z') return k + 1 - i;
+    if (k < s.size() && (s[k] == '+' || s[k] == '-')) {
+        size_t z = k + 1;
+        size_t digits = 0;
+        while (z < s.size() && (is_digit(s[z]) || s[z] == ':') && z - k <= 6) {
+            if (is_digit(s[z])) ++digits;
+            ++z;
+        }
+        if (digits == 4 || digits == 2) return z - i;
+    }
+    return k - i;
+}
+
+// Days since 1970-01-01 for a civil date (Howard Hinnant's algorithm).
+inline int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {
+    y -= m <= 2;
+    const int64_t era = (y >= 0 ? y : y - 399) / 400;
+    const unsigned yoe = static_cast<unsigned>(y - era * 400);
+    const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + static_cast<int64_t>(doe) - 719468;
+}
+
+inline int current_utc_year() {
+    auto now = std::chrono::system_clock::now();
+    std::time_t t = std::chrono::system_clock::to_time_t(now);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    return tm.tm_year + 1900;
+}
+
+}  // namespace gpudx::kernel_log_lexing

@@ -1,0 +1,355 @@
+// The scanner: streams a log through the prefilter (prefilter.hpp), parses the candidate lines it finds
+// (line_formats.cpp, events.cpp), keeps the lines and Xid events of the window (--since, since.cpp; else the
+// current boot), and tallies every event. Bytes may arrive in any chunking: a line cut between two feeds is
+// carried over, and one longer than the limit is counted and skipped.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "collect/kernel_log/lexing.hpp"
+#include "collect/kernel_log/prefilter.hpp"
+#include "collect/kernel_log_parse.hpp"
+#include "core/text.hpp"
+
+namespace gpudx {
+
+using namespace kernel_log_lexing;
+
+namespace {
+
+constexpr size_t kDetectBytes = 64 * 1024;
+constexpr size_t kMaxProcesses = 8;
+
+}  // namespace
+
+struct KernelLogScanner::State {
+    using Prefilter = kernel_log_prefilter::Prefilter;
+    using ScanTotals = kernel_log_prefilter::ScanTotals;
+    using LineRange = kernel_log_prefilter::LineRange;
+
+    KernelLogScanOptions options;
+    kernel_log_prefilter::BlockScanner block_scanner = kernel_log_prefilter::pick_block_scanner();
+    std::unique_ptr<Prefilter> prefilter;
+    std::vector<std::string> extra_words;  // lower case
+    std::optional<SinceSpec> since;
+    KernelLogFormat format = KernelLogFormat::unknown;
+    bool detecting = true;
+    std::string head;       // bytes kept until the format is known
+    std::string carry;      // a line not yet ended by a newline
+    bool carry_oversized = false;
+    int64_t carry_start = 0;
+    int64_t offset = 0;  // absolute offset of the next byte
+    ScanTotals totals;
+    std::vector<LineRange> hits;
+    KernelLog log;
+    std::map<std::tuple<TallyKind, std::string, std::string, int>, size_t> tally_index;
+    std::optional<double> last_monotonic;
+    uint64_t lines_this_boot = 0;
+    bool boot_has_lines = false;
+    bool warned_since_monotonic = false, warned_since_wall = false;
+    std::vector<std::string> notes;
+
+    void scan_block(const char* p, size_t n, int64_t base) {
+        hits.clear();
+        block_scanner(*prefilter, p, n, base, options.max_line_bytes, totals, hits);
+        for (auto& h : hits) {
+            if (h.end - h.begin > options.max_line_bytes) continue;  // counted by the block scanner
+            process_line(std::string_view(p + h.begin, h.end - h.begin));
+        }
+    }
+
+    void process(std::string_view data) {
+        if (data.empty()) return;
+        size_t pos = 0;
+        if (!carry.empty() || carry_oversized) {
+            const void* nl = std::memchr(data.data(), '\n', data.size());
+            if (!nl) {
+                append_carry(data);
+                offset += static_cast<int64_t>(data.size());
+                return;
+            }
+            size_t k = static_cast<size_t>(static_cast<const char*>(nl) - data.data());
+            if (carry_oversized) {
+                ++totals.oversized;
+                ++totals.newlines;
+                totals.last_newline = offset + static_cast<int64_t>(k);
+                carry_oversized = false;
+            } else {
+                carry.append(data.substr(0, k + 1));
+                if (carry.size() - 1 > options.max_line_bytes) {
+                    ++totals.oversized;
+                    ++totals.newlines;
+                    totals.last_newline = offset + static_cast<int64_t>(k);
+                } else {
+                    scan_block(carry.data(), carry.size(), carry_start);
+                }
+            }
+            carry.clear();
+            pos = k + 1;
+        }
+        const void* last = pos < data.size() ? memrchr(data.data() + pos, '\n', data.size() - pos) : nullptr;
+        size_t end = last ? static_cast<size_t>(static_cast<const char*>(last) - data.data()) + 1 : pos;
+        if (end > pos) scan_block(data.data() + pos, end - pos, offset + static_cast<int64_t>(pos));
+        carry_start = offset + static_cast<int64_t>(end);
+        append_carry(data.substr(end));
+        offset += static_cast<int64_t>(data.size());
+    }
+
+    void append_carry(std::string_view tail) {
+        if (tail.empty()) return;
+        if (carry_oversized) return;
+        if (carry.size() + tail.size() > options.max_line_bytes + 1) {
+            carry.clear();
+            carry.shrink_to_fit();
+            carry_oversized = true;
+            return;
+        }
+        carry.append(tail);
+    }
+
+    void start_detection_if_ready(bool at_end) {
+        if (!detecting) return;
+        if (!at_end && head.size() < kDetectBytes) return;
+        detecting = false;
+        format = detect_log_format(std::string_view(head).substr(0, kDetectBytes));
+        // Text pasted from a terminal, `journalctl -o cat`, lines whose time was cut off: a line gpudx
+        // cannot date is still a line, so each one is tried against every format and else read whole.
+        if (format == KernelLogFormat::unknown && !trim(head).empty())
+            notes.push_back("no known time prefix on most lines: every line is read, its time left unknown");
+        std::string buffered;
+        buffered.swap(head);
+        process(buffered);
+    }
+
+    void new_boot() {
+        if (!boot_has_lines || options.every_boot) return;
+        ++log.boots_seen;
+        boot_has_lines = false;
+        last_monotonic.reset();
+        if (since && since->wall_s) return;  // a wall-time window spans boots
+        log.lines_dropped += lines_this_boot;
+        lines_this_boot = 0;
+        log.lines.clear();
+        log.xids.clear();
+        log.tallies.clear();
+        log.lines_over_cap = 0;
+        tally_index.clear();
+    }
+
+    void tally(TallyKind kind, const std::string& device, const std::string& module, int code,
+               const ParsedLogLine& pl, const std::string& text, const std::string& process) {
+        auto key = std::make_tuple(kind, device, module, code);
+        auto [it, inserted] = tally_index.try_emplace(key, log.tallies.size());
+        if (inserted) {
+            KernelLogTally t;
+            t.kind = kind;
+            t.device = device;
+            t.module = module;
+            t.code = code;
+            t.first_monotonic_s = pl.monotonic_s;
+            t.first_wall_time = std::string(pl.wall_time);
+            t.first_text = text;
+            log.tallies.push_back(std::move(t));
+        }
+        auto& t = log.tallies[it->second];
+        ++t.count;
+        t.last_monotonic_s = pl.monotonic_s;
+        t.last_wall_time = std::string(pl.wall_time);
+        t.last_text = text;
+        if (!process.empty() && t.processes.size() < kMaxProcesses &&
+            std::find(t.processes.begin(), t.processes.end(), process) == t.processes.end())
+            t.processes.push_back(process);
+    }
+
+    bool outside_window(const ParsedLogLine& pl) {
+        if (!since) return false;
+        if (since->monotonic_s) {
+            if (!pl.monotonic_s) {
+                if (!warned_since_monotonic)
+                    notes.push_back("--since in seconds since boot needs a log with monotonic times; this one has "
+                                    "wall times only, so the current boot is kept");
+                warned_since_monotonic = true;
+                return false;
+            }
+            return *pl.monotonic_s < *since->monotonic_s;
+        }
+        if (pl.wall_time.empty()) {
+            if (!warned_since_wall)
+                notes.push_back("--since as a wall time needs a log with wall times (dmesg -T, journalctl, syslog); "
+                                "this one counts seconds since boot, so the current boot is kept");
+            warned_since_wall = true;
+            return false;
+        }
+        auto t = parse_wall_time(pl.wall_time, since->year);
+        return t && *t < *since->wall_s;
+    }
+
+    void process_line(std::string_view line) {
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        ParsedLogLine pl = parse_log_line(line, format);
+        if (!pl.recognised) {
+            if (line.starts_with("-- ")) {  // journalctl separators
+                if (line.starts_with("-- Boot ") || line.starts_with("-- Reboot --")) new_boot();
+                return;
+            }
+            if (auto f = detect_line_format(line); f != KernelLogFormat::unknown) pl = parse_log_line(line, f);
+            if (!pl.recognised) pl.message = line;  // an unprefixed line in a saved log still counts
+        }
+        if (pl.continuation) return;
+        if (!pl.from_kernel) {
+            // Another program's line in a journal is kept only for a catalogue word ("modprobe: ERROR: could
+            // not insert 'nvidia'" from a display manager, nv-fabricmanager failing).
+            if (holds_extra_word(pl.message)) keep_catalogue_line(pl);
+            return;
+        }
+        if (pl.message.starts_with("Linux version ")) {
+            new_boot();
+            if (pl.monotonic_s) last_monotonic = pl.monotonic_s;
+            return;
+        }
+        if (pl.monotonic_s) {
+            // dmesg times from different CPUs interleave a little; a restart goes back much further.
+            if (last_monotonic && *pl.monotonic_s + 1.0 < *last_monotonic) new_boot();
+            last_monotonic = pl.monotonic_s;
+        }
+        std::optional<LogTopic> topic = classify_topic(pl.message);
+        if (!topic) {
+            if (holds_extra_word(pl.message)) keep_catalogue_line(pl);
+            return;
+        }
+        auto admitted = admit(pl, *topic);
+        if (!admitted) return;
+        KernelLogLine& kept = *admitted;
+        if (topic == LogTopic::xid) {
+            if (auto ev = parse_xid(pl.message)) {
+                ev->monotonic_s = pl.monotonic_s;
+                ev->wall_time = kept.wall_time;
+                if (!kept.wall_time.empty()) ev->wall_s = parse_wall_time(kept.wall_time, current_utc_year());
+                tally(TallyKind::xid, ev->pci, {}, ev->code, pl, kept.text, ev->process);
+                push_capped(log.xids, std::move(*ev), options.max_kept_xids, nullptr);
+            }
+        }
+        for (auto& e : classify_events(pl.message)) tally(e.kind, e.device, e.module, e.code, pl, kept.text, {});
+        push_capped(log.lines, std::move(kept), options.max_kept_lines, &log.lines_over_cap);
+    }
+
+    bool holds_extra_word(std::string_view message) const {
+        return std::any_of(extra_words.begin(), extra_words.end(), [&](auto& w) { return contains_ci(message, w); });
+    }
+
+    void keep_catalogue_line(const ParsedLogLine& pl) {
+        if (auto kept = admit(pl, LogTopic::catalogue))
+            push_capped(log.lines, std::move(*kept), options.max_kept_lines, &log.lines_over_cap);
+    }
+
+    // A line that counts for its boot: the line to keep, or nullopt when it falls outside the window (counted
+    // as dropped).
+    std::optional<KernelLogLine> admit(const ParsedLogLine& pl, LogTopic topic) {
+        boot_has_lines = true;
+        if (outside_window(pl)) {
+            ++log.lines_dropped;
+            return std::nullopt;
+        }
+        ++lines_this_boot;
+        KernelLogLine kept;
+        kept.monotonic_s = pl.monotonic_s;
+        kept.wall_time = std::string(pl.wall_time);
+        kept.text = sanitize_utf8(pl.message);
+        kept.topic = topic;
+        return kept;
+    }
+
+    // Keeps the most recent `cap` entries; the oldest go in halves so pushing stays amortised O(1).
+    template <class T>
+    static void push_capped(std::vector<T>& v, T&& item, size_t cap, uint64_t* dropped) {
+        v.push_back(std::move(item));
+        if (cap > 0 && v.size() >= 2 * cap) {
+            size_t drop = v.size() - cap;
+            v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(drop));
+            if (dropped) *dropped += drop;
+        }
+    }
+    template <class T>
+    static void trim_to_cap(std::vector<T>& v, size_t cap, uint64_t* dropped) {
+        if (cap == 0 || v.size() <= cap) return;
+        size_t drop = v.size() - cap;
+        v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(drop));
+        if (dropped) *dropped += drop;
+    }
+};
+
+KernelLogScanner::KernelLogScanner(KernelLogScanOptions options) : state_(std::make_unique<State>()) {
+    auto& s = *state_;
+    s.options = std::move(options);
+    s.options.max_line_bytes = std::max(s.options.max_line_bytes, kMinMaxLineBytes);
+    s.prefilter = std::make_unique<kernel_log_prefilter::Prefilter>(s.options.extra_words);
+    for (auto& w : s.options.extra_words) {
+        std::string lw;
+        for (char c : w) lw += lower(c);
+        if (!lw.empty()) s.extra_words.push_back(std::move(lw));
+    }
+    if (!trim(s.options.since).empty()) {
+        auto spec = parse_since(s.options.since);
+        if (spec) {
+            s.since = *spec;
+            s.log.window = "since " + std::string(trim(s.options.since));
+        } else {
+            s.notes.push_back(spec.error().message + "; the current boot is kept");
+        }
+    }
+    if (s.log.window.empty()) s.log.window = s.options.every_boot ? "every boot" : "current boot";
+}
+
+KernelLogScanner::~KernelLogScanner() = default;
+
+void KernelLogScanner::set_format(KernelLogFormat format) {
+    state_->format = format;
+    state_->detecting = false;
+}
+
+void KernelLogScanner::feed(std::string_view bytes) {
+    auto& s = *state_;
+    if (s.detecting) {
+        s.head.append(bytes);
+        s.start_detection_if_ready(false);
+        return;
+    }
+    s.process(bytes);
+}
+
+const std::vector<std::string>& KernelLogScanner::notes() const { return state_->notes; }
+
+Result<KernelLog> KernelLogScanner::finish(std::string source) {
+    auto& s = *state_;
+    s.start_detection_if_ready(true);
+    if (s.carry_oversized) {
+        ++s.totals.oversized;
+        ++s.totals.newlines;
+    } else if (!s.carry.empty()) {
+        s.carry.push_back('\n');
+        s.scan_block(s.carry.data(), s.carry.size(), s.carry_start);
+    }
+    s.carry.clear();
+    s.carry_oversized = false;
+    State::trim_to_cap(s.log.lines, s.options.max_kept_lines, &s.log.lines_over_cap);
+    State::trim_to_cap(s.log.xids, s.options.max_kept_xids, nullptr);
+    s.log.source = std::move(source);
+    s.log.format = s.format;
+    s.log.lines_read = s.totals.newlines;
+    s.log.lines_skipped = s.totals.oversized;
+    if (s.totals.oversized > 0)
+        s.notes.push_back(fmt::format("{} line(s) longer than {} bytes skipped", s.totals.oversized,
+                                      s.options.max_line_bytes));
+    return std::move(s.log);
+}
+
+Result<KernelLog> scan_kernel_log(std::string_view text, const KernelLogScanOptions& options, std::string source) {
+    KernelLogScanner scanner(options);
+    scanner.feed(text);
+    return scanner.finish(std::move(source));
+}
+
+}  // namespace gpudx
