@@ -66,12 +66,8 @@ const Finding* find(const std::vector<Finding>& fs, const std::string& id) {
 }
 }  // namespace
 
-TEST(Signatures, BuiltinTextIsTheDataFile) {
-    std::string data = read_all(std::string(GPUDX_TEST_SOURCE_DIR) + "/../data/signatures.toml");
-    ASSERT_FALSE(data.empty());
-    EXPECT_EQ(std::string(builtin_signature_catalogue_text()), data)
-        << "src/rules/reference/signatures_builtin.inc must hold a copy of data/signatures.toml";
-    auto c = parse_signature_catalogue(data, "data/signatures.toml");
+TEST(Signatures, BuiltinCatalogueParses) {
+    auto c = parse_signature_catalogue(builtin_signature_catalogue_text(), "data/signatures.toml");
     ASSERT_TRUE(c) << c.error().message;
     EXPECT_EQ(c->signatures.size(), builtin_signature_catalogue().signatures.size());
     EXPECT_GT(c->signatures.size(), 40u);

@@ -54,14 +54,6 @@ Snapshot h200_with_log(const std::string& log_path) {
 }
 }  // namespace
 
-TEST(XidPolicy, BuiltinTextIsTheDataFile) {
-    std::string data = read_all(std::string(GPUDX_TEST_SOURCE_DIR) + "/../data/xid-policy.toml");
-    ASSERT_FALSE(data.empty());
-    EXPECT_EQ(std::string(builtin_xid_policy_text()), data)
-        << "src/rules/reference/xid_policy.cpp's kBuiltinPolicy must be a copy of data/xid-policy.toml";
-    EXPECT_TRUE(parse_xid_policy(data, "data/xid-policy.toml"));
-}
-
 TEST(XidPolicy, BuiltinSeverities) {
     const XidPolicy& p = builtin_xid_policy();
     EXPECT_EQ(p.version, "2026.12.1");

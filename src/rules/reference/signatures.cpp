@@ -16,6 +16,7 @@ namespace gpudx {
 
 namespace {
 
+// kBuiltinCatalogue: data/signatures.toml, generated into the build (cmake/BuiltinCatalogues.cmake).
 #include "rules/reference/signatures_builtin.inc"
 
 constexpr const char* kBuiltinOrigin = "built-in";
@@ -619,9 +620,7 @@ void check_xid_cause(const CheckContext& ctx, const Occurrence& o, Finding& f) {
 
 }  // namespace
 
-std::string_view builtin_signature_catalogue_text() {
-    return kBuiltinCatalogue.substr(kBuiltinCatalogue.starts_with('\n') ? 1 : 0);
-}
+std::string_view builtin_signature_catalogue_text() { return kBuiltinCatalogue; }
 
 const SignatureCatalogue& builtin_signature_catalogue() {
     static const SignatureCatalogue catalogue = [] {

@@ -14,6 +14,7 @@ namespace gpudx {
 
 namespace {
 
+// kBuiltinPolicy: data/xid-policy.toml, generated into the build (cmake/BuiltinCatalogues.cmake).
 #include "rules/reference/xid_policy_builtin.inc"
 
 constexpr const char* kBuiltinOrigin = "built-in";
@@ -365,7 +366,7 @@ std::optional<XidEscalation> XidPolicy::escalation(int code) const {
     return e;
 }
 
-std::string_view builtin_xid_policy_text() { return kBuiltinPolicy.substr(kBuiltinPolicy.starts_with('\n') ? 1 : 0); }
+std::string_view builtin_xid_policy_text() { return kBuiltinPolicy; }
 
 const XidPolicy& builtin_xid_policy() {
     static const XidPolicy policy = [] {
