@@ -109,9 +109,8 @@ Snapshot collect_gpu_inventory(const Root& root, const CollectOptions& options) 
     o.probe_cuda = false;
     CollectContext ctx{root, o};
     // Each collector as in take_snapshot: one that throws loses only its own layer.
-    s.collectors.push_back(run_collector(Collector::host, [&] { return collect_host(ctx, s.host); }));
-    s.collectors.push_back(run_collector(Collector::pcie, [&] { return collect_pcie(ctx, s.pcie); }));
-    s.collectors.push_back(run_collector(Collector::module, [&] { return collect_module(ctx, s.module); }));
+    for (Collector c : {Collector::host, Collector::pcie, Collector::module})
+        s.collectors.push_back(run_host_collector(c, ctx, s));
     if (o.probe_driver) {
         // Fault-isolation boundary: the driver collectors.
         try {

@@ -9,13 +9,15 @@
 
 namespace gpudx {
 
-CollectorStatus collect_host(const CollectContext&, HostInfo&);
-CollectorStatus collect_pcie(const CollectContext&, PcieLayer&);
-CollectorStatus collect_module(const CollectContext&, ModuleLayer&);
-CollectorStatus collect_kernel_log(const CollectContext&, KernelLog&);
-CollectorStatus collect_libraries(const CollectContext&, LibrariesLayer&);
-CollectorStatus collect_devices(const CollectContext&, DevicesLayer&);
-CollectorStatus collect_environment(const CollectContext&, EnvironmentLayer&);
+// The host collectors, one per row of GPUDX_HOST_COLLECTORS (model/collector_status.hpp), each defined in its own
+// file: collect_host(const CollectContext&, HostInfo&), collect_pcie(..., PcieLayer&) ... collect_environment.
+#define GPUDX_DECLARE_HOST_COLLECTOR(name) \
+    CollectorStatus collect_##name(const CollectContext&, decltype(Snapshot::name)&);
+GPUDX_HOST_COLLECTORS(GPUDX_DECLARE_HOST_COLLECTOR)
+#undef GPUDX_DECLARE_HOST_COLLECTOR
+
+// Runs the host collector `c` (a row of GPUDX_HOST_COLLECTORS) into its layer of `s`, through run_collector.
+CollectorStatus run_host_collector(Collector c, const CollectContext& ctx, Snapshot& s);
 // NVML and CUDA, each under options.driver_deadline; statuses named "nvml" and "cuda". With `rocm_smi`, and when
 // the node has a KFD topology (an AMD GPU driver), ROCm SMI too beside them, status "rocm_smi".
 std::vector<CollectorStatus> collect_driver(const CollectContext&, NvmlLayer&, CudaLayer&,

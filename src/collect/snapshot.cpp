@@ -22,6 +22,21 @@ CollectorStatus status_error(Collector c, const Error& e) {
     return {std::string(to_string(c)), CollectorState::error, e.message, e.path, 0, {}};
 }
 
+namespace {
+
+// The registry of host collectors: every row of GPUDX_HOST_COLLECTORS, in its order, bound to its function and
+// to the snapshot's layer of its name.
+struct HostCollector {
+    Collector id;
+    CollectorStatus (*collect)(const CollectContext&, Snapshot&);
+};
+#define GPUDX_HOST_COLLECTOR_ROW(name)                                                                  \
+    HostCollector{Collector::name, [](const CollectContext& ctx, Snapshot& s) { return collect_##name(ctx, s.name); }},
+constexpr HostCollector kHostCollectors[] = {GPUDX_HOST_COLLECTORS(GPUDX_HOST_COLLECTOR_ROW)};
+#undef GPUDX_HOST_COLLECTOR_ROW
+
+}  // namespace
+
 CollectorStatus run_collector(Collector c, const std::function<CollectorStatus()>& collect) {
     auto t0 = SteadyClock::now();
     CollectorStatus st;
@@ -36,6 +51,12 @@ CollectorStatus run_collector(Collector c, const std::function<CollectorStatus()
     st.name = to_string(c);
     st.duration_ms = ms_since(t0);
     return st;
+}
+
+CollectorStatus run_host_collector(Collector c, const CollectContext& ctx, Snapshot& s) {
+    for (auto& host : kHostCollectors)
+        if (host.id == c) return run_collector(c, [&] { return host.collect(ctx, s); });
+    return status_error(c, Error{"not a host collector", {}, 0});
 }
 
 Snapshot take_snapshot(const Root& root, const CollectOptions& options) {
@@ -79,13 +100,8 @@ Snapshot take_snapshot(const Root& root, const CollectOptions& options) {
         });
     }
 
-    s.collectors.push_back(run_collector(Collector::host, [&] { return collect_host(ctx, s.host); }));
-    s.collectors.push_back(run_collector(Collector::pcie, [&] { return collect_pcie(ctx, s.pcie); }));
-    s.collectors.push_back(run_collector(Collector::module, [&] { return collect_module(ctx, s.module); }));
-    s.collectors.push_back(run_collector(Collector::kernel_log, [&] { return collect_kernel_log(ctx, s.kernel_log); }));
-    s.collectors.push_back(run_collector(Collector::libraries, [&] { return collect_libraries(ctx, s.libraries); }));
-    s.collectors.push_back(run_collector(Collector::devices, [&] { return collect_devices(ctx, s.devices); }));
-    s.collectors.push_back(run_collector(Collector::environment, [&] { return collect_environment(ctx, s.environment); }));
+    for (auto& host : kHostCollectors)
+        s.collectors.push_back(run_collector(host.id, [&] { return host.collect(ctx, s); }));
 
     if (!options.pids.empty())
         s.collectors.push_back(run_collector(Collector::processes, [&] {

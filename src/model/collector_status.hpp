@@ -5,20 +5,26 @@
 #include <string_view>
 #include <vector>
 
+#include "core/named_enum.hpp"
+
 namespace gpudx {
 
 // The sources of evidence a snapshot is collected from, named in it as their statuses are ("kernel_log",
-// "nvml"); rules declare which ones they read.
-enum class Collector : uint8_t {
-    host, pcie, module, kernel_log, libraries, devices, environment, nvml, cuda, rocm_smi,
-    processes,  // only with diagnose --pid / --slurm-job
-};
-inline constexpr Collector kAllCollectors[] = {
-    Collector::host,    Collector::pcie,        Collector::module, Collector::kernel_log, Collector::libraries,
-    Collector::devices, Collector::environment, Collector::nvml,   Collector::cuda,       Collector::rocm_smi,
-    Collector::processes};
-std::string_view to_string(Collector c);
-std::optional<Collector> parse_collector(std::string_view name);
+// "nvml"); rules declare which ones they read. Declared here, once:
+//
+// The host collectors, in the order take_snapshot runs them: each reads one layer of the node into the
+// snapshot's member of its name (Snapshot::pcie ...) with collect_<name>(ctx, layer), defined in its own file of
+// collect/ and registered from this list (collect/collectors.hpp). A new one is a row here, its layer in the
+// snapshot, its file and its test.
+#define GPUDX_HOST_COLLECTORS(X) X(host) X(pcie) X(module) X(kernel_log) X(libraries) X(devices) X(environment)
+// Then the driver libraries, each probed in a child under its deadline (collect_driver), and the processes of
+// diagnose --pid / --slurm-job.
+#define GPUDX_COLLECTORS(X) GPUDX_HOST_COLLECTORS(X) X(nvml) X(cuda) X(rocm_smi) X(processes)
+GPUDX_NAMED_ENUM(Collector, GPUDX_COLLECTORS)
+
+inline constexpr auto kAllCollectors = enum_values<Collector>();
+constexpr std::string_view to_string(Collector c) { return enum_name(c); }
+constexpr std::optional<Collector> parse_collector(std::string_view name) { return parse_enum<Collector>(name); }
 
 enum class CollectorState { ok, no_data, error, timed_out };
 

@@ -27,40 +27,6 @@ const char* to_string(CollectorState s) {
     return "?";
 }
 
-std::string_view to_string(Collector c) {
-    switch (c) {
-        case Collector::host:
-            return "host";
-        case Collector::pcie:
-            return "pcie";
-        case Collector::module:
-            return "module";
-        case Collector::kernel_log:
-            return "kernel_log";
-        case Collector::libraries:
-            return "libraries";
-        case Collector::devices:
-            return "devices";
-        case Collector::environment:
-            return "environment";
-        case Collector::nvml:
-            return "nvml";
-        case Collector::cuda:
-            return "cuda";
-        case Collector::rocm_smi:
-            return "rocm_smi";
-        case Collector::processes:
-            return "processes";
-    }
-    return "?";
-}
-
-std::optional<Collector> parse_collector(std::string_view name) {
-    for (auto c : kAllCollectors)
-        if (to_string(c) == name) return c;
-    return std::nullopt;
-}
-
 const CollectorStatus* Snapshot::collector(Collector c) const { return collector(to_string(c)); }
 
 bool Snapshot::collected(Collector c) const {
