@@ -15,7 +15,7 @@ gpudx=$build/gpudx
 gen=$build/bench/gpudx_gen_kernel_log
 log=${GPUDX_BENCH_LOG:-/tmp/gpudx-bench-kernel.log}
 runs=${GPUDX_BENCH_RUNS:-3}
-# The words gpudx keeps lines for: the parser's own (src/collect/kernel_log_parse.cpp, kBuiltinPatterns) and
+# The words gpudx keeps lines for: the parser's own (src/collect/kernel_log/prefilter.cpp, kBuiltinPatterns) and
 # the signature catalogue's gates (data/signatures.toml, as `gpudx explain --list --format json` lists them),
 # regex metacharacters escaped for grep -E.
 builtin='NVRM|Xid|amdgpu|kfd|IOMMU|DMAR|AMD-Vi|AER|pcie|lockdown|module verification|unsigned module|key was rejected|fallen off the bus|Linux version|-- Boot|-- Reboot --'

@@ -347,149 +347,179 @@ void check_recurrence_after_reboot(const NodeRecord& base, const NodeRecord& now
     }
 }
 
-}  // namespace
+GpuRef gpu_ref(const RecordedGpu& g) { return GpuRef{g.uuid, g.pci}; }
 
-std::vector<Finding> diff_records(const NodeRecord& base, const NodeRecord& now, const std::string& baseline_path,
-                                  const std::string& now_source) {
-    std::vector<Finding> out;
-    const std::string rec = baseline_path.empty() ? std::string("baseline") : "baseline " + baseline_path;
-    auto gpu_ref = [](const RecordedGpu& g) { return GpuRef{g.uuid, g.pci}; };
+// Where a diff's evidence comes from: the record compared against, and the node as it is now.
+struct DiffSources {
+    std::string record;
+    std::string now;
+};
 
-    std::map<std::string, const RecordedGpu*> now_by_uuid, now_by_pci, now_by_slot;
-    std::set<std::string> base_uuids;
-    for (auto& g : now.gpus) {
-        if (!g.uuid.empty()) now_by_uuid[g.uuid] = &g;
-        now_by_pci[g.pci] = &g;
-        if (!g.slot.empty()) now_by_slot[g.slot] = &g;
+// Finds each recorded GPU on the node now: by UUID, else at the place (address or slot) it was recorded at. Keeps
+// which current GPUs a recorded one explains, and those found only by place because they show no UUID now.
+class GpuMatcher {
+public:
+    GpuMatcher(const NodeRecord& base, const NodeRecord& now) {
+        for (auto& g : now.gpus) {
+            if (!g.uuid.empty()) now_by_uuid_[g.uuid] = &g;
+            now_by_pci_[g.pci] = &g;
+            if (!g.slot.empty()) now_by_slot_[g.slot] = &g;
+        }
+        for (auto& g : base.gpus)
+            if (!g.uuid.empty()) base_uuids_.insert(g.uuid);
     }
-    for (auto& g : base.gpus)
-        if (!g.uuid.empty()) base_uuids.insert(g.uuid);
+
+    // The current GPU that is the recorded `b`, or nullptr after reporting it replaced or missing.
+    const RecordedGpu* find(const RecordedGpu& b, const NodeRecord& now, const DiffSources& src,
+                            std::vector<Finding>& out) {
+        if (!b.uuid.empty()) {
+            if (auto it = now_by_uuid_.find(b.uuid); it != now_by_uuid_.end()) {
+                accounted.insert(it->second);
+                return it->second;
+            }
+        }
+        // Not found by UUID: is the recorded place occupied by another card now?
+        const RecordedGpu* at_place = nullptr;
+        if (auto it = now_by_pci_.find(b.pci); it != now_by_pci_.end()) at_place = it->second;
+        if (!at_place && !b.slot.empty())
+            if (auto it = now_by_slot_.find(b.slot); it != now_by_slot_.end()) at_place = it->second;
+        if (at_place && (at_place->uuid.empty() || b.uuid.empty())) {
+            // Something is at the address but without a UUID (driver not loaded): presence, not identity.
+            accounted.insert(at_place);
+            unverified.push_back(at_place);
+            return at_place;
+        }
+        if (at_place && !base_uuids_.contains(at_place->uuid)) {
+            accounted.insert(at_place);
+            report_replaced(b, *at_place, src, out);
+        } else {
+            report_missing(b, now, src, out);
+        }
+        return nullptr;
+    }
 
     std::set<const RecordedGpu*> accounted;  // current GPUs explained by a baseline entry
     std::vector<const RecordedGpu*> unverified;
 
-    for (auto& b : base.gpus) {
-        const RecordedGpu* n = nullptr;
-        if (!b.uuid.empty()) {
-            if (auto it = now_by_uuid.find(b.uuid); it != now_by_uuid.end()) n = it->second;
-        }
-        if (!n) {
-            // Not found by UUID: is the recorded place occupied by another card now?
-            const RecordedGpu* at_place = nullptr;
-            if (auto it = now_by_pci.find(b.pci); it != now_by_pci.end()) at_place = it->second;
-            if (!at_place && !b.slot.empty())
-                if (auto it = now_by_slot.find(b.slot); it != now_by_slot.end()) at_place = it->second;
-            if (at_place && (at_place->uuid.empty() || b.uuid.empty())) {
-                // Something is at the address but without a UUID (driver not loaded): presence, not identity.
-                accounted.insert(at_place);
-                unverified.push_back(at_place);
-                n = at_place;
-            } else if (at_place && !base_uuids.contains(at_place->uuid)) {
-                accounted.insert(at_place);
-                out.push_back(
-                    rule("baseline.gpu_replaced")
-                        .finding(
-                            fmt::format("A different card sits at {}: {} was recorded there, {} is there now", where(b),
-                                        b.uuid, at_place->uuid),
-                            {{gpu_ref(*at_place)},
-                             {{rec, fmt::format("{} at {} VBIOS {}", b.uuid, where(b), b.vbios)},
-                              {"/proc/driver/nvidia/gpus/" + at_place->pci + "/information",
-                               fmt::format("{} VBIOS {}", at_place->uuid, at_place->vbios)}},
-                             "If the card was swapped on purpose, run acceptance (gpudx accept) on it and save a new "
-                             "baseline "
-                             "(gpudx baseline save); otherwise find out who replaced it before scheduling jobs."}));
-                continue;
-            } else {
-                out.push_back(
-                    rule("baseline.gpu_missing")
-                        .finding(fmt::format("{} recorded at {} is not on this node any more",
-                                             b.uuid.empty() ? "GPU" : b.uuid, where(b)),
-                                 {{gpu_ref(b)},
-                                  {{rec, fmt::format("{} at {}", b.uuid, where(b))},
-                                   {now_source, fmt::format("{} GPU(s) now: {}", now.gpus.size(),
-                                                            [&] {
-                                                                std::string list;
-                                                                for (auto& g : now.gpus)
-                                                                    list += (list.empty() ? "" : ", ") + g.pci;
-                                                                return list.empty() ? std::string("none") : list;
-                                                            }())}},
-                                  "Drain the node; check the card is seated and powered (a reboot may bring it back), "
-                                  "then look for "
-                                  "'fallen off the bus' in the kernel log (gpudx diagnose) before reseating or RMA."}));
-                continue;
-            }
-        } else {
-            accounted.insert(n);
-        }
-
-        if (n->pci != b.pci || (!b.slot.empty() && !n->slot.empty() && n->slot != b.slot)) {
-            out.push_back(rule("baseline.gpu_moved")
-                              .finding(fmt::format("{} moved from {} to {}", b.uuid, where(b), where(*n)),
-                                       {{gpu_ref(*n)},
-                                        {{rec, where(b)}, {now_source, where(*n)}},
-                                        "Jobs and configuration naming the old address (CUDA_VISIBLE_DEVICES by index, "
-                                        "NCCL topology files, "
-                                        "Slurm gres.conf) now point at another card; update them or put the card back, "
-                                        "then save a new "
-                                        "baseline."}));
-        }
-        bool cur_lower = link_lower(b.link_current, n->link_current);
-        bool max_lower = link_lower(b.link_max, n->link_max);
-        if (cur_lower || max_lower) {
-            out.push_back(
-                rule("baseline.link_lower")
-                    .finding(
-                        fmt::format("PCIe link of {} is lower than recorded: now {} (max {}), recorded {} (max {})",
-                                    describe(gpu_ref(*n)), link_text(n->link_current), link_text(n->link_max),
-                                    link_text(b.link_current), link_text(b.link_max)),
-                        {{gpu_ref(*n)},
-                         {{rec, fmt::format("current {} max {}", link_text(b.link_current), link_text(b.link_max))},
-                          {sysfs(n->pci, "current_link_speed") + ", current_link_width", link_text(n->link_current)},
-                          {sysfs(n->pci, "max_link_speed") + ", max_link_width", link_text(n->link_max)}},
-                         "Reseat the card or its riser and check the slot; host-device bandwidth drops with the link "
-                         "(run gpudx accept to measure it)."}));
-        }
-        if (!b.vbios.empty() && !n->vbios.empty() && to_lower(b.vbios) != to_lower(n->vbios)) {
-            out.push_back(
-                rule("baseline.vbios_changed")
-                    .finding(fmt::format("VBIOS of {} changed from {} to {}", describe(gpu_ref(*n)), b.vbios, n->vbios),
-                             {{gpu_ref(*n)},
-                              {{rec, b.vbios}, {"/proc/driver/nvidia/gpus/" + n->pci + "/information", n->vbios}},
-                              "Confirm the firmware update was planned and is in the node class's tested set (gpudx "
-                              "matrix check), "
-                              "then save a new baseline."}));
-        }
+private:
+    static void report_replaced(const RecordedGpu& b, const RecordedGpu& at_place, const DiffSources& src,
+                                std::vector<Finding>& out) {
+        out.push_back(
+            rule("baseline.gpu_replaced")
+                .finding(
+                    fmt::format("A different card sits at {}: {} was recorded there, {} is there now", where(b),
+                                b.uuid, at_place.uuid),
+                    {{gpu_ref(at_place)},
+                     {{src.record, fmt::format("{} at {} VBIOS {}", b.uuid, where(b), b.vbios)},
+                      {"/proc/driver/nvidia/gpus/" + at_place.pci + "/information",
+                       fmt::format("{} VBIOS {}", at_place.uuid, at_place.vbios)}},
+                     "If the card was swapped on purpose, run acceptance (gpudx accept) on it and save a new "
+                     "baseline "
+                     "(gpudx baseline save); otherwise find out who replaced it before scheduling jobs."}));
     }
 
+    static void report_missing(const RecordedGpu& b, const NodeRecord& now, const DiffSources& src,
+                               std::vector<Finding>& out) {
+        std::string list;
+        for (auto& g : now.gpus) list += (list.empty() ? "" : ", ") + g.pci;
+        if (list.empty()) list = "none";
+        out.push_back(
+            rule("baseline.gpu_missing")
+                .finding(fmt::format("{} recorded at {} is not on this node any more", b.uuid.empty() ? "GPU" : b.uuid,
+                                     where(b)),
+                         {{gpu_ref(b)},
+                          {{src.record, fmt::format("{} at {}", b.uuid, where(b))},
+                           {src.now, fmt::format("{} GPU(s) now: {}", now.gpus.size(), list)}},
+                          "Drain the node; check the card is seated and powered (a reboot may bring it back), "
+                          "then look for "
+                          "'fallen off the bus' in the kernel log (gpudx diagnose) before reseating or RMA."}));
+    }
+
+    std::map<std::string, const RecordedGpu*> now_by_uuid_, now_by_pci_, now_by_slot_;
+    std::set<std::string> base_uuids_;
+};
+
+// A recorded GPU against the same card now: its place, its PCIe link, its VBIOS.
+void compare_gpu(const RecordedGpu& b, const RecordedGpu& n, const DiffSources& src, std::vector<Finding>& out) {
+    if (n.pci != b.pci || (!b.slot.empty() && !n.slot.empty() && n.slot != b.slot)) {
+        out.push_back(rule("baseline.gpu_moved")
+                          .finding(fmt::format("{} moved from {} to {}", b.uuid, where(b), where(n)),
+                                   {{gpu_ref(n)},
+                                    {{src.record, where(b)}, {src.now, where(n)}},
+                                    "Jobs and configuration naming the old address (CUDA_VISIBLE_DEVICES by index, "
+                                    "NCCL topology files, "
+                                    "Slurm gres.conf) now point at another card; update them or put the card back, "
+                                    "then save a new "
+                                    "baseline."}));
+    }
+    bool cur_lower = link_lower(b.link_current, n.link_current);
+    bool max_lower = link_lower(b.link_max, n.link_max);
+    if (cur_lower || max_lower) {
+        out.push_back(
+            rule("baseline.link_lower")
+                .finding(
+                    fmt::format("PCIe link of {} is lower than recorded: now {} (max {}), recorded {} (max {})",
+                                describe(gpu_ref(n)), link_text(n.link_current), link_text(n.link_max),
+                                link_text(b.link_current), link_text(b.link_max)),
+                    {{gpu_ref(n)},
+                     {{src.record, fmt::format("current {} max {}", link_text(b.link_current), link_text(b.link_max))},
+                      {sysfs(n.pci, "current_link_speed") + ", current_link_width", link_text(n.link_current)},
+                      {sysfs(n.pci, "max_link_speed") + ", max_link_width", link_text(n.link_max)}},
+                     "Reseat the card or its riser and check the slot; host-device bandwidth drops with the link "
+                     "(run gpudx accept to measure it)."}));
+    }
+    if (!b.vbios.empty() && !n.vbios.empty() && to_lower(b.vbios) != to_lower(n.vbios)) {
+        out.push_back(
+            rule("baseline.vbios_changed")
+                .finding(fmt::format("VBIOS of {} changed from {} to {}", describe(gpu_ref(n)), b.vbios, n.vbios),
+                         {{gpu_ref(n)},
+                          {{src.record, b.vbios}, {"/proc/driver/nvidia/gpus/" + n.pci + "/information", n.vbios}},
+                          "Confirm the firmware update was planned and is in the node class's tested set (gpudx "
+                          "matrix check), "
+                          "then save a new baseline."}));
+    }
+}
+
+// Current GPUs no recorded one explains.
+void report_extra_gpus(const NodeRecord& base, const NodeRecord& now, const std::set<const RecordedGpu*>& accounted,
+                       const DiffSources& src, std::vector<Finding>& out) {
     for (auto& g : now.gpus) {
         if (accounted.contains(&g)) continue;
         out.push_back(
             rule("baseline.gpu_extra")
                 .finding(fmt::format("{} at {} was not in the baseline", g.uuid.empty() ? "A GPU" : g.uuid, where(g)),
                          {{gpu_ref(g)},
-                          {{rec, fmt::format("{} GPU(s) recorded", base.gpus.size())}, {now_source, where(g)}},
+                          {{src.record, fmt::format("{} GPU(s) recorded", base.gpus.size())}, {src.now, where(g)}},
                           "If the card was added on purpose, run acceptance on it (gpudx accept) and save a new "
                           "baseline."}));
     }
-    if (!unverified.empty()) {
-        Finding f = rule("baseline.identity_unverified").finding({});
-        std::string list;
-        for (auto* g : unverified) {
-            f.subjects.push_back(gpu_ref(*g));
-            list += (list.empty() ? "" : ", ") + g->pci;
-        }
-        f.message = fmt::format("A GPU is present at {} but its UUID is unknown now, so a replacement cannot be ruled out",
-                                list);
-        f.evidence.push_back({now_source, "no UUID from procfs, NVML or CUDA"});
-        f.next_step = "Load the driver (or diagnose the module layer) and run the diff again to compare UUIDs.";
-        out.push_back(std::move(f));
-    }
+}
 
+// GPUs found only at their recorded place, without a UUID now to prove they are the same cards.
+void report_unverified_identity(const std::vector<const RecordedGpu*>& unverified, const DiffSources& src,
+                                std::vector<Finding>& out) {
+    if (unverified.empty()) return;
+    Finding f = rule("baseline.identity_unverified").finding({});
+    std::string list;
+    for (auto* g : unverified) {
+        f.subjects.push_back(gpu_ref(*g));
+        list += (list.empty() ? "" : ", ") + g->pci;
+    }
+    f.message = fmt::format("A GPU is present at {} but its UUID is unknown now, so a replacement cannot be ruled out",
+                            list);
+    f.evidence.push_back({src.now, "no UUID from procfs, NVML or CUDA"});
+    f.next_step = "Load the driver (or diagnose the module layer) and run the diff again to compare UUIDs.";
+    out.push_back(std::move(f));
+}
+
+// The node's software stack against the record: driver, kernel, module file, CUDA, Fabric Manager.
+void report_stack_changes(const NodeRecord& base, const NodeRecord& now, const DiffSources& src,
+                          std::vector<Finding>& out) {
     auto changed = [&](const Rule& r, std::string_view what, const std::string& was, const std::string& is,
                        std::string_view source, std::string next) {
         if (was.empty() || is.empty() || was == is) return;
         out.push_back(r.finding(fmt::format("{} changed from {} to {}", what, was, is),
-                                {{}, {{rec, was}, {std::string(source), is}}, std::move(next)}));
+                                {{}, {{src.record, was}, {std::string(source), is}}, std::move(next)}));
     };
     changed(rule("baseline.driver_changed"), "NVIDIA driver", base.driver_version, now.driver_version,
             "/proc/driver/nvidia/version",
@@ -509,6 +539,11 @@ std::vector<Finding> diff_records(const NodeRecord& base, const NodeRecord& now,
     changed(rule("baseline.fabric_manager_changed"), "Fabric Manager", base.fabric_manager, now.fabric_manager,
             "libraries layer",
             "Fabric Manager must match the driver version exactly; restart it after the driver update.");
+}
+
+// Recorded libraries the loader now resolves to another file or version.
+void report_library_changes(const NodeRecord& base, const NodeRecord& now, const DiffSources& src,
+                            std::vector<Finding>& out) {
     for (auto& bl : base.libraries) {
         if (bl.path.empty()) continue;
         auto it = std::find_if(now.libraries.begin(), now.libraries.end(),
@@ -520,20 +555,38 @@ std::vector<Finding> diff_records(const NodeRecord& base, const NodeRecord& now,
                                                it->version.empty() ? "version unknown" : it->version, bl.path,
                                                bl.version.empty() ? "version unknown" : bl.version),
                                    {{},
-                                    {{rec, bl.path + " " + bl.version},
+                                    {{src.record, bl.path + " " + bl.version},
                                      {"dynamic loader resolution (LD_LIBRARY_PATH, /etc/ld.so.cache)",
                                       it->path + " " + it->version}},
                                     "Find what put the other copy first on the loader path (LD_LIBRARY_PATH, a "
                                     "container mount, ldconfig); "
                                     "gpudx diagnose shows every copy."}));
     }
+}
 
-    check_recurrence_after_reboot(base, now, rec, out);
-
+// Errors first, then by layer; findings of one severity and layer keep the order they were found in.
+void sort_by_severity_and_layer(std::vector<Finding>& out) {
     std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
         if (a.severity != b.severity) return a.severity > b.severity;
         return a.layer < b.layer;
     });
+}
+
+}  // namespace
+
+std::vector<Finding> diff_records(const NodeRecord& base, const NodeRecord& now, const std::string& baseline_path,
+                                  const std::string& now_source) {
+    std::vector<Finding> out;
+    const DiffSources src{baseline_path.empty() ? std::string("baseline") : "baseline " + baseline_path, now_source};
+    GpuMatcher matcher(base, now);
+    for (auto& b : base.gpus)
+        if (const RecordedGpu* n = matcher.find(b, now, src, out)) compare_gpu(b, *n, src, out);
+    report_extra_gpus(base, now, matcher.accounted, src, out);
+    report_unverified_identity(matcher.unverified, src, out);
+    report_stack_changes(base, now, src, out);
+    report_library_changes(base, now, src, out);
+    check_recurrence_after_reboot(base, now, src.record, out);
+    sort_by_severity_and_layer(out);
     return out;
 }
 
