@@ -39,6 +39,25 @@ TEST(Snapshot, EveryCollectorHasAStatus) {
         }
 }
 
+TEST(Snapshot, KernelLogTopicsAndKindsAreWrittenByName) {
+    Snapshot s;
+    s.kernel_log.lines.push_back({1.0, "", "nvidia-nvswitch3: SXid (PCI:0000:86:00.0): 12028, Fatal", LogTopic::sxid});
+    KernelLogTally t;
+    t.kind = TallyKind::aer_fatal;
+    s.kernel_log.tallies.push_back(t);
+    auto j = snapshot_to_json(s);
+    EXPECT_EQ(j["kernel_log"]["lines"][0]["topic"], "sxid");
+    EXPECT_EQ(j["kernel_log"]["tallies"][0]["kind"], "aer_fatal");
+
+    // Another version's names are still read, as `other`.
+    j["kernel_log"]["lines"][0]["topic"] = "gsp";
+    j["kernel_log"]["tallies"][0]["kind"] = "gsp_timeout";
+    auto back = snapshot_from_json(j);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(back->kernel_log.lines[0].topic, LogTopic::other);
+    EXPECT_EQ(back->kernel_log.tallies[0].kind, TallyKind::other);
+}
+
 TEST(Snapshot, RejectsNewerSchemaAndForeignDocuments) {
     auto j = snapshot_to_json(Snapshot{});
     j["schema_version"] = kSnapshotSchemaVersion + 1;

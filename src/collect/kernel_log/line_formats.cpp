@@ -24,7 +24,6 @@ const char* to_string(KernelLogFormat f) {
     return "unknown";
 }
 
-
 namespace {
 
 // "[  123.456789]"; returns the length consumed including the bracket, 0 when absent.
