@@ -11,4 +11,6 @@ NLOHMANN_JSON_SERIALIZE_ENUM(KernelLogFormat, {{KernelLogFormat::unknown, "unkno
                                                {KernelLogFormat::syslog, "syslog"}})
 GPUDX_DEFINE_LAYER_JSON(KernelLog)
 void enum_from_name(std::string_view name, KernelLogFormat& v) { v = nlohmann::json(name).get<KernelLogFormat>(); }
+void enum_from_name(std::string_view name, LogTopic& v) { v = nlohmann::json(name).get<LogTopic>(); }
+void enum_from_name(std::string_view name, TallyKind& v) { v = nlohmann::json(name).get<TallyKind>(); }
 }  // namespace gpudx

@@ -32,6 +32,8 @@ GPUDX_DECLARE_LAYER_JSON(NvmlEvent)
 // the first value of the enum's table): for readers that build no document (the fleet's streaming reader).
 void enum_from_name(std::string_view name, CollectorState& v);
 void enum_from_name(std::string_view name, KernelLogFormat& v);
+void enum_from_name(std::string_view name, LogTopic& v);
+void enum_from_name(std::string_view name, TallyKind& v);
 
 }  // namespace gpudx
 
