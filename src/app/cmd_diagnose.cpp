@@ -93,15 +93,8 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
     JudgeFiles judge_files;
     NodeOptions node = o.node;
     load_judge_files(o.xid_policy, o.signatures, judge_files, dopts, node);
-    Snapshot s;
-    if (!o.from.empty()) {
-        auto loaded = load_snapshot_file(o.from);
-        if (!loaded) throw UsageError{o.from + ": " + loaded.error().message};
-        s = std::move(*loaded);
-    } else {
-        if (!resolve_processes(o, node)) return kExitUnknown;
-        s = collect_node(node);
-    }
+    if (o.from.empty() && !resolve_processes(o, node)) return kExitUnknown;
+    Snapshot s = load_or_collect(o.from, node);
     dopts.expect_gpus = o.expect_gpus;
     dopts.since = o.node.since;
     if (baseline) dopts.extra_findings = diff_against_baseline(*baseline, s);

@@ -42,14 +42,7 @@ std::vector<Finding> identity_findings(const Snapshot& s) {
 }
 
 int run_ids(const IdsOptions& o) {
-    Snapshot s;
-    if (!o.from.empty()) {
-        auto loaded = load_snapshot_file(o.from);
-        if (!loaded) throw UsageError{o.from + ": " + loaded.error().message};
-        s = std::move(*loaded);
-    } else {
-        s = collect_node(o.node);
-    }
+    Snapshot s = load_or_collect(o.from, o.node);
     IdentityTable table = join_identity(s);
     auto findings = identity_findings(s);
     bool disagreement = false;

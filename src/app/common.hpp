@@ -39,8 +39,11 @@ CLI::Validator non_negative_number();
 // A saved snapshot (--from) is another node than --root, --kernel-log or --driver-lib-dir would read.
 void exclude_node_sources(CLI::Option* from, CLI::App& cmd);
 CollectOptions make_collect_options(const NodeOptions& o, const Root& root);
-// Collects the node named by the options (or loads --from FILE when given).
+// Collects the node named by the options.
 Snapshot collect_node(const NodeOptions& o);
+// The saved snapshot `from` (--from FILE) when one is named, else the node collected: what every command that
+// takes --from reads. A file that cannot be read as a snapshot is a usage error naming it.
+Snapshot load_or_collect(const std::string& from, const NodeOptions& node);
 
 // --drain, --node and --scontrol, as `diagnose` and `agent` take them.
 struct DrainCliOptions {
