@@ -11,6 +11,7 @@
 #include "collect/context.hpp"
 #include "core/root.hpp"
 #include "model/snapshot.hpp"
+#include "render/report_format.hpp"
 #include "rules/engine/check_context.hpp"
 #include "rules/reference/signatures.hpp"
 #include "rules/reference/xid_policy.hpp"
@@ -35,6 +36,9 @@ struct NodeOptions {
 void add_node_options(CLI::App& cmd, NodeOptions& o);
 // A number of 0 or more; CLI11's NonNegativeNumber quotes the largest double as the bound instead.
 CLI::Validator non_negative_number();
+
+// --format over the report formats (render/report_format.hpp): diagnose's and status's, the same choices.
+CLI::Option* add_report_format_option(CLI::App& cmd, ReportFormat& format, const std::string& help);
 
 // A saved snapshot (--from) is another node than --root, --kernel-log or --driver-lib-dir would read.
 void exclude_node_sources(CLI::Option* from, CLI::App& cmd);

@@ -44,7 +44,7 @@ public:
     ProcessReader(const Root& root, int pid, const NodeView& node)
         : root_(root), node_(node), dir_("/proc/" + std::to_string(pid)) {
         view_.pid = pid;
-        view_.state = kProcessRead;
+        view_.state = ProcessViewState::read;
     }
 
     ProcessView run() {
@@ -58,7 +58,7 @@ public:
 
 private:
     void mark_gone(const std::string& path, std::string why) {
-        view_.state = kProcessGone;
+        view_.state = ProcessViewState::gone;
         view_.problem = fmt::format("{}: {}", path, why);
     }
 
@@ -70,7 +70,7 @@ private:
             return false;
         }
         if (is_denied(e)) {
-            view_.state = kProcessDenied;
+            view_.state = ProcessViewState::denied;
             std::string owner = view_.user.empty() ? (view_.uid ? fmt::format("uid {}", *view_.uid) : "its owner")
                                                    : view_.user;
             view_.problem = fmt::format("{}: {}: run as its owner ({}) or root", path, e.message, owner);
@@ -235,7 +235,7 @@ ProcessView collect_process(const Root& root, int pid, const NodeView& node) {
     } catch (const std::exception& e) {
         ProcessView v;
         v.pid = pid;
-        v.state = kProcessRead;
+        v.state = ProcessViewState::read;
         v.problems.push_back({"/proc/" + std::to_string(pid), std::string("collector failed: ") + e.what()});
         return v;
     }

@@ -7,8 +7,10 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
+#include "core/named_enum.hpp"
 #include "core/text.hpp"
 #include "model/snapshot_keys.hpp"
 
@@ -71,6 +73,25 @@ inline std::optional<std::string> normalise_numbers(nlohmann::json& j) {
             if (auto bad = normalise_numbers(e)) return bad;
     }
     return std::nullopt;
+}
+
+// A name read back that its enum's table does not declare: the reader stops there and names the value, as it does
+// for a value of the wrong type (snapshot_from_json's fault-isolation boundary catches both).
+struct UnknownName : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// An enum with a table (core/named_enum.hpp) is written as its name and read back only from one.
+template <NamedEnum E>
+void to_json(nlohmann::json& j, E value) {
+    j = name_of(value);
+}
+template <NamedEnum E>
+void from_json(const nlohmann::json& j, E& value) {
+    auto name = j.get<std::string>();
+    auto parsed = parse_name<E>(name);
+    if (!parsed) throw UnknownName(nlohmann::json(name).dump() + " is not " + names_listed<E>(" or "));
+    value = *parsed;
 }
 
 // Each field under its key. Reading: a missing key keeps the field's default.
