@@ -358,6 +358,15 @@ private:
         else if (!std::holds_alternative<Null>(v)) return schema_error("is not a string");
         return true;
     }
+    bool set(EnvValue& out, const Value& v) {
+        if (auto* sv = std::get_if<std::string_view>(&v)) {
+            if (*sv == kUnsetVariable) out = std::nullopt;
+            else out = std::string(*sv);
+        } else if (!std::holds_alternative<Null>(v)) {
+            return schema_error("is not a string");
+        }
+        return true;
+    }
     bool set(std::optional<std::string>& out, const Value& v) {
         if (auto* sv = std::get_if<std::string_view>(&v)) out.emplace(*sv);
         else if (std::holds_alternative<Null>(v)) out.reset();

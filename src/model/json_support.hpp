@@ -94,6 +94,14 @@ void from_json(const nlohmann::json& j, E& value) {
     value = *parsed;
 }
 
+// Unset is written as kUnsetVariable, as it always was, and read back as unset.
+inline void to_json(nlohmann::json& j, const EnvValue& value) { j = value_or_unset(value); }
+inline void from_json(const nlohmann::json& j, EnvValue& value) {
+    auto text = j.get<std::string>();
+    if (text == kUnsetVariable) value = std::nullopt;
+    else value = std::move(text);
+}
+
 // Each field under its key. Reading: a missing key keeps the field's default.
 template <FieldwiseJson T>
 void to_json(nlohmann::json& j, const T& v) {

@@ -91,7 +91,7 @@ void by_index(const CheckContext& ctx, const std::string& value, const VisibleDe
     o.message = fmt::format("CUDA_VISIBLE_DEVICES uses indices while CUDA_DEVICE_ORDER is {}: CUDA then numbers GPUs "
                             "fastest first, which need not be nvidia-smi's (PCI) order",
                             order ? *order : std::string("unset (FASTEST_FIRST)"));
-    o.evidence.push_back(env_evidence("CUDA_DEVICE_ORDER", order ? *order : "<unset>"));
+    o.evidence.push_back(env_evidence("CUDA_DEVICE_ORDER", value_or_unset(order)));
     o.evidence.push_back(env_evidence("CUDA_VISIBLE_DEVICES", value));
     o.next_step = "Export CUDA_DEVICE_ORDER=PCI_BUS_ID in the job environment, or better, use UUIDs.";
     out.push_back(std::move(o));

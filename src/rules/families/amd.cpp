@@ -267,8 +267,9 @@ void rocm_selectors(const CheckContext& ctx, std::vector<Finding>& out) {
                       "node; a UUID from another node, or an index past the last GPU, selects nothing.";
         out.push_back(std::move(f));
     };
-    report("ROCR_VISIBLE_DEVICES", t.rocr_unmatched, t.rocr_visible_devices);
-    if (t.hip_selector == "HIP_VISIBLE_DEVICES") report("HIP_VISIBLE_DEVICES", t.hip_unmatched, t.hip_visible_devices);
+    report("ROCR_VISIBLE_DEVICES", t.rocr_unmatched, value_or_unset(t.rocr_visible_devices));
+    if (t.hip_selector == "HIP_VISIBLE_DEVICES")
+        report("HIP_VISIBLE_DEVICES", t.hip_unmatched, value_or_unset(t.hip_visible_devices));
 }
 
 // libs.rocm_mixed_releases: the loader picks ROCm libraries from more than one ROCm release.
