@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (!x->pci.empty()) FUZZ_REQUIRE(normalize_pci(x->pci) == x->pci);
         fuzz::require_printable(nlohmann::json{x->process, x->text});
     }
-    for (auto& e : classify_events(in)) fuzz::require_printable(nlohmann::json{enum_name(e.kind), e.device, e.module});
+    for (auto& e : classify_events(in)) fuzz::require_printable(nlohmann::json{name_of(e.kind), e.device, e.module});
     if (auto a = find_pci_address(in)) FUZZ_REQUIRE(PciAddress::parse(*a).has_value());
 
     (void)parse_since(in);

@@ -1,8 +1,10 @@
-// Per-process procfs files: status, cgroup, stat, environ, maps (collect/proc_cgroup.hpp, identity/verify.hpp,
-// actions/checkpoint.hpp).
+// Per-process procfs files: status, cgroup, stat, environ, maps (collect/proc_cgroup.hpp, collect/process.hpp,
+// core/proc_maps.hpp, identity/verify.hpp, actions/checkpoint.hpp).
 #include "collect/proc_cgroup.hpp"
+#include "collect/process.hpp"
 #include "fuzz.hpp"
 #include "actions/checkpoint.hpp"
+#include "core/proc_maps.hpp"
 #include "identity/verify.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -15,6 +17,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)parse_status_uids(in);
     (void)parse_start_ticks(in);
     (void)environ_value(in, "CUDA_VISIBLE_DEVICES");
+    // Every mapping's path is a non-empty part of the input, without the suffix its flag stands for.
+    for (const auto& m : parse_proc_mappings(in)) {
+        FUZZ_REQUIRE(!m.path.empty() && m.path.data() >= in.data() && m.path.data() + m.path.size() <= in.data() + in.size());
+        FUZZ_REQUIRE(!m.deleted || m.path.data()[m.path.size()] == ' ');
+    }
+    (void)parse_proc_maps(in);
     (void)shim_mapping(in);
     (void)identity_caching_libraries(in);
 

@@ -464,7 +464,9 @@ private:
                 env["CUDA_VISIBLE_DEVICES"] = join_strings(alloc_uuids, ",");
                 env["NVIDIA_VISIBLE_DEVICES"] = join_strings(alloc_uuids, ",");
             }
-            t.details["child CUDA_VISIBLE_DEVICES"] = env.count("CUDA_VISIBLE_DEVICES") ? env["CUDA_VISIBLE_DEVICES"] : "<unset>";
+            auto visible = env.find("CUDA_VISIBLE_DEVICES");
+            t.details["child CUDA_VISIBLE_DEVICES"] =
+                visible != env.end() ? visible->second : std::string(kUnsetVariable);
             auto views = drv_.visible_in_children({env}, ms(30000));
             if (views.size() != 1) return add_reason(t, TestStatus::fail, "the child did not report");
             judge_view(t, "", views[0], alloc_uuids, other_uuids);

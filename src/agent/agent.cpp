@@ -887,7 +887,7 @@ HttpResponse Agent::status_response(const HttpRequest& r) {
     std::string format = r.query.contains("format") ? r.query.at("format") : "json";
     if (!is_report_format(format))
         return {400, "application/json",
-                json_text(nlohmann::json({{"error", "format must be one of text, json, prom, slurm, npd, nagios"}})) + "\n", {}};
+                json_text(nlohmann::json({{"error", "format must be one of " + names_listed<ReportFormat>()}})) + "\n", {}};
     HttpResponse res;
     if (format == "json") {
         auto j = diagnosis_to_json(p->snapshot, p->diagnosis);

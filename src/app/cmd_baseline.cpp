@@ -22,15 +22,8 @@ struct BaselineOptions {
     std::string format = "text";
 };
 
-Snapshot current_node(const BaselineOptions& o) {
-    if (o.from.empty()) return collect_node(o.node);
-    auto loaded = load_snapshot_file(o.from);
-    if (!loaded) throw UsageError{o.from + ": " + loaded.error().message};
-    return std::move(*loaded);
-}
-
 int run_save(const BaselineOptions& o) {
-    Snapshot s = current_node(o);
+    Snapshot s = load_or_collect(o.from, o.node);
     NodeRecord r = make_node_record(s);
     r.recorded_at = utc_now_iso8601();
     if (r.gpudx_version.empty()) r.gpudx_version = GPUDX_VERSION;
@@ -54,7 +47,7 @@ int run_save(const BaselineOptions& o) {
 int run_diff(const BaselineOptions& o) {
     auto base = load_node_record(o.file);
     if (!base) throw UsageError{o.file + ": " + base.error().message};
-    Snapshot s = current_node(o);
+    Snapshot s = load_or_collect(o.from, o.node);
     std::string source = !o.from.empty() ? "snapshot " + o.from
                          : o.node.root == "/" ? std::string("this node")
                                               : "capture " + o.node.root;

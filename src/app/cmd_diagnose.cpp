@@ -22,7 +22,7 @@ namespace {
 struct DiagnoseCmdOptions {
     NodeOptions node;
     std::string from;
-    std::string format = "text";
+    ReportFormat format = ReportFormat::text;
     std::string output;
     bool verbose = false;
     std::optional<unsigned> expect_gpus;
@@ -57,7 +57,8 @@ bool resolve_processes(const DiagnoseCmdOptions& o, NodeOptions& node) {
 // Exit 3 when processes were named and none of them could be read: nothing was judged for what was asked.
 int process_exit_code(const Snapshot& s, const NodeOptions& node, int exit_code) {
     if (node.pids.empty() || exit_code == kExitErrors) return exit_code;
-    bool any_read = std::any_of(s.processes.begin(), s.processes.end(), [](auto& p) { return p.state == kProcessRead; });
+    bool any_read = std::any_of(s.processes.begin(), s.processes.end(),
+                                [](auto& p) { return p.state == ProcessViewState::read; });
     return any_read ? exit_code : kExitUnknown;
 }
 
@@ -93,15 +94,8 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
     JudgeFiles judge_files;
     NodeOptions node = o.node;
     load_judge_files(o.xid_policy, o.signatures, judge_files, dopts, node);
-    Snapshot s;
-    if (!o.from.empty()) {
-        auto loaded = load_snapshot_file(o.from);
-        if (!loaded) throw UsageError{o.from + ": " + loaded.error().message};
-        s = std::move(*loaded);
-    } else {
-        if (!resolve_processes(o, node)) return kExitUnknown;
-        s = collect_node(node);
-    }
+    if (o.from.empty() && !resolve_processes(o, node)) return kExitUnknown;
+    Snapshot s = load_or_collect(o.from, node);
     dopts.expect_gpus = o.expect_gpus;
     dopts.since = o.node.since;
     if (baseline) dopts.extra_findings = diff_against_baseline(*baseline, s);
@@ -137,10 +131,9 @@ CommandRegistrar register_diagnose{
                                      "Diagnose a saved snapshot (gpudx snapshot -o FILE) instead of collecting")
                           ->type_name("FILE");
          exclude_node_sources(from, cmd);
-         cmd.add_option("--format", o->format,
-                        "text (default), json, prom (node_exporter textfile), slurm (one drain reason line), "
-                        "npd (node-problem-detector plugin: exit 0/1/2), nagios (exit 0/1/2/3)")
-             ->check(CLI::IsMember({"text", "json", "prom", "slurm", "npd", "nagios"}));
+         add_report_format_option(cmd, o->format,
+                                  "text (default), json, prom (node_exporter textfile), slurm (one drain reason line), "
+                                  "npd (node-problem-detector plugin: exit 0/1/2), nagios (exit 0/1/2/3)");
          cmd.add_option("-o,--output", o->output, "Write to FILE (atomically) instead of stdout")->type_name("FILE");
          cmd.add_option("--expect-gpus", o->expect_gpus, "Number of GPUs this node should have on PCIe");
          cmd.add_option("--baseline", o->baseline,

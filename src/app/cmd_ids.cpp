@@ -1,4 +1,6 @@
 // gpudx ids: one row per physical GPU keyed by PCI address, then every disagreement between the sources.
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -19,37 +21,27 @@ struct IdsOptions {
     std::string output;
 };
 
-// The findings that are about who is who: identity.*, the driver's missing-GPU counts, and the environment's
-// GPU names that no GPU here answers to (CUDA_VISIBLE_DEVICES and the allocation variables).
-bool is_identity_finding(const Finding& f) {
-    return f.id.rfind("identity.", 0) == 0 || f.id == "driver.nvml_missing_gpu" || f.id == "driver.cuda_missing_gpu" ||
-           f.id == "allocation.uuid_not_on_node" || f.id == "allocation.visible_devices_invalid" ||
-           f.id == "allocation.mig_uuid_unverified" || f.id == "allocation.rocm_visible_devices_invalid" ||
-           f.id == "module.gpu_not_in_kfd";
-}
-
+// The findings about which GPU is which: those of the rules declared with RuleTag::identity, from the families
+// that declare any.
 std::vector<Finding> identity_findings(const Snapshot& s) {
     DiagnoseOptions dopts;
     CheckContext ctx{s, dopts};
-    std::vector<Finding> all, out;
-    for (auto& fam : check_families())
-        if (std::string_view(fam.name) == "identity" || std::string_view(fam.name) == "driver" ||
-            std::string_view(fam.name) == "allocation" || std::string_view(fam.name) == "amd")
-            fam.run(ctx, all);
-    for (auto& f : all)
-        if (is_identity_finding(f)) out.push_back(std::move(f));
+    auto about_identity = [](const Rule& r) { return r.tags.contains(RuleTag::identity); };
+    std::vector<Finding> out;
+    for (auto& fam : check_families()) {
+        if (std::none_of(fam.rules.begin(), fam.rules.end(), about_identity)) continue;
+        std::vector<Finding> found;
+        fam.run(ctx, found);
+        for (auto& f : found)
+            if (std::any_of(fam.rules.begin(), fam.rules.end(),
+                            [&](const Rule& r) { return r.id == f.id && about_identity(r); }))
+                out.push_back(std::move(f));
+    }
     return out;
 }
 
 int run_ids(const IdsOptions& o) {
-    Snapshot s;
-    if (!o.from.empty()) {
-        auto loaded = load_snapshot_file(o.from);
-        if (!loaded) throw UsageError{o.from + ": " + loaded.error().message};
-        s = std::move(*loaded);
-    } else {
-        s = collect_node(o.node);
-    }
+    Snapshot s = load_or_collect(o.from, o.node);
     IdentityTable table = join_identity(s);
     auto findings = identity_findings(s);
     bool disagreement = false;

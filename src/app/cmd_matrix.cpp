@@ -31,14 +31,7 @@ int run_matrix_check(const MatrixOptions& o) {
     auto today = today_from(o.today);
     auto m = load_matrix(o.matrix);
     if (!m) throw UsageError{m.error().message};
-    Snapshot s;
-    if (!o.from.empty()) {
-        auto loaded = load_snapshot_file(o.from);
-        if (!loaded) throw UsageError{o.from + ": " + loaded.error().message};
-        s = std::move(*loaded);
-    } else {
-        s = collect_node(o.node);
-    }
+    Snapshot s = load_or_collect(o.from, o.node);
     auto record = make_node_record(s);
     auto check = check_node_against_matrix(*m, record, today);
     std::string text = o.format == "json" ? matrix_check_to_json(*m, record, check).dump(2) + "\n"

@@ -68,7 +68,7 @@ std::string reply_error(const HttpReply& r) {
 struct StatusOptions {
     AgentClientOptions client;
     NodeOptions node;
-    std::string format = "text";
+    ReportFormat format = ReportFormat::text;
     std::string output;
     bool verbose = false;
     bool no_fallback = false;
@@ -76,7 +76,7 @@ struct StatusOptions {
 
 int run_status(const StatusOptions& o) {
     AgentAddress where = agent_address(o.client);
-    std::string query = "/v1/status?format=" + o.format + (o.verbose ? "&verbose=1" : "");
+    std::string query = "/v1/status?format=" + std::string(name_of(o.format)) + (o.verbose ? "&verbose=1" : "");
     auto reply = http_get(where, query, timeout(o.client));
     if (reply && reply->status == 200) {
         // The agent's report, rendered there: what reaches a terminal is still this client's to strip.
@@ -194,8 +194,7 @@ CommandRegistrar register_status{
          auto o = std::make_shared<StatusOptions>();
          add_client_options(cmd, o->client);
          add_node_options(cmd, o->node);
-         cmd.add_option("--format", o->format, "text (default), json, prom, slurm, npd, nagios: as for diagnose")
-             ->check(CLI::IsMember({"text", "json", "prom", "slurm", "npd", "nagios"}));
+         add_report_format_option(cmd, o->format, "text (default), json, prom, slurm, npd, nagios: as for diagnose");
          cmd.add_option("-o,--output", o->output, "Write to FILE (atomically) instead of stdout")->type_name("FILE");
          cmd.add_flag("-v,--verbose", o->verbose, "Also show info findings and collector timings");
          cmd.add_flag("--no-fallback", o->no_fallback, "Without an agent, exit 69 instead of diagnosing once");

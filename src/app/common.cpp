@@ -110,6 +110,21 @@ Snapshot collect_node(const NodeOptions& o) {
     return take_snapshot(root, opts);
 }
 
+CLI::Option* add_report_format_option(CLI::App& cmd, ReportFormat& format, const std::string& help) {
+    // Checked before the callback runs, so the name it is given is one of the table's.
+    return cmd
+        .add_option_function<std::string>(
+            "--format", [&format](const std::string& name) { format = *parse_name<ReportFormat>(name); }, help)
+        ->check(CLI::IsMember(all_names<ReportFormat>()));
+}
+
+Snapshot load_or_collect(const std::string& from, const NodeOptions& node) {
+    if (from.empty()) return collect_node(node);
+    auto loaded = load_snapshot_file(from);
+    if (!loaded) throw UsageError{from + ": " + loaded.error().message};
+    return std::move(*loaded);
+}
+
 void add_drain_options(CLI::App& cmd, DrainCliOptions& o, const std::string& drain_help, bool scontrol_needs_drain) {
     auto* drain = cmd.add_flag("--drain", o.drain, drain_help);
     cmd.add_option("--node", o.node, "Slurm node name for --drain (default: SLURMD_NODENAME, else the short host name)")

@@ -11,6 +11,7 @@
 #include "collect/context.hpp"
 #include "core/root.hpp"
 #include "model/snapshot.hpp"
+#include "render/report_format.hpp"
 #include "rules/engine/check_context.hpp"
 #include "rules/reference/signatures.hpp"
 #include "rules/reference/xid_policy.hpp"
@@ -36,11 +37,17 @@ void add_node_options(CLI::App& cmd, NodeOptions& o);
 // A number of 0 or more; CLI11's NonNegativeNumber quotes the largest double as the bound instead.
 CLI::Validator non_negative_number();
 
+// --format over the report formats (render/report_format.hpp): diagnose's and status's, the same choices.
+CLI::Option* add_report_format_option(CLI::App& cmd, ReportFormat& format, const std::string& help);
+
 // A saved snapshot (--from) is another node than --root, --kernel-log or --driver-lib-dir would read.
 void exclude_node_sources(CLI::Option* from, CLI::App& cmd);
 CollectOptions make_collect_options(const NodeOptions& o, const Root& root);
-// Collects the node named by the options (or loads --from FILE when given).
+// Collects the node named by the options.
 Snapshot collect_node(const NodeOptions& o);
+// The saved snapshot `from` (--from FILE) when one is named, else the node collected: what every command that
+// takes --from reads. A file that cannot be read as a snapshot is a usage error naming it.
+Snapshot load_or_collect(const std::string& from, const NodeOptions& node);
 
 // --drain, --node and --scontrol, as `diagnose` and `agent` take them.
 struct DrainCliOptions {

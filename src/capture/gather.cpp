@@ -448,7 +448,7 @@ Result<GatherSummary> gather(const GatherOptions& options) {
     for (auto& p : snapshot.processes) {
         std::string environ_text;
         for (auto& [k, v] : p.environment.variables) environ_text += k + "=" + v + '\0';
-        if (p.state == kProcessRead) writer.write_text(fmt::format("/proc/{}/environ", p.pid), environ_text);
+        if (p.state == ProcessViewState::read) writer.write_text(fmt::format("/proc/{}/environ", p.pid), environ_text);
     }
 
     std::string env;

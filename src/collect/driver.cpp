@@ -109,8 +109,8 @@ nlohmann::json record_driver_answers(const NvmlLayer& nvml, const CudaLayer& cud
     layer_to_json(v, cuda);
     c["init_result"] = v[cuda.all ? "all" : "caller"]["init_result"];
     c["devices"] = v[cuda.all ? "all" : "caller"]["devices"];
-    if (!cuda.all && view.cuda_visible_devices != "<unset>")
-        c["recorded_under_cuda_visible_devices"] = view.cuda_visible_devices;
+    if (!cuda.all && view.cuda_visible_devices)
+        c["recorded_under_cuda_visible_devices"] = *view.cuda_visible_devices;
     j["cuda"] = std::move(c);
     if (rocm_smi.probed) layer_to_json(j["rocm_smi"], rocm_smi);
     return j;

@@ -14,6 +14,7 @@
 #include "collect/ld_so_cache.hpp"
 #include "collect/library_version.hpp"
 #include "collect/proc_cgroup.hpp"
+#include "core/proc_maps.hpp"
 #include "core/text.hpp"
 
 namespace gpudx {
@@ -23,11 +24,6 @@ namespace {
 constexpr std::string_view kMappedFixedSonames[] = {"libcuda.so.1", "libnvidia-ml.so.1"};
 constexpr std::string_view kMappedVersionedStems[] = {"libcudart.so", "libnccl.so",      "libcudnn.so",
                                                 "libcublas.so", "libamdhip64.so", "libhsa-runtime64.so"};
-
-std::string base_name(std::string_view path) {
-    auto pos = path.rfind('/');
-    return std::string(pos == std::string_view::npos ? path : path.substr(pos + 1));
-}
 
 // "libcuda.so.580.95.05" -> "libcuda.so.1"; "libcudart.so.12.4.127" -> "libcudart.so.12"; nullopt for others.
 std::optional<std::string> gpu_library_soname(std::string_view name) {
@@ -48,7 +44,7 @@ public:
     ProcessReader(const Root& root, int pid, const NodeView& node)
         : root_(root), node_(node), dir_("/proc/" + std::to_string(pid)) {
         view_.pid = pid;
-        view_.state = kProcessRead;
+        view_.state = ProcessViewState::read;
     }
 
     ProcessView run() {
@@ -62,7 +58,7 @@ public:
 
 private:
     void mark_gone(const std::string& path, std::string why) {
-        view_.state = kProcessGone;
+        view_.state = ProcessViewState::gone;
         view_.problem = fmt::format("{}: {}", path, why);
     }
 
@@ -74,7 +70,7 @@ private:
             return false;
         }
         if (is_denied(e)) {
-            view_.state = kProcessDenied;
+            view_.state = ProcessViewState::denied;
             std::string owner = view_.user.empty() ? (view_.uid ? fmt::format("uid {}", *view_.uid) : "its owner")
                                                    : view_.user;
             view_.problem = fmt::format("{}: {}: run as its owner ({}) or root", path, e.message, owner);
@@ -201,25 +197,12 @@ private:
 
 std::vector<MappedLibrary> parse_proc_maps(std::string_view text) {
     std::vector<MappedLibrary> out;
-    for (auto line : split_lines(text)) {
-        // address perms offset dev inode pathname: the path starts after the fifth field and may hold spaces.
-        size_t pos = 0;
-        for (int field = 0; field < 5 && pos != std::string_view::npos; ++field) {
-            pos = line.find_first_not_of(' ', pos);
-            if (pos != std::string_view::npos) pos = line.find(' ', pos);
-        }
-        if (pos == std::string_view::npos) continue;
-        auto path = trim(line.substr(pos));
-        if (!path.starts_with("/")) continue;
-        bool deleted = false;
-        if (path.ends_with(" (deleted)")) {
-            path.remove_suffix(10);
-            deleted = true;
-        }
-        std::string file = base_name(path);
+    for (const auto& mapping : parse_proc_mappings(text)) {
+        if (!mapping.path.starts_with("/")) continue;
+        std::string file(mapping.file_name());
         auto soname = gpu_library_soname(file);
         if (!soname) continue;
-        std::string p = sanitize_utf8(path);
+        std::string p = sanitize_utf8(mapping.path);
         bool seen = false;
         for (auto& m : out) seen = seen || m.path == p;
         if (seen) continue;
@@ -229,7 +212,7 @@ std::vector<MappedLibrary> parse_proc_maps(std::string_view text) {
         bool versioned_family = !is_driver_library(*soname);
         m.version = library_version_from_name(file, *soname, versioned_family);
         if (!m.version.empty()) m.version_from = kVersionFromName;
-        m.deleted = deleted;
+        m.deleted = mapping.deleted;
         out.push_back(std::move(m));
     }
     return out;
@@ -252,7 +235,7 @@ ProcessView collect_process(const Root& root, int pid, const NodeView& node) {
     } catch (const std::exception& e) {
         ProcessView v;
         v.pid = pid;
-        v.state = kProcessRead;
+        v.state = ProcessViewState::read;
         v.problems.push_back({"/proc/" + std::to_string(pid), std::string("collector failed: ") + e.what()});
         return v;
     }

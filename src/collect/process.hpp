@@ -13,8 +13,8 @@ namespace gpudx {
 
 // Reads process `pid` of the node under `root` (the live machine, or a capture made by `gather --pid`). Its
 // libraries and device nodes are read inside its own root (root.subroot("/proc/PID/root")), with its own
-// LD_LIBRARY_PATH, by the node's collectors. Never throws: a process the caller may not read is kProcessDenied,
-// one that exits before or during the read kProcessGone, each with the file and the reason.
+// LD_LIBRARY_PATH, by the node's collectors. Never throws: a process the caller may not read is denied, one that
+// exits before or during the read gone (ProcessViewState), each with the file and the reason.
 //
 // `node`: what gpudx read of the node itself (its loader view, the environment it read it with, its device nodes).
 // A process in gpudx's own mount namespace and root sees the same files, so with the same LD_LIBRARY_PATH its

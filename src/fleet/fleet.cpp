@@ -328,8 +328,17 @@ private:
     template <class E>
         requires std::is_enum_v<E>
     bool set(E& out, const Value& v) {
-        if (auto* sv = std::get_if<std::string_view>(&v)) enum_from_name(*sv, out);
-        else if (!std::holds_alternative<Null>(v)) return schema_error("is not a string");
+        if (auto* sv = std::get_if<std::string_view>(&v)) {
+            if constexpr (NamedEnum<E>) {
+                auto parsed = parse_name<E>(*sv);
+                if (!parsed) return schema_error(fmt::format("{} is not {}", json(*sv).dump(), names_listed<E>(" or ")));
+                out = *parsed;
+            } else {
+                enum_from_name(*sv, out);
+            }
+        } else if (!std::holds_alternative<Null>(v)) {
+            return schema_error("is not a string");
+        }
         return true;
     }
     bool set(std::optional<bool>& out, const Value& v) {
@@ -347,6 +356,15 @@ private:
     bool set(std::string& out, const Value& v) {
         if (auto* sv = std::get_if<std::string_view>(&v)) out.assign(*sv);
         else if (!std::holds_alternative<Null>(v)) return schema_error("is not a string");
+        return true;
+    }
+    bool set(EnvValue& out, const Value& v) {
+        if (auto* sv = std::get_if<std::string_view>(&v)) {
+            if (*sv == kUnsetVariable) out = std::nullopt;
+            else out = std::string(*sv);
+        } else if (!std::holds_alternative<Null>(v)) {
+            return schema_error("is not a string");
+        }
         return true;
     }
     bool set(std::optional<std::string>& out, const Value& v) {

@@ -38,8 +38,8 @@ void join_amd(const Snapshot& s, IdentityTable& t, RowFn&& row) {
         return it->second;
     };
     auto rocr = get("ROCR_VISIBLE_DEVICES"), hip = get("HIP_VISIBLE_DEVICES"), cuda = get("CUDA_VISIBLE_DEVICES");
-    if (rocr) t.rocr_visible_devices = *rocr;
-    if (hip) t.hip_visible_devices = *hip;
+    t.rocr_visible_devices = rocr;
+    t.hip_visible_devices = hip;
     std::vector<const AmdGpu*> enumerated;  // ROCr's order: KFD node order
     for (auto& g : s.module.amd_gpus) {
         if (g.pci.empty()) continue;
@@ -140,8 +140,13 @@ IdentityTable join_identity(const Snapshot& s) {
         if (!r.minor && d.minor) r.minor = d.minor;
     }
     t.cuda_read = s.cuda.caller.device_count.has_value() || s.cuda.caller.init_result.has_value();
-    t.cuda_visible_devices = s.cuda.caller.cuda_visible_devices.empty() ? "<unset>" : s.cuda.caller.cuda_visible_devices;
-    t.cuda_device_order = s.cuda.caller.cuda_device_order.empty() ? "<unset>" : s.cuda.caller.cuda_device_order;
+    // Empty counts as unset: a view no probe filled.
+    auto set_and_not_empty = [](const EnvValue& v) -> std::optional<std::string> {
+        if (!v || v->empty()) return std::nullopt;
+        return *v;
+    };
+    t.cuda_visible_devices = set_and_not_empty(s.cuda.caller.cuda_visible_devices);
+    t.cuda_device_order = set_and_not_empty(s.cuda.caller.cuda_device_order);
     if (!t.cuda_read) {
         // The CUDA probe did not run: the environment layer still says what the job would use.
         auto& vars = s.environment.variables;
@@ -216,10 +221,10 @@ nlohmann::json identity_to_json(const IdentityTable& t) {
         });
     }
     nlohmann::json j = {
-        {"cuda_visible_devices", t.cuda_visible_devices},
-        {"cuda_device_order", t.cuda_device_order},
-        {"rocr_visible_devices", t.rocr_visible_devices},
-        {"hip_visible_devices", t.hip_visible_devices},
+        {"cuda_visible_devices", value_or_unset(t.cuda_visible_devices)},
+        {"cuda_device_order", value_or_unset(t.cuda_device_order)},
+        {"rocr_visible_devices", value_or_unset(t.rocr_visible_devices)},
+        {"hip_visible_devices", value_or_unset(t.hip_visible_devices)},
         {"hip_selector", t.hip_selector},
         {"sources",
          {{"pcie", t.pcie_read}, {"procfs", t.procfs_read}, {"nvml", t.nvml_read}, {"cuda", t.cuda_read},
@@ -283,10 +288,12 @@ std::string render_identity_text(const IdentityTable& t) {
             for (auto& m : r.mig_uuids) out += fmt::format("  {} MIG {}\n", r.pci, strip_control(m));
     if (flagged) out += "! this CUDA ordinal reports this bus id but another GPU's UUID\n";
     out += fmt::format("CUDA ordinals under CUDA_VISIBLE_DEVICES={} CUDA_DEVICE_ORDER={}\n",
-                       strip_control(t.cuda_visible_devices), strip_control(t.cuda_device_order));
+                       strip_control(value_or_unset(t.cuda_visible_devices)),
+                       strip_control(value_or_unset(t.cuda_device_order)));
     if (t.amd)
         out += fmt::format("ROCm indices under ROCR_VISIBLE_DEVICES={} HIP_VISIBLE_DEVICES={}{}\n",
-                           strip_control(t.rocr_visible_devices), strip_control(t.hip_visible_devices),
+                           strip_control(value_or_unset(t.rocr_visible_devices)),
+                           strip_control(value_or_unset(t.hip_visible_devices)),
                            t.hip_selector == "CUDA_VISIBLE_DEVICES" ? " (HIP follows CUDA_VISIBLE_DEVICES)" : "");
     return out;
 }

@@ -58,13 +58,13 @@ struct IdentityRow {
 
 struct IdentityTable {
     std::vector<IdentityRow> rows;  // sorted by PCI address
-    std::string cuda_visible_devices = "<unset>";
-    std::string cuda_device_order = "<unset>";
+    // The variables the CUDA ordinals were evaluated under (model/environment.hpp); nullopt: unset.
+    std::optional<std::string> cuda_visible_devices, cuda_device_order;
     bool pcie_read = false, nvml_read = false, cuda_read = false, procfs_read = false;
     // AMD: the KFD topology was listed; the ROCm selectors as the environment holds them.
     bool kfd_read = false;
     bool amd = false;  // at least one AMD row
-    std::string rocr_visible_devices = "<unset>", hip_visible_devices = "<unset>";
+    std::optional<std::string> rocr_visible_devices, hip_visible_devices;
     std::string hip_selector;  // HIP_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES (HIP honours it), or empty
     std::vector<std::string> rocr_unmatched, hip_unmatched;  // selector entries that name no AMD GPU here
 

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/pci_address.hpp"
+#include "core/proc_maps.hpp"
 #include "core/text.hpp"
 #include "model/json_support.hpp"
 
@@ -121,13 +122,10 @@ Result<ShimState> parse_shim_state(std::string_view text) {
 }
 
 std::optional<std::string> shim_mapping(std::string_view maps_text) {
-    for (auto line : split_lines(maps_text)) {
-        auto fields = split_ws(line);
-        if (fields.size() < 6) continue;
-        std::string_view path = fields.back();
-        auto slash = path.rfind('/');
-        std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
-        if (base.starts_with("libgpudx_shim") && base.find(".so") != std::string_view::npos) return std::string(path);
+    for (const auto& mapping : parse_proc_mappings(maps_text)) {
+        auto file = mapping.file_name();
+        if (file.starts_with("libgpudx_shim") && file.find(".so") != std::string_view::npos)
+            return std::string(mapping.path);
     }
     return std::nullopt;
 }
@@ -136,15 +134,11 @@ std::vector<std::string> identity_caching_libraries(std::string_view maps_text) 
     static constexpr std::string_view kPrefixes[] = {"libcudart.so", "libnccl.so", "libtorch_cuda.so",
                                                      "libcuda.so",   "libnvidia-ml.so"};
     std::vector<std::string> found;
-    for (auto line : split_lines(maps_text)) {
-        auto fields = split_ws(line);
-        if (fields.size() < 6) continue;
-        std::string_view path = fields.back();
-        auto slash = path.rfind('/');
-        std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
+    for (const auto& mapping : parse_proc_mappings(maps_text)) {
+        auto file = mapping.file_name();
         for (auto prefix : kPrefixes)
-            if (base.starts_with(prefix) && std::find(found.begin(), found.end(), base) == found.end())
-                found.emplace_back(base);
+            if (file.starts_with(prefix) && std::find(found.begin(), found.end(), file) == found.end())
+                found.emplace_back(file);
     }
     return found;
 }

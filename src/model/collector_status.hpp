@@ -22,9 +22,9 @@ namespace gpudx {
 #define GPUDX_COLLECTORS(X) GPUDX_HOST_COLLECTORS(X) X(nvml) X(cuda) X(rocm_smi) X(processes)
 GPUDX_NAMED_ENUM(Collector, GPUDX_COLLECTORS)
 
-inline constexpr auto kAllCollectors = enum_values<Collector>();
-constexpr std::string_view to_string(Collector c) { return enum_name(c); }
-constexpr std::optional<Collector> parse_collector(std::string_view name) { return parse_enum<Collector>(name); }
+inline constexpr auto kAllCollectors = values_of(kCollectorNames);
+constexpr std::string_view to_string(Collector c) { return name_of(c); }
+constexpr std::optional<Collector> parse_collector(std::string_view name) { return parse_name<Collector>(name); }
 
 enum class CollectorState { ok, no_data, error, timed_out };
 

@@ -2,9 +2,11 @@
 // What a diagnosis concludes: the findings, a state per layer, the failure boundary and a verdict. The rule
 // engine (rules/engine/diagnose.hpp) fills it; renderers, baselines and the agent read it.
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "core/named_enum.hpp"
 #include "model/finding.hpp"
 
 namespace gpudx {
@@ -35,13 +37,20 @@ enum ExitCode : int {
     kExitIoError = 74
 };
 
+// What a diagnosis concludes about the node. unknown: "could not evaluate": nothing read, or a layer unreadable
+// and no error found in the others.
+enum class Verdict { healthy, degraded, unhealthy, unknown };
+inline constexpr EnumName<Verdict> kVerdicts[] = {{Verdict::healthy, "healthy"},
+                                                  {Verdict::degraded, "degraded"},
+                                                  {Verdict::unhealthy, "unhealthy"},
+                                                  {Verdict::unknown, "unknown"}};
+constexpr std::span<const EnumName<Verdict>> enum_names(Verdict) { return kVerdicts; }
+
 struct Diagnosis {
     std::vector<Finding> findings;  // errors first, then warnings, then info; bottom layer first within each
     std::vector<LayerReport> layers;  // bottom-up
     std::optional<Layer> boundary;    // lowest layer with an error
-    // healthy, unhealthy, degraded, unknown ("could not evaluate": nothing read, or a layer unreadable and no
-    // error found in the others)
-    std::string verdict;
+    Verdict verdict = Verdict::unknown;
     int exit_code = kExitHealthy;
 };
 

@@ -5,6 +5,8 @@
 #include <string_view>
 #include <vector>
 
+#include "model/environment.hpp"
+
 namespace gpudx {
 
 // A query that may be unsupported on this GPU or driver: value, or why not.
@@ -117,8 +119,9 @@ struct CudaDevice {
 };
 
 struct CudaView {
-    std::string cuda_visible_devices;  // as evaluated; "<unset>" when unset
-    std::string cuda_device_order;
+    // As the probe ran under them; "" in a view no probe filled.
+    EnvValue cuda_visible_devices = std::string();
+    EnvValue cuda_device_order = std::string();
     std::optional<int> init_result;
     std::string init_name, init_meaning;
     std::optional<int> device_count;

@@ -7,8 +7,10 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
+#include "core/named_enum.hpp"
 #include "core/text.hpp"
 #include "model/snapshot_keys.hpp"
 
@@ -73,20 +75,41 @@ inline std::optional<std::string> normalise_numbers(nlohmann::json& j) {
     return std::nullopt;
 }
 
-// The kernel log's topics and tally kinds under their names (core/named_enum.hpp): the one place they are
-// strings. A name this gpudx does not know reads as `other`, as any string did before they were enums.
-template <class Enum>
-void named_enum_to_json(nlohmann::json& j, Enum e) {
-    j = enum_name(e);
+// A name read back that its enum's table does not declare: the reader stops there and names the value, as it does
+// for a value of the wrong type (snapshot_from_json's fault-isolation boundary catches both).
+struct UnknownName : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// An enum with a table (core/named_enum.hpp) is written as its name and read back only from one.
+template <NamedEnum E>
+void to_json(nlohmann::json& j, E value) {
+    j = name_of(value);
 }
-template <class Enum>
-void named_enum_from_json(const nlohmann::json& j, Enum& e) {
-    e = parse_enum<Enum>(j.get<std::string>()).value_or(Enum::other);
+template <NamedEnum E>
+void from_json(const nlohmann::json& j, E& value) {
+    auto name = j.get<std::string>();
+    auto parsed = parse_name<E>(name);
+    if (!parsed) throw UnknownName(nlohmann::json(name).dump() + " is not " + names_listed<E>(" or "));
+    value = *parsed;
 }
-inline void to_json(nlohmann::json& j, LogTopic t) { named_enum_to_json(j, t); }
-inline void from_json(const nlohmann::json& j, LogTopic& t) { named_enum_from_json(j, t); }
-inline void to_json(nlohmann::json& j, TallyKind k) { named_enum_to_json(j, k); }
-inline void from_json(const nlohmann::json& j, TallyKind& k) { named_enum_from_json(j, k); }
+
+// Unset is written as kUnsetVariable, as it always was, and read back as unset.
+inline void to_json(nlohmann::json& j, const EnvValue& value) { j = value_or_unset(value); }
+inline void from_json(const nlohmann::json& j, EnvValue& value) {
+    auto text = j.get<std::string>();
+    if (text == kUnsetVariable) value = std::nullopt;
+    else value = std::move(text);
+}
+
+// The kernel log's topics and tally kinds: a name this gpudx does not know reads as `other` (a snapshot of a
+// newer gpudx), as any string did before they were enums, instead of stopping the reader.
+template <NamedEnum E>
+void named_enum_or_other_from_json(const nlohmann::json& j, E& value) {
+    value = parse_name<E>(j.get<std::string>()).value_or(E::other);
+}
+inline void from_json(const nlohmann::json& j, LogTopic& t) { named_enum_or_other_from_json(j, t); }
+inline void from_json(const nlohmann::json& j, TallyKind& k) { named_enum_or_other_from_json(j, k); }
 
 // Each field under its key. Reading: a missing key keeps the field's default.
 template <FieldwiseJson T>

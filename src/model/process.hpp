@@ -3,9 +3,11 @@
 // entering its namespaces: what it has mapped, what its loader would pick next inside its own root, its
 // environment and container, the device nodes of its mount namespace and the GPUs it holds open.
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "core/named_enum.hpp"
 #include "model/collector_status.hpp"
 #include "model/devices.hpp"
 #include "model/environment.hpp"
@@ -22,14 +24,16 @@ struct MappedLibrary {
     std::string version_from;  // kVersionFromName, kVersionFromContents, or empty (model/libraries.hpp)
 };
 
-// How far gpudx got reading the process.
-inline constexpr std::string_view kProcessRead = "read";      // every file below was read
-inline constexpr std::string_view kProcessGone = "gone";      // exited before or while gpudx read it
-inline constexpr std::string_view kProcessDenied = "denied";  // the caller may not read it (another user's)
+// How far gpudx got reading the process: read, every file below was read; gone, it exited before or while gpudx
+// read it; denied, the caller may not read it (another user's).
+enum class ProcessViewState { read, gone, denied };
+inline constexpr EnumName<ProcessViewState> kProcessViewStates[] = {
+    {ProcessViewState::read, "read"}, {ProcessViewState::gone, "gone"}, {ProcessViewState::denied, "denied"}};
+constexpr std::span<const EnumName<ProcessViewState>> enum_names(ProcessViewState) { return kProcessViewStates; }
 
 struct ProcessView {
     int pid = 0;
-    std::string state;    // kProcessRead, kProcessGone or kProcessDenied
+    ProcessViewState state = ProcessViewState::read;
     std::string problem;  // gone or denied: the file and the reason
     std::string command;  // /proc/PID/comm
     std::optional<uint32_t> uid;

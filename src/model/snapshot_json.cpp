@@ -121,6 +121,8 @@ Result<Snapshot> snapshot_from_json(const nlohmann::json& input) {
             for (auto& ej : j[key<&Snapshot::nvml_events>]) layer_from_json(ej, s.nvml_events.emplace_back());
     } catch (const nlohmann::json::exception& e) {
         return fail(std::string("snapshot does not match the schema: ") + e.what());
+    } catch (const UnknownName& e) {
+        return fail(std::string("snapshot does not match the schema: ") + e.what());
     }
     return s;
 }

@@ -185,7 +185,7 @@ PluginResult node_problem_detector(const Diagnosis& d) {
     if (!f) {
         auto warnings = std::count_if(d.findings.begin(), d.findings.end(),
                                       [](auto& x) { return x.severity == Severity::warning; });
-        return {0, fit(fmt::format("gpudx: {} ({} warnings)", d.verdict, warnings), 80)};
+        return {0, fit(fmt::format("gpudx: {} ({} warnings)", name_of(d.verdict), warnings), 80)};
     }
     std::string line = fmt::format("{} {}: {}", f->id, short_subject(*f), f->message);
     // The message must not vanish behind a 40-character UUID.
@@ -202,7 +202,7 @@ PluginResult nagios(const Snapshot& s, const Diagnosis& d) {
     std::string perf = fmt::format("| errors={} warnings={} gpus_pcie={}", errors, warnings, s.pcie.gpus.size());
     if (d.exit_code == kExitUnknown) return {3, "GPUDX UNKNOWN - " + could_not_evaluate(d) + " " + perf};
     auto* f = most_severe(d, Severity::warning);
-    if (!f) return {0, "GPUDX OK - " + d.verdict + " " + perf};
+    if (!f) return {0, "GPUDX OK - " + std::string(name_of(d.verdict)) + " " + perf};
     std::string head = f->severity == Severity::error ? "GPUDX CRITICAL - " : "GPUDX WARNING - ";
     std::string subject = short_subject(*f);
     return {f->severity == Severity::error ? 2 : 1,

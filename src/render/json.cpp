@@ -12,7 +12,7 @@ nlohmann::json diagnosis_to_json(const Snapshot& s, const Diagnosis& d) {
     j["host"] = s.host.hostname;
     j["collected_at"] = s.collected_at;
     j["root"] = s.root;
-    j["verdict"] = d.verdict;
+    j["verdict"] = name_of(d.verdict);
     j["exit_code"] = d.exit_code;
     j["boundary"] = d.boundary ? nlohmann::json(to_string(*d.boundary)) : nlohmann::json(nullptr);
     auto& layers = j["layers"] = nlohmann::json::array();

@@ -1,36 +1,36 @@
 #include "render/report_format.hpp"
 
-#include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "render/formats.hpp"
 
 namespace gpudx {
 
-bool is_report_format(std::string_view format) {
-    return std::find(std::begin(kReportFormats), std::end(kReportFormats), format) != std::end(kReportFormats);
-}
+bool is_report_format(std::string_view format) { return parse_name<ReportFormat>(format).has_value(); }
 
-bool is_data_format(std::string_view format) { return format == "json" || format == "prom"; }
+bool is_data_format(ReportFormat format) { return format == ReportFormat::json || format == ReportFormat::prom; }
 
-RenderedReport render_report(const Snapshot& s, const Diagnosis& d, std::string_view format, const RenderOptions& o,
+RenderedReport render_report(const Snapshot& s, const Diagnosis& d, ReportFormat format, const RenderOptions& o,
                              const PrometheusOptions& prom) {
-    if (format == "json") return {diagnosis_to_json(s, d).dump(2) + "\n", d.exit_code};
-    if (format == "prom") return {render_prometheus(s, d, prom), d.exit_code};
-    if (format == "slurm") {
-        std::string reason = slurm_reason(d);
-        return {reason + "\n", d.exit_code};
-    }
-    if (format == "npd") {
-        auto r = node_problem_detector(d);
-        return {r.message + "\n", r.exit_code};
-    }
-    if (format == "nagios") {
-        auto r = nagios(s, d);
-        return {r.message + "\n", r.exit_code};
+    switch (format) {
+        case ReportFormat::json: return {diagnosis_to_json(s, d).dump(2) + "\n", d.exit_code};
+        case ReportFormat::prom: return {render_prometheus(s, d, prom), d.exit_code};
+        case ReportFormat::slurm: return {slurm_reason(d) + "\n", d.exit_code};
+        case ReportFormat::npd: {
+            auto r = node_problem_detector(d);
+            return {r.message + "\n", r.exit_code};
+        }
+        case ReportFormat::nagios: {
+            auto r = nagios(s, d);
+            return {r.message + "\n", r.exit_code};
+        }
+        case ReportFormat::text: break;
     }
     return {render_diagnosis_text(s, d, o), d.exit_code};
+}
+
+RenderedReport render_report(const Snapshot& s, const Diagnosis& d, std::string_view format, const RenderOptions& o) {
+    return render_report(s, d, parse_name<ReportFormat>(format).value_or(ReportFormat::text), o);
 }
 
 }  // namespace gpudx

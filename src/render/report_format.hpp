@@ -1,9 +1,11 @@
 #pragma once
 // A diagnosis in one of `gpudx diagnose --format`'s formats, with the exit code that format gives: the one
 // place that maps a format name to its renderer, for `diagnose`, the agent's /v1/status and `gpudx status`.
+#include <span>
 #include <string>
 #include <string_view>
 
+#include "core/named_enum.hpp"
 #include "model/diagnosis.hpp"
 #include "model/snapshot.hpp"
 #include "render/formats.hpp"
@@ -11,20 +13,28 @@
 
 namespace gpudx {
 
-// text, json, prom, slurm, npd, nagios.
-inline constexpr std::string_view kReportFormats[] = {"text", "json", "prom", "slurm", "npd", "nagios"};
+// `gpudx diagnose --format`'s formats, named once: the command line, the agent's /v1/status?format= and its
+// error message take the names from this table.
+enum class ReportFormat { text, json, prom, slurm, npd, nagios };
+inline constexpr EnumName<ReportFormat> kReportFormats[] = {
+    {ReportFormat::text, "text"},   {ReportFormat::json, "json"}, {ReportFormat::prom, "prom"},
+    {ReportFormat::slurm, "slurm"}, {ReportFormat::npd, "npd"},   {ReportFormat::nagios, "nagios"}};
+constexpr std::span<const EnumName<ReportFormat>> enum_names(ReportFormat) { return kReportFormats; }
+
+// A name the agent was asked for (/v1/status?format=); false for any other.
 bool is_report_format(std::string_view format);
 // json and prom: data with an escaping of their own, written as they are; the others are text for people (and
 // the one-line texts of Slurm, node-problem-detector and Nagios), which loses its terminal controls on the way out.
-bool is_data_format(std::string_view format);
+bool is_data_format(ReportFormat format);
 
 struct RenderedReport {
     std::string text;
     int exit_code = 0;  // the diagnosis's (0/1/2/3), or the plugin's for npd and nagios
 };
-// An unknown format renders as text.
 // `prom` carries what the Prometheus format adds beyond the diagnosis (the node's class).
-RenderedReport render_report(const Snapshot& s, const Diagnosis& d, std::string_view format, const RenderOptions& o,
+RenderedReport render_report(const Snapshot& s, const Diagnosis& d, ReportFormat format, const RenderOptions& o,
                              const PrometheusOptions& prom = {});
+// The same for a format the agent was asked for by name; a name that is none renders as text.
+RenderedReport render_report(const Snapshot& s, const Diagnosis& d, std::string_view format, const RenderOptions& o);
 
 }  // namespace gpudx

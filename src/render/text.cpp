@@ -37,8 +37,8 @@ std::string render_process_line(const ProcessView& p) {
     if (const auto& c = p.environment.container; c.in_container)
         who += ", container " + strip_control(c.container_id.empty() ? c.runtime : c.runtime + " " + c.container_id.substr(0, 12));
     if (!p.slurm_job_id.empty()) who += ", job " + strip_control(p.slurm_job_id);
-    std::string line = fmt::format("  pid {} ({}): {}", p.pid, who, p.state);
-    if (p.state != kProcessRead) return line + " — " + strip_control(p.problem) + "\n";
+    std::string line = fmt::format("  pid {} ({}): {}", p.pid, who, name_of(p.state));
+    if (p.state != ProcessViewState::read) return line + " — " + strip_control(p.problem) + "\n";
     std::string mapped;
     for (auto& m : p.mapped)
         mapped += fmt::format("{}{} {} {}", mapped.empty() ? "" : "; ", m.soname,
@@ -120,7 +120,7 @@ std::string render_diagnosis_text(const Snapshot& s, const Diagnosis& d, const R
                                strip_control(c.message));
         out += "\n";
     }
-    out += fmt::format("Verdict: {}{}{} (exit {})\n", p.bold(), d.verdict, p.reset(), d.exit_code);
+    out += fmt::format("Verdict: {}{}{} (exit {})\n", p.bold(), name_of(d.verdict), p.reset(), d.exit_code);
     return out;
 }
 

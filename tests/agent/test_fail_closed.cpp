@@ -251,7 +251,7 @@ TEST(FailClosed, ARootWithNothingReadableIsNotHealthy) {
     CollectOptions o;
     o.probe_driver = false;
     auto d = diagnose(take_snapshot(root, o), {});
-    EXPECT_EQ(d.exit_code, kExitUnknown) << d.verdict;
+    EXPECT_EQ(d.exit_code, kExitUnknown) << name_of(d.verdict);
     for (auto l : {Layer::pcie, Layer::module, Layer::kernel_log}) {
         auto it = std::find_if(d.layers.begin(), d.layers.end(), [&](auto& r) { return r.layer == l; });
         ASSERT_NE(it, d.layers.end());

@@ -154,7 +154,7 @@ TEST(Standins, RecordedH200NodeReplaysItsRealIdentity) {
     EXPECT_TRUE(p.nvml.devices[0].errors.empty());
     EXPECT_EQ(p.cuda.driver_version, 13000);
     EXPECT_EQ(p.cuda.caller.init_result, 0);
-    EXPECT_EQ(p.cuda.caller.cuda_visible_devices, "<unset>");
+    EXPECT_EQ(p.cuda.caller.cuda_visible_devices, std::nullopt);
     ASSERT_EQ(p.cuda.caller.devices.size(), 2u);
     EXPECT_EQ(p.cuda.caller.devices[1].uuid, kUuid1);
     EXPECT_EQ(p.cuda.caller.devices[1].bus_id, "0000:00:07.0");
@@ -360,7 +360,7 @@ TEST(Standins, VisibleDevicesAreAppliedInTheChild) {
     EXPECT_EQ(p.cuda.caller.devices[0].ordinal, 0);
     EXPECT_EQ(p.cuda.caller.devices[0].uuid, kUuid1);
     ASSERT_TRUE(p.cuda.all);
-    EXPECT_EQ(p.cuda.all->cuda_visible_devices, "<unset>");
+    EXPECT_EQ(p.cuda.all->cuda_visible_devices, std::nullopt);
     EXPECT_EQ(p.cuda.all->devices.size(), 2u);
 
     auto q = probe({{"CUDA_VISIBLE_DEVICES", "GPU-40cd403d,GPU-992cb470"}});

@@ -171,7 +171,7 @@ inline Snapshot h200x2_snapshot() {
 
     s.cuda.library_path = "/usr/local/nvidia/lib64/libcuda.so.1";
     s.cuda.driver_version = 13000;
-    s.cuda.caller.cuda_visible_devices = "<unset>";
+    s.cuda.caller.cuda_visible_devices = std::nullopt;
     s.cuda.caller.init_result = 0;
     s.cuda.caller.device_count = 2;
     for (int o = 0; o < 2; ++o) {

@@ -63,6 +63,17 @@ TEST(VerifyParsers, MapsStatusStatEnviron) {
     EXPECT_FALSE(environ_value(env, "GPUDX_SHIM"));
 }
 
+// The path is what follows the fifth field, spaces and all; split on blanks it lost its first part, and a
+// deleted shim (replaced by an upgrade under the running process) was not found at all.
+TEST(VerifyParsers, AShimPathWithSpacesOrDeletedIsFoundWhole) {
+    EXPECT_EQ(shim_mapping("7f00-7f10 r-xp 00000000 08:01 123 /opt/gpudx build/lib/libgpudx_shim.so\n").value_or(""),
+              "/opt/gpudx build/lib/libgpudx_shim.so");
+    EXPECT_EQ(shim_mapping("7f00-7f10 r-xp 00000000 08:01 123 /usr/lib/gpudx/libgpudx_shim.so (deleted)\n").value_or(""),
+              "/usr/lib/gpudx/libgpudx_shim.so");
+    EXPECT_EQ(identity_caching_libraries("7f40-7f50 r-xp 00000000 08:01 125 /opt/my env/lib/libnccl.so.2 (deleted)\n"),
+              (std::vector<std::string>{"libnccl.so.2"}));
+}
+
 TEST(VerifyStateFileTrust, OnlyTheProcesssUserOrRootAndWritableByTheOwnerAlone) {
     EXPECT_EQ(parse_status_uids("Name:\tpython\nUid:\t1000\t1001\t1002\t1003\nGid:\t5\t5\t5\t5\n"),
               (std::vector<uint32_t>{1000, 1001, 1002, 1003}));

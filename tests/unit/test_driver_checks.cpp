@@ -57,8 +57,8 @@ Snapshot h200_like() {
     s.nvml.device_count = 2;
     s.cuda.caller.init_result = 0;
     s.cuda.caller.device_count = 2;
-    s.cuda.caller.cuda_visible_devices = "<unset>";
-    s.cuda.caller.cuda_device_order = "<unset>";
+    s.cuda.caller.cuda_visible_devices = std::nullopt;
+    s.cuda.caller.cuda_device_order = std::nullopt;
     for (auto name : {"pcie", "module", "devices", "nvml", "cuda"}) {
         CollectorStatus st;
         st.name = name;

@@ -19,7 +19,7 @@ Diagnosis diagnosis_with(std::vector<Finding> findings) {
         warn |= f.severity == Severity::warning;
     }
     d.exit_code = err ? kExitErrors : warn ? kExitWarnings : kExitHealthy;
-    d.verdict = err ? "unhealthy" : warn ? "degraded" : "healthy";
+    d.verdict = err ? Verdict::unhealthy : warn ? Verdict::degraded : Verdict::healthy;
     for (auto l : kAllLayers) d.layers.push_back({l, LayerState::ok, {}, true, 0, 0});
     return d;
 }

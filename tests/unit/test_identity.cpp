@@ -61,8 +61,8 @@ Snapshot node() {
     s.nvml.device_count = 2;
     s.cuda.caller.device_count = 2;
     s.cuda.caller.init_result = 0;
-    s.cuda.caller.cuda_visible_devices = "<unset>";
-    s.cuda.caller.cuda_device_order = "<unset>";
+    s.cuda.caller.cuda_visible_devices = std::nullopt;
+    s.cuda.caller.cuda_device_order = std::nullopt;
     return s;
 }
 

@@ -135,7 +135,7 @@ TEST(DriverVersionInFile, AProcessThatMappedSuchACopyGetsItsVersionFromItsRoot) 
     }
     write_file(dir / "opt/app/lib/libcuda.so.1", "\0" "535.104.05\0"s);
     auto view = collect_process(Root(dir), 4242);
-    ASSERT_EQ(view.state, kProcessRead) << view.problem;
+    ASSERT_EQ(view.state, ProcessViewState::read) << view.problem;
     ASSERT_EQ(view.mapped.size(), 1u);
     EXPECT_EQ(view.mapped[0].version, "535.104.05");
     EXPECT_EQ(view.mapped[0].version_from, kVersionFromContents);

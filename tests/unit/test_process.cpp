@@ -11,6 +11,7 @@
 #include "actions/slurm.hpp"
 #include "collect/collectors.hpp"
 #include "collect/process.hpp"
+#include "fleet/fleet.hpp"
 #include "rules/engine/diagnose.hpp"
 #include "test_support.hpp"
 
@@ -51,6 +52,34 @@ TEST(ProcMaps, ALibcudaNamedOnlyBySonameHasNoVersion) {
     auto mapped = parse_proc_maps("7f00-7f01 r--p 00000000 fd:01 5 /app/libcuda.so.1\n");
     ASSERT_EQ(mapped.size(), 1u);
     EXPECT_EQ(mapped[0].version, "");
+}
+
+// A saved snapshot (--from) whose process state is no name gpudx writes is refused, naming the value: read back as
+// "read", a process gpudx could not read would be judged as if it had been.
+TEST(ProcessViewJson, AStateNoTableDeclaresIsRefusedByBothReaders) {
+    Snapshot s;
+    ProcessView v;
+    v.pid = 7;
+    v.state = ProcessViewState::denied;
+    s.processes.push_back(v);
+    auto j = snapshot_to_json(s);
+    EXPECT_EQ(j["processes"][0]["state"], "denied");
+    auto back = snapshot_from_json(j);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(back->processes.at(0).state, ProcessViewState::denied);
+
+    j["processes"][0]["state"] = "zombie";
+    auto full = snapshot_from_json(j);
+    ASSERT_FALSE(full);
+    EXPECT_EQ(full.error().message, "snapshot does not match the schema: \"zombie\" is not read, gone or denied");
+    auto streamed = read_whole_snapshot(j.dump());
+    ASSERT_FALSE(streamed);
+    EXPECT_EQ(streamed.error().message,
+              "snapshot does not match the schema: processes.state \"zombie\" is not read, gone or denied");
+    auto file = write_file(scratch("process-state") / "node.json", j.dump());
+    auto loaded = load_snapshot_file(file);
+    ASSERT_FALSE(loaded);
+    EXPECT_EQ(loaded.error().path, file);
 }
 
 TEST(ProcEnviron, SplitsOnNulAndTheFirstOfANameWins) {
@@ -129,7 +158,7 @@ TEST(CollectProcess, ReadsItsViewThroughItsOwnRoot) {
     auto dir = containerised_process_tree();
     Root root(dir);
     auto v = collect_process(root, 4242);
-    EXPECT_EQ(v.state, kProcessRead) << v.problem;
+    EXPECT_EQ(v.state, ProcessViewState::read) << v.problem;
     EXPECT_EQ(v.command, "python3");
     EXPECT_EQ(v.uid, 1000u);
     EXPECT_EQ(v.user, "alice");
@@ -156,7 +185,7 @@ TEST(CollectProcess, ReadsItsViewThroughItsOwnRoot) {
 TEST(CollectProcess, AMissingProcessIsGone) {
     auto dir = containerised_process_tree();
     auto v = collect_process(Root(dir), 999);
-    EXPECT_EQ(v.state, kProcessGone);
+    EXPECT_EQ(v.state, ProcessViewState::gone);
     EXPECT_NE(v.problem.find("/proc/999/status"), std::string::npos) << v.problem;
 }
 
@@ -164,7 +193,7 @@ TEST(CollectProcess, AZombieIsGone) {
     auto dir = containerised_process_tree();
     write_file(dir / "proc/4242/status", "Name:\tpython3\nState:\tZ (zombie)\nUid:\t1000\t1000\t1000\t1000\n");
     auto v = collect_process(Root(dir), 4242);
-    EXPECT_EQ(v.state, kProcessGone);
+    EXPECT_EQ(v.state, ProcessViewState::gone);
     EXPECT_NE(v.problem.find("zombie"), std::string::npos) << v.problem;
 }
 
@@ -196,7 +225,7 @@ std::vector<const Finding*> with_id(const Diagnosis& d, std::string_view id) {
 ProcessView read_view(int pid, std::string command, bool own_mount_namespace) {
     ProcessView v;
     v.pid = pid;
-    v.state = kProcessRead;
+    v.state = ProcessViewState::read;
     v.command = std::move(command);
     v.own_mount_namespace = own_mount_namespace;
     return v;
@@ -297,7 +326,7 @@ TEST(ProcessRules, AnUnreadableProcessSaysHowToReadIt) {
     Snapshot s = node_with_module("580.95.05");
     ProcessView v;
     v.pid = 11;
-    v.state = kProcessDenied;
+    v.state = ProcessViewState::denied;
     v.command = "train";
     v.problem = "/proc/11/environ: cannot open: Permission denied: run as its owner (alice) or root";
     s.processes.push_back(v);
@@ -353,7 +382,7 @@ TEST(CollectProcess, AProcessThatExitsMidReadIsReportedGone) {
     auto v = collect_process(root, child);
     ::close(pipe_write);
     EXPECT_TRUE(root.ended());
-    EXPECT_EQ(v.state, kProcessGone) << v.problem;
+    EXPECT_EQ(v.state, ProcessViewState::gone) << v.problem;
     EXPECT_NE(v.problem.find("exited while gpudx read it"), std::string::npos) << v.problem;
     EXPECT_FALSE(v.command.empty()) << "what was read before it exited is kept";
 }
@@ -366,7 +395,7 @@ TEST(CollectProcess, ReadsALiveChildOfThisTest) {
     ::close(pipe_write);
     int status = 0;
     ::waitpid(child, &status, 0);
-    EXPECT_EQ(v.state, kProcessRead) << v.problem;
+    EXPECT_EQ(v.state, ProcessViewState::read) << v.problem;
     EXPECT_EQ(v.uid, static_cast<uint32_t>(::getuid()));
     EXPECT_EQ(v.own_mount_namespace, false);
     EXPECT_FALSE(v.libraries.libraries.empty()) << "its loader view (its root is this test's own: read directly)";

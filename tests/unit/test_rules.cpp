@@ -214,6 +214,23 @@ TEST(RuleTables, EveryIdAScenarioExpectsIsDeclared) {
     }
 }
 
+// `gpudx ids` lists the findings of the rules tagged identity: every identity.* rule, and the others that find a
+// GPU missing from one source or a name in the environment that no GPU here answers to.
+TEST(RuleTables, TheIdentityTagIsDeclaredWithEachRuleAboutWhichGpuIsWhich) {
+    std::set<std::string> tagged, expected = {"driver.nvml_missing_gpu",
+                                              "driver.cuda_missing_gpu",
+                                              "allocation.uuid_not_on_node",
+                                              "allocation.visible_devices_invalid",
+                                              "allocation.mig_uuid_unverified",
+                                              "allocation.rocm_visible_devices_invalid",
+                                              "module.gpu_not_in_kfd"};
+    for (auto& d : declared_rules()) {
+        if (d.rule->tags.contains(RuleTag::identity)) tagged.emplace(d.rule->id);
+        if (d.rule->id.starts_with("identity.")) expected.emplace(d.rule->id);
+    }
+    EXPECT_EQ(tagged, expected);
+}
+
 TEST(RulesDoc, EveryDeclaredIdIsDocumented) {
     std::string doc = read_file(kDocs);
     ASSERT_FALSE(doc.empty()) << kDocs;

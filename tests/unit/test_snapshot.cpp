@@ -94,7 +94,7 @@ TEST(Diagnose, NothingCollectedIsUnknownNotHealthy) {
     DiagnoseOptions o;
     auto d = diagnose(s, o);
     EXPECT_EQ(d.exit_code, kExitUnknown);
-    EXPECT_EQ(d.verdict, "unknown");
+    EXPECT_EQ(d.verdict, Verdict::unknown);
 }
 
 // A capture holds recorded driver answers, not a driver: `--root` never asks this machine's NVML or CUDA.

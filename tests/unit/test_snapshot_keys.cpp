@@ -75,6 +75,25 @@ TEST(SnapshotKeys, AMemberIsWrittenUnderItsSchemaKey) {
               kVbios);
 }
 
+// CUDA_VISIBLE_DEVICES unset is nullopt in the model and "<unset>" in the snapshot, as it always was; in a view
+// no probe filled it is "". Both readers read back what was written.
+TEST(SnapshotKeys, AnUnsetVariableIsWrittenAsItAlwaysWasAndReadBackUnset) {
+    Snapshot s = h200x2_snapshot();
+    s.cuda.all = CudaView{};
+    s.cuda.all->cuda_device_order = "PCI_BUS_ID";
+    auto j = snapshot_to_json(s);
+    EXPECT_EQ(j["cuda"]["caller"]["cuda_visible_devices"], "<unset>");
+    EXPECT_EQ(j["cuda"]["all"]["cuda_visible_devices"], "");
+    EXPECT_EQ(j["cuda"]["all"]["cuda_device_order"], "PCI_BUS_ID");
+    for (const auto& back : {snapshot_from_json(j), read_whole_snapshot(j.dump())}) {
+        ASSERT_TRUE(back) << back.error().message;
+        EXPECT_EQ(back->cuda.caller.cuda_visible_devices, std::nullopt);
+        ASSERT_TRUE(back->cuda.all);
+        EXPECT_EQ(back->cuda.all->cuda_visible_devices, "");
+        EXPECT_EQ(back->cuda.all->cuda_device_order, "PCI_BUS_ID");
+    }
+}
+
 TEST(FleetAndFullReaders, AgreeOnTheRealCapture) {
     auto text = slurp(kGolden / "h200x2.snapshot.json");
     ASSERT_FALSE(text.empty());

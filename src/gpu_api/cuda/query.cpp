@@ -24,8 +24,8 @@ void query_cuda(const CudaQueryOptions& o, ProbeChannel& ch) {
     // The child is single-threaded here, so changing its environment is safe; cuInit reads it.
     set_or_unset("CUDA_VISIBLE_DEVICES", o.cuda_visible_devices);
     set_or_unset("CUDA_DEVICE_ORDER", o.cuda_device_order);
-    view.cuda_visible_devices = o.cuda_visible_devices.value_or("<unset>");
-    view.cuda_device_order = o.cuda_device_order.value_or("<unset>");
+    view.cuda_visible_devices = o.cuda_visible_devices;
+    view.cuda_device_order = o.cuda_device_order;
 
     ch.progress("dlopen(libcuda.so.1)");
     auto opened = CudaApi::open(o.library_dir);

@@ -132,17 +132,17 @@ Diagnosis diagnose(const Snapshot& snapshot, const DiagnoseOptions& options, std
     bool errors = std::any_of(d.findings.begin(), d.findings.end(), [](auto& f) { return f.severity == Severity::error; });
     bool warnings = std::any_of(d.findings.begin(), d.findings.end(), [](auto& f) { return f.severity == Severity::warning; });
     if (errors) {
-        d.verdict = "unhealthy";
+        d.verdict = Verdict::unhealthy;
         d.exit_code = kExitErrors;
     } else if (!any_evaluated || any_unreadable) {
         // Fail closed: what could not be read may hold the error that would drain the node.
-        d.verdict = "unknown";
+        d.verdict = Verdict::unknown;
         d.exit_code = kExitUnknown;
     } else if (warnings) {
-        d.verdict = "degraded";
+        d.verdict = Verdict::degraded;
         d.exit_code = kExitWarnings;
     } else {
-        d.verdict = "healthy";
+        d.verdict = Verdict::healthy;
         d.exit_code = kExitHealthy;
     }
     return d;

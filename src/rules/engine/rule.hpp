@@ -34,6 +34,12 @@ private:
 using Collectors = EnumSet<Collector>;
 using Layers = EnumSet<Layer>;
 
+// What a rule is about beyond its layer, for a command that shows one subject. identity: which GPU is which (the
+// sources disagree on a GPU's address or UUID, or a name the environment gives matches no GPU here): `gpudx ids`
+// lists these findings under its table.
+enum class RuleTag { identity };
+using RuleTags = EnumSet<RuleTag>;
+
 // What a finding says beyond its message: the GPUs it concerns, the evidence, what to do next.
 struct FindingDetails {
     std::vector<GpuRef> subjects;
@@ -48,6 +54,7 @@ struct Rule {
     Severity severity;  // the default; a rule whose severity a policy or the evidence decides passes its own
     Collectors reads;
     std::string_view summary;
+    RuleTags tags = {};
     // Further layers the cause can file a finding under (a cuInit failure caused by the libraries is theirs).
     Layers also_filed_under = {};
 

@@ -19,11 +19,12 @@ constexpr Rule kRules[] = {
      "CUDA_VISIBLE_DEVICES uses indices while CUDA_DEVICE_ORDER is not PCI_BUS_ID"},
     {"allocation.visible_devices_invalid", Layer::allocation, Severity::error, {C::environment, C::module, C::nvml},
      "CUDA_VISIBLE_DEVICES has an entry that names no GPU, costing the job the GPUs after it (a warning when none "
-     "are)"},
+     "are)",
+     {RuleTag::identity}},
     {"allocation.mig_uuid_unverified", Layer::allocation, Severity::info, {C::environment, C::nvml},
-     "a MIG instance UUID in the allocation cannot be checked without NVML's list"},
+     "a MIG instance UUID in the allocation cannot be checked without NVML's list", {RuleTag::identity}},
     {"allocation.uuid_not_on_node", Layer::allocation, Severity::error, {C::environment, C::module, C::nvml},
-     "the allocation names a GPU UUID that no GPU on this node has"},
+     "the allocation names a GPU UUID that no GPU on this node has", {RuleTag::identity}},
     {"allocation.stacked_mappings", Layer::allocation, Severity::warning, {C::environment, C::module},
      "CUDA_VISIBLE_DEVICES disagrees with Slurm's allocation: a second mapping on top of Slurm's"},
     {"allocation.visible_beyond_allocation", Layer::allocation, Severity::warning,
@@ -90,7 +91,7 @@ void by_index(const CheckContext& ctx, const std::string& value, const VisibleDe
     o.message = fmt::format("CUDA_VISIBLE_DEVICES uses indices while CUDA_DEVICE_ORDER is {}: CUDA then numbers GPUs "
                             "fastest first, which need not be nvidia-smi's (PCI) order",
                             order ? *order : std::string("unset (FASTEST_FIRST)"));
-    o.evidence.push_back(env_evidence("CUDA_DEVICE_ORDER", order ? *order : "<unset>"));
+    o.evidence.push_back(env_evidence("CUDA_DEVICE_ORDER", value_or_unset(order)));
     o.evidence.push_back(env_evidence("CUDA_VISIBLE_DEVICES", value));
     o.next_step = "Export CUDA_DEVICE_ORDER=PCI_BUS_ID in the job environment, or better, use UUIDs.";
     out.push_back(std::move(o));

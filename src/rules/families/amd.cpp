@@ -23,13 +23,13 @@ using C = Collector;
 constexpr Rule kRules[] = {
     {"pcie.mixed_vendors", Layer::pcie, Severity::info, {C::pcie}, "GPUs of more than one vendor on the PCIe bus"},
     {"module.gpu_not_in_kfd", Layer::module, Severity::error, {C::module, C::pcie, C::kernel_log},
-     "an AMD GPU bound to amdgpu is missing from the KFD topology: ROCm does not see it"},
+     "an AMD GPU bound to amdgpu is missing from the KFD topology: ROCm does not see it", {RuleTag::identity}},
     {"devices.render_node_missing", Layer::devices, Severity::error, {C::devices, C::module, C::environment},
      "amdgpu has a render node for a GPU but /dev/dri has no node for it"},
     {"container.amd_devices_exposed", Layer::container, Severity::warning, {C::devices, C::environment, C::module},
      "a job or container given NVIDIA GPUs can reach AMD GPUs' device nodes (info for /dev/kfd alone)"},
     {"allocation.rocm_visible_devices_invalid", Layer::allocation, Severity::error, {C::environment, C::module},
-     "a ROCR_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES entry names no AMD GPU on this node"},
+     "a ROCR_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES entry names no AMD GPU on this node", {RuleTag::identity}},
     {"libs.rocm_mixed_releases", Layer::libraries, Severity::warning, {C::libraries},
      "the loader picks ROCm libraries from more than one ROCm release"},
     {"module.xgmi_hive_split", Layer::module, Severity::error, {C::module},
@@ -267,8 +267,9 @@ void rocm_selectors(const CheckContext& ctx, std::vector<Finding>& out) {
                       "node; a UUID from another node, or an index past the last GPU, selects nothing.";
         out.push_back(std::move(f));
     };
-    report("ROCR_VISIBLE_DEVICES", t.rocr_unmatched, t.rocr_visible_devices);
-    if (t.hip_selector == "HIP_VISIBLE_DEVICES") report("HIP_VISIBLE_DEVICES", t.hip_unmatched, t.hip_visible_devices);
+    report("ROCR_VISIBLE_DEVICES", t.rocr_unmatched, value_or_unset(t.rocr_visible_devices));
+    if (t.hip_selector == "HIP_VISIBLE_DEVICES")
+        report("HIP_VISIBLE_DEVICES", t.hip_unmatched, value_or_unset(t.hip_visible_devices));
 }
 
 // libs.rocm_mixed_releases: the loader picks ROCm libraries from more than one ROCm release.

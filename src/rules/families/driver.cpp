@@ -112,7 +112,8 @@ std::map<unsigned, Attribution> attribute_unanswered(const Snapshot& s, const Nv
 }
 
 std::string cuda_env(const CudaView& v) {
-    return fmt::format("CUDA_VISIBLE_DEVICES={} CUDA_DEVICE_ORDER={}", v.cuda_visible_devices, v.cuda_device_order);
+    return fmt::format("CUDA_VISIBLE_DEVICES={} CUDA_DEVICE_ORDER={}", value_or_unset(v.cuda_visible_devices),
+                       value_or_unset(v.cuda_device_order));
 }
 
 consteval const Rule& rule(std::string_view id) { return driver_rule(id); }
@@ -179,7 +180,7 @@ void check_unresponsive(const CheckContext& ctx, const NvmlMap& map, std::vector
                 const CudaView* v = all && s.cuda.all ? &*s.cuda.all : &s.cuda.caller;
                 for (auto& d : v->devices)
                     if (d.ordinal == static_cast<int>(*dev)) pci = d.pci;
-                bool pci_order = (all || v->cuda_visible_devices == "<unset>") && v->cuda_device_order == "PCI_BUS_ID";
+                bool pci_order = (all || !v->cuda_visible_devices) && v->cuda_device_order == "PCI_BUS_ID";
                 if (pci.empty() && pci_order && v->device_count &&
                     static_cast<size_t>(*v->device_count) == expected.size() && *dev < expected.size()) {
                     pci = expected[*dev];
@@ -259,13 +260,13 @@ std::string explain_cuinit(const Snapshot& s, CudaInit outcome, Layer& layer) {
                 return "the nvidia kernel module is not loaded: the module layer is the cause";
             if (nvidia_pcie_gpus(s).empty() && s.collector(Collector::pcie) && s.collector(Collector::pcie)->state == CollectorState::ok)
                 return "no NVIDIA GPU is on the PCIe bus: the pcie layer is the cause";
-            bool hidden_by_env = v.cuda_visible_devices != "<unset>" &&
+            bool hidden_by_env = v.cuda_visible_devices.has_value() &&
                                  ((s.cuda.all && s.cuda.all->device_count.value_or(0) > 0) ||
                                   s.nvml.device_count.value_or(0) > 0);
             if (hidden_by_env) {
                 layer = Layer::allocation;
                 return fmt::format("CUDA_VISIBLE_DEVICES={} hides every GPU of this node: the allocation is the cause",
-                                   v.cuda_visible_devices);
+                                   *v.cuda_visible_devices);
             }
             bool uvm = false;
             for (auto& n : s.devices.nodes)
@@ -412,9 +413,9 @@ void check_missing_gpus(const CheckContext& ctx, const NvmlMap& map, std::vector
         out.push_back(std::move(f));
     }
     // CUDA without CUDA_VISIBLE_DEVICES should see what NVML sees.
-    const CudaView* unfiltered = s.cuda.all ? &*s.cuda.all
-                                 : s.cuda.caller.cuda_visible_devices == "<unset>" ? &s.cuda.caller
-                                                                                   : nullptr;
+    const CudaView* unfiltered = s.cuda.all                              ? &*s.cuda.all
+                                 : !s.cuda.caller.cuda_visible_devices ? &s.cuda.caller
+                                                                       : nullptr;
     if (unfiltered && unfiltered->device_count && *unfiltered->device_count < static_cast<int>(s.nvml.devices.size())) {
         std::vector<std::string> lost;
         Finding f = rule("driver.cuda_missing_gpu").finding("");

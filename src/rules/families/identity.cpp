@@ -11,23 +11,30 @@ namespace gpudx {
 namespace {
 
 // Filed under the driver layer: the sources that disagree are the driver's answers (CUDA, NVML) against the
-// kernel driver's procfs and sysfs.
+// kernel driver's procfs and sysfs. Each is about which GPU is which (RuleTag::identity).
 using C = Collector;
 constexpr Rule kRules[] = {
     {"identity.cuda_bus_unknown", Layer::driver, Severity::error, {C::cuda, C::pcie, C::module, C::nvml},
-     "a CUDA device reports a PCI bus id no other source has on this node"},
+     "a CUDA device reports a PCI bus id no other source has on this node",
+     {RuleTag::identity}},
     {"identity.cuda_stale_bus_id", Layer::driver, Severity::error, {C::cuda, C::module, C::nvml},
-     "a CUDA device reports the bus id of one GPU with the UUID of another (a restored process)"},
+     "a CUDA device reports the bus id of one GPU with the UUID of another (a restored process)",
+     {RuleTag::identity}},
     {"identity.cuda_pci_attribute_mismatch", Layer::driver, Severity::error, {C::cuda},
-     "a CUDA device's PCI domain, bus and device attributes disagree with its bus id"},
+     "a CUDA device's PCI domain, bus and device attributes disagree with its bus id",
+     {RuleTag::identity}},
     {"identity.nvml_bus_unknown", Layer::driver, Severity::error, {C::nvml, C::pcie, C::module},
-     "an NVML device reports a bus id that is not on this node's PCIe bus"},
+     "an NVML device reports a bus id that is not on this node's PCIe bus",
+     {RuleTag::identity}},
     {"identity.nvml_uuid_mismatch", Layer::driver, Severity::error, {C::nvml, C::module},
-     "NVML and the kernel driver name the GPU at one address by different UUIDs"},
+     "NVML and the kernel driver name the GPU at one address by different UUIDs",
+     {RuleTag::identity}},
     {"identity.minor_mismatch", Layer::driver, Severity::warning, {C::nvml, C::module},
-     "NVML and procfs give a GPU different device minors"},
+     "NVML and procfs give a GPU different device minors",
+     {RuleTag::identity}},
     {"identity.duplicate_uuid", Layer::driver, Severity::error, {C::module, C::nvml},
-     "one UUID is reported at two PCI addresses"},
+     "one UUID is reported at two PCI addresses",
+     {RuleTag::identity}},
 };
 consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
 

@@ -206,7 +206,7 @@ void open_gpus(const CheckContext& ctx, const ProcessView& v, std::vector<Findin
 }
 
 void unreadable(const ProcessView& v, std::vector<Finding>& out) {
-    bool gone = v.state == kProcessGone;
+    bool gone = v.state == ProcessViewState::gone;
     Finding f = (gone ? rule("process.gone") : rule("process.denied")).finding({});
     f.message = gone ? fmt::format("process {} is gone: {}", v.pid, v.problem)
                      : fmt::format("process {} cannot be read: {}", v.pid, v.problem);
@@ -237,7 +237,7 @@ void check_processes(const CheckContext& ctx, std::vector<Finding>& out) {
     for (auto& f : judge(s, ctx.options)) node_says.insert(finding_key(f));
     for (auto& v : s.processes) {
         std::vector<Finding> found;
-        if (v.state != kProcessRead) {
+        if (v.state != ProcessViewState::read) {
             unreadable(v, found);
         } else {
             for (auto& f : judge(as_seen_by(s, v), ctx.options))
