@@ -147,28 +147,18 @@ std::string shorter_subject(const Finding& f) {
 }
 }  // namespace
 
-std::string slurm_reason(const Diagnosis& d) {
+std::optional<SlurmReason> slurm_reason(const Diagnosis& d) {
     auto* f = most_severe(d, Severity::error);
-    if (!f) return {};
+    if (!f) return std::nullopt;
     std::string subject = short_subject(*f);
-    std::string more = d.findings.size() > 1 && d.findings[1].severity == Severity::error ? " (+more)" : "";
-    // The prefix is how `diagnose --drain` recognises its own drains (src/actions/slurm.hpp): keep it first.
-    std::string prefix = std::string(kSlurmReasonPrefix) + " ";
-    std::string reason = prefix + f->id + (subject.empty() ? "" : " " + subject) + more;
-    if (reason.size() > 80 && !subject.empty()) {
-        // The UUID is the longest part: keep its first group, the PCI address stays whole.
-        std::string shortened = shorter_subject(*f);
-        reason = prefix + f->id + (shortened.empty() ? "" : " " + shortened) + more;
-    }
-    // Slurm keeps the reason in its state files and prints it in sinfo, sacct and emails: plain ASCII, and
-    // at most 80 bytes so `sinfo -R` shows it whole.
-    std::string ascii;
-    for (char c : reason) {
-        auto u = static_cast<unsigned char>(c);
-        ascii += (u < 0x20 || u >= 0x7f) ? '?' : c;
-    }
-    if (ascii.size() > 80) ascii = ascii.substr(0, 77) + "...";
-    return ascii;
+    std::string more = d.findings.size() > 1 && d.findings[1].severity == Severity::error ? "(+more)" : "";
+    auto rest = [&](const std::string& subject) {
+        return subject.empty() ? more : more.empty() ? subject : subject + " " + more;
+    };
+    SlurmReason reason{f->id, rest(subject)};
+    // The UUID is the longest part: keep its first group, the PCI address stays whole.
+    if (!reason.fits() && !subject.empty()) reason.rest = rest(shorter_subject(*f));
+    return reason;
 }
 
 namespace {

@@ -19,8 +19,8 @@ RenderedReport render_report(const Snapshot& s, const Diagnosis& d, std::string_
     if (format == "json") return {diagnosis_to_json(s, d).dump(2) + "\n", d.exit_code};
     if (format == "prom") return {render_prometheus(s, d, prom), d.exit_code};
     if (format == "slurm") {
-        std::string reason = slurm_reason(d);
-        return {reason + "\n", d.exit_code};
+        auto reason = slurm_reason(d);
+        return {(reason ? reason->format() : std::string()) + "\n", d.exit_code};
     }
     if (format == "npd") {
         auto r = node_problem_detector(d);
