@@ -6,6 +6,7 @@
 #include "model/diagnosis.hpp"
 #include "model/slurm_reason.hpp"
 #include "model/snapshot.hpp"
+#include "render/prometheus.hpp"  // escape_prometheus_label
 
 namespace gpudx {
 
@@ -17,7 +18,6 @@ struct PrometheusOptions {
 // Prometheus text exposition for node_exporter's textfile collector and the agent's /metrics
 // (docs/output-formats.md). Every label's values are bounded per node: no per-event labels.
 std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const PrometheusOptions& o = {});
-std::string escape_prometheus_label(std::string_view value);
 
 // The reason Slurm shows for a drained node, "gpudx: <check id> <GPU UUID> <PCI address>", for the most severe
 // error (the UUID shortened when the whole would not fit). None when there is no error.
