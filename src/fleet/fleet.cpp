@@ -328,7 +328,8 @@ private:
     template <class E>
         requires std::is_enum_v<E>
     bool set(E& out, const Value& v) {
-        if (auto* sv = std::get_if<std::string_view>(&v)) enum_from_name(*sv, out);
+        if (auto* sv = std::get_if<std::string_view>(&v))
+            return enum_from_name(*sv, out) || schema_error("is not a name gpudx knows");
         else if (!std::holds_alternative<Null>(v)) return schema_error("is not a string");
         return true;
     }

@@ -52,6 +52,12 @@ void from_json(const nlohmann::json& j, NvmlEventType& t) {
     t = *parsed;
 }
 
+bool enum_from_name(std::string_view name, NvmlEventType& v) {
+    auto parsed = parse_nvml_event_type(name);
+    if (parsed) v = *parsed;
+    return parsed.has_value();
+}
+
 // NvmlEvent has no hung call: its serializer is the table's own.
 GPUDX_DEFINE_LAYER_JSON(NvmlEvent)
 }  // namespace gpudx

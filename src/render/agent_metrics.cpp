@@ -9,7 +9,8 @@ namespace gpudx {
 std::string render_agent_metrics(const AgentStatus& s) {
     std::string out;
     // Every kind and trigger has its series from the start, at 0 until counted: rate() sees the first one.
-    prometheus_family(out, "gpudx_agent_events_total", "counter", "Events the agent recorded since it started, by kind.");
+    prometheus_family(out, "gpudx_agent_events_total", "counter",
+                      "Events the agent recorded since it started, by kind.");
     for (auto kind : kAllAgentEventKinds)
         out += fmt::format("gpudx_agent_events_total{{kind=\"{}\"}} {}\n", to_string(kind),
                            s.events_by_kind[static_cast<size_t>(kind)]);

@@ -139,9 +139,7 @@ std::optional<SlurmReason> slurm_reason(const Diagnosis& d) {
     if (!f) return std::nullopt;
     std::string subject = short_subject(*f);
     std::string more = d.findings.size() > 1 && d.findings[1].severity == Severity::error ? "(+more)" : "";
-    auto rest = [&](const std::string& subject) {
-        return subject.empty() ? more : more.empty() ? subject : subject + " " + more;
-    };
+    auto rest = [&](const std::string& gpu) { return gpu.empty() ? more : more.empty() ? gpu : gpu + " " + more; };
     SlurmReason reason{f->id, rest(subject)};
     // The UUID is the longest part: keep its first group, the PCI address stays whole.
     if (!reason.fits() && !subject.empty()) reason.rest = rest(shorter_subject(*f));
