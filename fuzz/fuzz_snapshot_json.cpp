@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)render_diagnosis_text(*s, d, RenderOptions{false, true});
     (void)render_snapshot_text(*s);
     (void)render_prometheus(*s, d);
-    (void)slurm_reason(d);
+    if (auto reason = slurm_reason(d)) FUZZ_REQUIRE(reason->format().size() <= kSlurmReasonMaxBytes);
     (void)node_problem_detector(d);
     (void)nagios(*s, d);
     // What was written reads back the same.

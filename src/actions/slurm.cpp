@@ -55,8 +55,6 @@ std::optional<SlurmNodeState> parse_scontrol_show_node(std::string_view text) {
     return n;
 }
 
-bool is_gpudx_reason(std::string_view reason) { return reason.starts_with(kSlurmReasonPrefix); }
-
 const char* to_string(SlurmAction a) {
     switch (a) {
         case SlurmAction::none: return "none";
@@ -68,16 +66,18 @@ const char* to_string(SlurmAction a) {
     return "?";
 }
 
-SlurmAction decide_slurm_action(int diagnosis_exit_code, std::string_view reason, const SlurmNodeState& node) {
+SlurmAction decide_slurm_action(int diagnosis_exit_code, const std::optional<SlurmReason>& reason,
+                                const SlurmNodeState& node) {
     // Could not evaluate: too little known to take a node out of service or to put it back.
     if (diagnosis_exit_code == 3) return SlurmAction::unknown;
-    bool ours = is_gpudx_reason(node.reason);
+    bool ours = node.gpudx_reason().has_value();
     // Any reason that is not ours belongs to someone (an admin, Slurm itself for a node not responding):
     // overwriting it would lose their note, and a later resume would undo their decision.
     bool foreign = !node.reason.empty() && !ours;
-    if (!reason.empty()) {
+    if (reason) {
         if (foreign) return SlurmAction::leave_foreign;
-        if (ours && node.drain && node.reason == reason) return SlurmAction::none;
+        // Compared as Slurm holds it: the text.
+        if (ours && node.drain && node.reason == reason->format()) return SlurmAction::none;
         return SlurmAction::drain;
     }
     if (ours && node.drain) return SlurmAction::resume;
@@ -160,19 +160,20 @@ Result<SlurmNodeState> read_slurm_node(const SlurmDrainOptions& o) {
 }
 
 Result<SlurmDrainResult> apply_slurm_drain(const SlurmDrainOptions& o, int diagnosis_exit_code,
-                                           const std::string& reason) {
+                                           const std::optional<SlurmReason>& reason) {
     auto node = read_slurm_node(o);
     if (!node) return std::unexpected(node.error());
     SlurmDrainResult res;
     res.before = *node;
     res.action = decide_slurm_action(diagnosis_exit_code, reason, *node);
-    if (res.action == SlurmAction::drain && !o.update_own_reason && node->drain && is_gpudx_reason(node->reason))
+    if (res.action == SlurmAction::drain && !o.update_own_reason && node->drain && node->gpudx_reason())
         res.action = SlurmAction::none;
+    std::string text = reason ? reason->format() : std::string();
     switch (res.action) {
         case SlurmAction::drain: {
-            auto r = scontrol(o, {"update", "nodename=" + o.node, "state=drain", "reason=" + reason});
+            auto r = scontrol(o, {"update", "nodename=" + o.node, "state=drain", "reason=" + text});
             if (!r) return std::unexpected(r.error());
-            res.message = fmt::format("drained Slurm node {} (was {}): {}", o.node, node->state, reason);
+            res.message = fmt::format("drained Slurm node {} (was {}): {}", o.node, node->state, text);
             break;
         }
         case SlurmAction::resume: {
@@ -191,7 +192,7 @@ Result<SlurmDrainResult> apply_slurm_drain(const SlurmDrainOptions& o, int diagn
                                       node->state);
             break;
         case SlurmAction::none:
-            res.message = reason.empty()
+            res.message = !reason
                               ? fmt::format("Slurm node {} ({}): nothing to do", o.node, node->state)
                               : fmt::format("Slurm node {} already drained by gpudx for this reason", o.node);
             break;

@@ -1,8 +1,8 @@
 #pragma once
 // Slurm node state driven by a diagnosis (`gpudx diagnose --drain`): drain the node on an error finding,
 // resume it once healthy again, but only when gpudx itself drained it. gpudx recognises its own drains by
-// the reason prefix "gpudx:" read back through `scontrol show node`; a node drained or downed by anyone else,
-// for any other reason, is never touched (docs/integration.md).
+// the reason's prefix (model/slurm_reason.hpp) read back through `scontrol show node`; a node drained or downed
+// by anyone else, for any other reason, is never touched (docs/integration.md).
 #include <chrono>
 #include <map>
 #include <optional>
@@ -12,11 +12,9 @@
 
 #include "core/error.hpp"
 #include "core/root.hpp"
+#include "model/slurm_reason.hpp"
 
 namespace gpudx {
-
-// Every Slurm reason gpudx writes starts with this; `diagnose --drain` knows its own drains by it.
-inline constexpr std::string_view kSlurmReasonPrefix = "gpudx:";
 
 // Exit code of `diagnose --drain` when the node's state could not be read or changed (scontrol missing,
 // failing or hanging, node unknown to Slurm). Outside 0..3 so a health checker can tell it from a verdict.
@@ -27,14 +25,14 @@ struct SlurmNodeState {
     std::string name;
     std::string state;   // "IDLE+DRAIN", "DOWN*", "MIXED+DRAIN" ...
     std::string reason;  // without Slurm's " [user@time]" suffix; empty when none
+    // The reason, when it is gpudx's (SlurmReason::parse).
+    std::optional<SlurmReason> gpudx_reason() const { return SlurmReason::parse(reason); }
     bool drain = false;  // DRAIN flag set (draining or drained)
     bool down = false;
 };
 
 // Parses the multi-line output of `scontrol show node NAME` (Slurm 20.11 .. 24.x), the first node only.
 std::optional<SlurmNodeState> parse_scontrol_show_node(std::string_view text);
-
-bool is_gpudx_reason(std::string_view reason);
 
 enum class SlurmAction {
     none,          // nothing to do (healthy and not drained by gpudx, or already drained for this reason)
@@ -45,9 +43,10 @@ enum class SlurmAction {
 };
 const char* to_string(SlurmAction a);
 
-// The decision alone, from the diagnosis's exit code (0..3), the reason gpudx would give (empty when it
-// found no error) and the node's current state. Pure, so every case is unit-tested.
-SlurmAction decide_slurm_action(int diagnosis_exit_code, std::string_view reason, const SlurmNodeState& node);
+// The decision alone, from the diagnosis's exit code (0..3), the reason gpudx would give (none when it found no
+// error) and the node's current state. Pure, so every case is unit-tested.
+SlurmAction decide_slurm_action(int diagnosis_exit_code, const std::optional<SlurmReason>& reason,
+                                const SlurmNodeState& node);
 
 // The node name Slurm knows this machine by: SLURMD_NODENAME (set by slurmd for prolog, epilog and
 // HealthCheckProgram), else the short host name.
@@ -75,7 +74,7 @@ Result<SlurmNodeState> read_slurm_node(const SlurmDrainOptions& o);
 // Reads the node's state, decides, and runs `scontrol update` when needed. An Error when scontrol cannot
 // be run, fails, times out, or does not know the node.
 Result<SlurmDrainResult> apply_slurm_drain(const SlurmDrainOptions& o, int diagnosis_exit_code,
-                                           const std::string& reason);
+                                           const std::optional<SlurmReason>& reason);
 
 // Runs argv (argv[0] looked up in PATH when it has no '/') with stdin from /dev/null, collecting stdout and
 // stderr together; killed after `timeout`. Exit status, or an Error when it could not start or timed out.

@@ -21,7 +21,7 @@ std::string finding_key(const Finding& f) {
 
 namespace {
 
-AgentEvent finding_event(const Finding& f, const char* kind, int64_t time_ms) {
+AgentEvent finding_event(const Finding& f, AgentEventKind kind, int64_t time_ms) {
     AgentEvent e;
     e.time_ms = time_ms;
     e.kind = kind;
@@ -49,7 +49,7 @@ std::vector<Finding> FindingLedger::carried(const std::map<Layer, std::string>& 
         Finding f = o.finding;
         f.evidence.push_back({"gpudx agent",
                               fmt::format("carried: the {} layer could not be read ({}); as last read at {}",
-                                          to_string(f.layer), why->second, format_event_time(o.read_ms))});
+                                          to_string(f.layer), why->second, utc_iso8601_ms(o.read_ms))});
         out.push_back(std::move(f));
     }
     return out;
@@ -67,12 +67,12 @@ std::vector<AgentEvent> FindingLedger::advance(const std::vector<Finding>& now,
         // What an unread layer shows of an open finding is its carried copy: the ledger keeps the original.
         if (it != open_.end() && unread.contains(f.layer)) continue;
         if (it == open_.end()) {
-            events.push_back(finding_event(f, "appeared", time_ms));
+            events.push_back(finding_event(f, AgentEventKind::appeared, time_ms));
             open_.emplace(key, Open{f, time_ms});
             continue;
         }
         if (it->second.finding.severity != f.severity) {
-            AgentEvent e = finding_event(f, "changed", time_ms);
+            AgentEvent e = finding_event(f, AgentEventKind::changed, time_ms);
             e.message = fmt::format("{} (was {}, now {})", f.message, to_string(it->second.finding.severity),
                                     to_string(f.severity));
             events.push_back(std::move(e));
@@ -84,7 +84,7 @@ std::vector<AgentEvent> FindingLedger::advance(const std::vector<Finding>& now,
             ++it;
             continue;
         }
-        cleared.push_back(finding_event(it->second.finding, "cleared", time_ms));
+        cleared.push_back(finding_event(it->second.finding, AgentEventKind::cleared, time_ms));
         it = open_.erase(it);
     }
     events.insert(events.end(), std::make_move_iterator(cleared.begin()), std::make_move_iterator(cleared.end()));
@@ -115,7 +115,7 @@ FindingLedger FindingLedger::from_json(const nlohmann::json& j) {
 AgentEvent agent_note(std::string message, int64_t time_ms) {
     AgentEvent e;
     e.time_ms = time_ms;
-    e.kind = "agent";
+    e.kind = AgentEventKind::agent;
     e.message = std::move(message);
     return e;
 }
@@ -123,32 +123,24 @@ AgentEvent agent_note(std::string message, int64_t time_ms) {
 AgentEvent nvml_agent_event(const NvmlEvent& n, int64_t time_ms) {
     AgentEvent e;
     e.time_ms = time_ms;
-    e.kind = "nvml";
+    e.kind = AgentEventKind::nvml;
     e.gpu_uuid = n.uuid;
     e.gpu_pci = n.pci;
-    std::string what = n.type == "xid" ? fmt::format("Xid {}", n.data)
-                       : n.type == "recovery_action" ? fmt::format("recovery action {}", n.data)
-                                                     : n.type;
+    std::string what = n.type == NvmlEventType::xid               ? fmt::format("Xid {}", n.data)
+                       : n.type == NvmlEventType::recovery_action ? fmt::format("recovery action {}", n.data)
+                                                                  : std::string(to_string(n.type));
     e.message = fmt::format("NVML event: {} on {} ({})", what, n.uuid.empty() ? "a GPU" : n.uuid,
                             n.pci.empty() ? "no PCI address" : n.pci);
-    std::string value = fmt::format("type {} (mask 0x{:x}), data {}", n.type, n.mask, n.data);
+    std::string value = fmt::format("type {} (mask 0x{:x}), data {}", to_string(n.type), n.mask, n.data);
     if (n.gpu_instance) value += fmt::format(", GPU instance {}", *n.gpu_instance);
     if (n.compute_instance) value += fmt::format(", compute instance {}", *n.compute_instance);
     e.evidence = nlohmann::json::array({{{"source", "NVML event"}, {"value", value}}});
     return e;
 }
 
-std::string format_event_time(int64_t time_ms) {
-    time_t secs = static_cast<time_t>(time_ms / 1000);
-    struct tm tm{};
-    ::gmtime_r(&secs, &tm);
-    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                       tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(time_ms % 1000));
-}
-
 nlohmann::json event_to_json(const AgentEvent& e) {
-    nlohmann::json j = {{"id", e.id},           {"time", format_event_time(e.time_ms)},
-                        {"time_ms", e.time_ms}, {"kind", e.kind},
+    nlohmann::json j = {{"id", e.id},           {"time", utc_iso8601_ms(e.time_ms)},
+                        {"time_ms", e.time_ms}, {"kind", to_string(e.kind)},
                         {"finding", e.finding}, {"layer", e.layer},
                         {"severity", e.severity}, {"gpu", {{"uuid", e.gpu_uuid}, {"pci", e.gpu_pci}}},
                         {"message", e.message}, {"evidence", e.evidence}};
@@ -168,7 +160,6 @@ AgentEvent event_from_json(const nlohmann::json& j) {
     if (!j.is_object()) return e;
     e.id = number("id");
     e.time_ms = number("time_ms");
-    e.kind = text(j, "kind");
     e.finding = text(j, "finding");
     e.layer = text(j, "layer");
     e.severity = text(j, "severity");
@@ -177,8 +168,15 @@ AgentEvent event_from_json(const nlohmann::json& j) {
         e.gpu_pci = text(*g, "pci");
     }
     e.message = text(j, "message");
+    e.kind = read_event_kind(text(j, "kind"), e.message);
     if (auto ev = j.find("evidence"); ev != j.end() && ev->is_array()) e.evidence = *ev;
     return e;
+}
+
+AgentEventKind read_event_kind(std::string_view name, std::string& message) {
+    if (auto kind = parse_agent_event_kind(name)) return *kind;
+    message = fmt::format("an event of kind \"{}\", which this gpudx does not know: {}", name, message);
+    return AgentEventKind::agent;
 }
 
 namespace {

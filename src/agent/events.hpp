@@ -10,19 +10,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/clock.hpp"
+#include "model/agent_status.hpp"
 #include "model/driver.hpp"
 #include "model/finding.hpp"
 
 namespace gpudx {
 
-// appeared, changed, cleared: a warning or error finding (changed: the same finding on the same GPUs at another
-// severity); drained, resumed, drain_failed: the Slurm node; nvml: an event NVML delivered (an Xid, a
-// double-bit ECC error, a recovery action, ...); agent: the agent's own news (started, kmsg records lost, the
-// event store moved aside or unwritable, a log file gone, the NVML watcher's state).
+// One event, of a kind model/agent_status.hpp declares.
 struct AgentEvent {
     int64_t id = 0;       // the store's row id, increasing; 0 before it is stored
     int64_t time_ms = 0;  // Unix time in milliseconds
-    std::string kind;
+    AgentEventKind kind = AgentEventKind::agent;
     std::string finding;   // the finding id (appeared/changed/cleared), the drain reason's finding, empty otherwise
     std::string layer;     // empty when none
     std::string severity;  // empty when none; for changed, the new one
@@ -71,10 +70,13 @@ AgentEvent agent_note(std::string message, int64_t time_ms);
 // An NVML event as the agent records it (kind nvml): "NVML event: Xid 79 on GPU-... (0000:...)".
 AgentEvent nvml_agent_event(const NvmlEvent& e, int64_t time_ms);
 nlohmann::json event_to_json(const AgentEvent& e);
-// Reads back what event_to_json wrote (the client of /v1/events); a missing field is left empty.
+// Reads back what event_to_json wrote (the client of /v1/events); a missing field is left empty, a kind as
+// read_event_kind reads it.
 AgentEvent event_from_json(const nlohmann::json& j);
-// "2026-12-02T00:14:03.127Z".
-std::string format_event_time(int64_t time_ms);
+// An event's kind as the store or a JSON answer names it. A name this gpudx does not know (written by a newer
+// one) is not taken for another kind: the event is the agent's news, its message saying the kind it was
+// written with, so it is still listed, and nothing counts it as a finding or a drain.
+AgentEventKind read_event_kind(std::string_view name, std::string& message);
 // --since and ?since=: Unix seconds ("1764634443", "1764634443.5"), an ISO 8601 UTC time
 // ("2026-12-02T00:14:03Z", fractions and "+00:00" allowed), or an age: "90s", "15m", "2h", "7d" before now.
 // nullopt for anything else, and for a time or an age that is negative, not a number, or past the year 9999.

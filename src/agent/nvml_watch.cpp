@@ -56,18 +56,20 @@ NvmlWatchLine parse_nvml_watch_line(std::string_view text) {
             }
     } else if (kind == "event") {
         l.kind = NvmlWatchLine::Kind::event;
+        if (!j.contains("type")) {
+            l.kind = NvmlWatchLine::Kind::unreadable;
+            l.reason = "an event without a type: " + excerpt(text);
+            return l;
+        }
         // The event's keys are the snapshot's (model/snapshot_keys.hpp), read by its schema. Fault-isolation
-        // boundary: nlohmann's exception for a field of the wrong type makes the line unreadable.
+        // boundary: nlohmann's exception for a field of the wrong type, or a type gpudx does not know, makes the
+        // line unreadable.
         try {
             layer_from_json(j, l.event);
         } catch (const nlohmann::json::exception& e) {
             l.kind = NvmlWatchLine::Kind::unreadable;
             l.reason = std::string("an event that does not fit: ") + e.what() + ": " + excerpt(text);
             return l;
-        }
-        if (l.event.type.empty()) {
-            l.kind = NvmlWatchLine::Kind::unreadable;
-            l.reason = "an event without a type: " + excerpt(text);
         }
     } else if (kind == "alive") {
         l.kind = NvmlWatchLine::Kind::alive;

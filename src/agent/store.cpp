@@ -117,7 +117,7 @@ Result<void> EventStore::open_database(bool& corrupt) {
 }
 
 void EventStore::move_aside(const std::string& why) {
-    std::string aside = fmt::format("{}.corrupt-{}", o_.path, format_event_time(now_ms()));
+    std::string aside = fmt::format("{}.corrupt-{}", o_.path, utc_iso8601_ms(now_ms()));
     std::error_code ec;
     std::filesystem::rename(o_.path, aside, ec);
     // The WAL and its index belong to the old file: a new database must not replay them.
@@ -153,7 +153,7 @@ bool EventStore::write(const std::vector<AgentEvent*>& events, const std::map<st
     if (!insert.ok()) return failed("prepare");
     for (auto* e : events) {
         insert.bind(1, e->time_ms);
-        insert.bind(2, e->kind);
+        insert.bind(2, std::string(to_string(e->kind)));
         insert.bind(3, e->finding);
         insert.bind(4, e->layer);
         insert.bind(5, e->severity);
@@ -228,13 +228,14 @@ std::vector<AgentEvent> EventStore::query(int64_t since_ms, int64_t after_id, si
                 AgentEvent e;
                 e.id = q.integer(0);
                 e.time_ms = q.integer(1);
-                e.kind = q.text(2);
+                std::string kind = q.text(2);
                 e.finding = q.text(3);
                 e.layer = q.text(4);
                 e.severity = q.text(5);
                 e.gpu_uuid = q.text(6);
                 e.gpu_pci = q.text(7);
                 e.message = q.text(8);
+                e.kind = read_event_kind(kind, e.message);
                 e.evidence = nlohmann::json::parse(q.text(9), nullptr, false);
                 if (e.evidence.is_discarded()) e.evidence = nlohmann::json::array();
                 out.push_back(std::move(e));

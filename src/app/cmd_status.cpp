@@ -125,7 +125,7 @@ std::string render_events_text(const std::vector<AgentEvent>& events) {
     std::string out;
     for (const auto& e : events) {
         std::string gpu = e.gpu_uuid.empty() && e.gpu_pci.empty() ? std::string() : describe(GpuRef{e.gpu_uuid, e.gpu_pci});
-        out += fmt::format("{}  {:<12} {:<8} {}{}{}\n", format_event_time(e.time_ms), e.kind,
+        out += fmt::format("{}  {:<12} {:<8} {}{}{}\n", utc_iso8601_ms(e.time_ms), to_string(e.kind),
                            e.severity.empty() ? "-" : e.severity, e.finding.empty() ? "" : e.finding + "  ",
                            gpu.empty() ? "" : gpu + "  ", e.message);
     }

@@ -330,11 +330,15 @@ private:
     bool set(E& out, const Value& v) {
         if (auto* sv = std::get_if<std::string_view>(&v)) {
             if constexpr (NamedEnum<E>) {
-                auto parsed = parse_name<E>(*sv);
-                if (!parsed) return schema_error(fmt::format("{} is not {}", json(*sv).dump(), names_listed<E>(" or ")));
-                out = *parsed;
+                // As the snapshot's reader takes it (model/json_support.hpp): an unknown name is refused, or
+                // read as `other` where the enum keeps one for a newer gpudx's names.
+                try {
+                    out = json(*sv).get<E>();
+                } catch (const UnknownName& e) {
+                    return schema_error(e.what());
+                }
             } else {
-                enum_from_name(*sv, out);
+                return enum_from_name(*sv, out) || schema_error("is not a name gpudx knows");
             }
         } else if (!std::holds_alternative<Null>(v)) {
             return schema_error("is not a string");

@@ -145,4 +145,35 @@ bool reports_gpu_lost(std::string_view device_error) {
 std::string_view nvml_code_name(int code) { return nvml_return_name(code); }
 std::string_view rocm_smi_code_name(int code) { return rsmi::status_name(code); }
 
+namespace {
+
+struct NvmlEventTypeName {
+    std::string_view name;
+    unsigned long long bit;
+};
+// In the enum's order.
+constexpr NvmlEventTypeName kNvmlEventTypeNames[] = {
+#define GPUDX_NVML_EVENT_TYPE(name, bit) {#name, bit},
+    GPUDX_NVML_EVENT_TYPES(GPUDX_NVML_EVENT_TYPE)
+#undef GPUDX_NVML_EVENT_TYPE
+};
+
+}  // namespace
+
+std::string_view to_string(NvmlEventType t) { return kNvmlEventTypeNames[static_cast<size_t>(t)].name; }
+
+unsigned long long nvml_event_bit(NvmlEventType t) { return kNvmlEventTypeNames[static_cast<size_t>(t)].bit; }
+
+std::optional<NvmlEventType> parse_nvml_event_type(std::string_view name) {
+    for (auto t : kAllNvmlEventTypes)
+        if (to_string(t) == name) return t;
+    return std::nullopt;
+}
+
+std::optional<NvmlEventType> nvml_event_type_of_bit(unsigned long long bit) {
+    for (auto t : kAllNvmlEventTypes)
+        if (nvml_event_bit(t) == bit) return t;
+    return std::nullopt;
+}
+
 }  // namespace gpudx

@@ -81,14 +81,50 @@ struct NvmlDevice {
 // An event NVML delivered to the agent's watcher (`gpudx nvml-events`, gpu_api/nvml/events.hpp): the agent keeps
 // the recent ones in the snapshots it judges, so an Xid the kernel log cannot show (no /dev/kmsg in a
 // container, a ring buffer that wrapped) is still judged.
+//
+// The kinds of event, declared once: each with the name the watcher's lines and the snapshot use and its bit in
+// an event mask (abi/nvml.hpp, expanded in model/driver.cpp).
+#define GPUDX_NVML_EVENT_TYPES(X)                                  \
+    X(single_bit_ecc, nvmlEventTypeSingleBitEccError)              \
+    X(double_bit_ecc, nvmlEventTypeDoubleBitEccError)              \
+    X(pstate, nvmlEventTypePState)                                 \
+    X(xid, nvmlEventTypeXidCriticalError)                          \
+    X(clock, nvmlEventTypeClock)                                   \
+    X(power_source, nvmlEventTypePowerSourceChange)                \
+    X(mig_config, nvmlEventMigConfigChange)                        \
+    X(single_bit_ecc_storm, nvmlEventTypeSingleBitEccErrorStorm)   \
+    X(dram_retirement, nvmlEventTypeDramRetirementEvent)           \
+    X(dram_retirement_failure, nvmlEventTypeDramRetirementFailure) \
+    X(nonfatal_poison, nvmlEventTypeNonFatalPoisonError)           \
+    X(fatal_poison, nvmlEventTypeFatalPoisonError)                 \
+    X(gpu_unavailable, nvmlEventTypeGpuUnavailableError)           \
+    X(recovery_action, nvmlEventTypeGpuRecoveryAction)
+
+enum class NvmlEventType {
+#define GPUDX_NVML_EVENT_TYPE(name, bit) name,
+    GPUDX_NVML_EVENT_TYPES(GPUDX_NVML_EVENT_TYPE)
+#undef GPUDX_NVML_EVENT_TYPE
+};
+inline constexpr NvmlEventType kAllNvmlEventTypes[] = {
+#define GPUDX_NVML_EVENT_TYPE(name, bit) NvmlEventType::name,
+    GPUDX_NVML_EVENT_TYPES(GPUDX_NVML_EVENT_TYPE)
+#undef GPUDX_NVML_EVENT_TYPE
+};
+std::string_view to_string(NvmlEventType t);
+// nullopt for a name gpudx does not know (a newer watcher's, or "0x..." for a bit without a name).
+std::optional<NvmlEventType> parse_nvml_event_type(std::string_view name);
+unsigned long long nvml_event_bit(NvmlEventType t);
+// nullopt for a bit gpudx does not know.
+std::optional<NvmlEventType> nvml_event_type_of_bit(unsigned long long bit);
+
 struct NvmlEvent {
     std::string time;  // ISO 8601 UTC, when the watcher received it
     unsigned index = 0;
     std::string uuid;
     std::string pci;
-    std::string type;  // "xid", "double_bit_ecc", ... (nvml_event_type_name)
+    NvmlEventType type = NvmlEventType::xid;
     unsigned long long mask = 0;
-    unsigned long long data = 0;  // the Xid for "xid", the action for "recovery_action"
+    unsigned long long data = 0;  // the Xid for xid, the action for recovery_action
     std::optional<unsigned> gpu_instance;
     std::optional<unsigned> compute_instance;
 };

@@ -43,6 +43,21 @@ void layer_from_json(const nlohmann::json& j, RocmSmiLayer& v) {
     v.hung_call = hung_call_from_json(j, DriverApi::rocm_smi);
     v.probed = true;
 }
+// An event's type by its name; a name gpudx does not know is refused (the event does not fit), never read as
+// another type.
+void to_json(nlohmann::json& j, NvmlEventType t) { j = to_string(t); }
+void from_json(const nlohmann::json& j, NvmlEventType& t) {
+    auto parsed = j.is_string() ? parse_nvml_event_type(j.get_ref<const std::string&>()) : std::nullopt;
+    if (!parsed) throw nlohmann::json::type_error::create(302, "not an NVML event type gpudx knows: " + j.dump(), &j);
+    t = *parsed;
+}
+
+bool enum_from_name(std::string_view name, NvmlEventType& v) {
+    auto parsed = parse_nvml_event_type(name);
+    if (parsed) v = *parsed;
+    return parsed.has_value();
+}
+
 // NvmlEvent has no hung call: its serializer is the table's own.
 GPUDX_DEFINE_LAYER_JSON(NvmlEvent)
 }  // namespace gpudx

@@ -10,7 +10,8 @@ NLOHMANN_JSON_SERIALIZE_ENUM(KernelLogFormat, {{KernelLogFormat::unknown, "unkno
                                                {KernelLogFormat::journal_iso, "journalctl short-iso"},
                                                {KernelLogFormat::syslog, "syslog"}})
 GPUDX_DEFINE_LAYER_JSON(KernelLog)
-void enum_from_name(std::string_view name, KernelLogFormat& v) { v = nlohmann::json(name).get<KernelLogFormat>(); }
-void enum_from_name(std::string_view name, LogTopic& v) { v = nlohmann::json(name).get<LogTopic>(); }
-void enum_from_name(std::string_view name, TallyKind& v) { v = nlohmann::json(name).get<TallyKind>(); }
+bool enum_from_name(std::string_view name, KernelLogFormat& v) {
+    v = nlohmann::json(name).get<KernelLogFormat>();
+    return true;
+}
 }  // namespace gpudx

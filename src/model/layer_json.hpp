@@ -28,12 +28,12 @@ GPUDX_DECLARE_LAYER_JSON(NvmlEvent)
 
 #undef GPUDX_DECLARE_LAYER_JSON
 
-// An enum of the snapshot from the name it is written under, as layer_from_json reads it (an unknown name gives
-// the first value of the enum's table): for readers that build no document (the fleet's streaming reader).
-void enum_from_name(std::string_view name, CollectorState& v);
-void enum_from_name(std::string_view name, KernelLogFormat& v);
-void enum_from_name(std::string_view name, LogTopic& v);
-void enum_from_name(std::string_view name, TallyKind& v);
+// An enum of the snapshot from the name it is written under, as layer_from_json reads it: for readers that build
+// no document (the fleet's streaming reader). False for a name the enum does not have and layer_from_json
+// refuses (an NVML event type); the others take an unknown name as the first value of the enum's table.
+bool enum_from_name(std::string_view name, CollectorState& v);
+bool enum_from_name(std::string_view name, KernelLogFormat& v);
+bool enum_from_name(std::string_view name, NvmlEventType& v);
 
 }  // namespace gpudx
 

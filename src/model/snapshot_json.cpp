@@ -15,7 +15,10 @@ NLOHMANN_JSON_SERIALIZE_ENUM(CollectorState, {{CollectorState::no_data, "no_data
                                               {CollectorState::error, "error"},
                                               {CollectorState::timed_out, "timed_out"}})
 GPUDX_DEFINE_LAYER_JSON(CollectorStatus)
-void enum_from_name(std::string_view name, CollectorState& v) { v = nlohmann::json(name).get<CollectorState>(); }
+bool enum_from_name(std::string_view name, CollectorState& v) {
+    v = nlohmann::json(name).get<CollectorState>();
+    return true;
+}
 
 const char* to_string(CollectorState s) {
     switch (s) {

@@ -8,20 +8,10 @@
 #include <tuple>
 
 #include "core/text.hpp"
+#include "render/prometheus.hpp"
 #include "rules/comparisons/baseline.hpp"
 
 namespace gpudx {
-
-std::string escape_prometheus_label(std::string_view value) {
-    std::string out;
-    for (char c : sanitize_utf8(value)) {
-        if (c == '\\') out += "\\\\";
-        else if (c == '"') out += "\\\"";
-        else if (c == '\n') out += "\\n";
-        else out += c;
-    }
-    return out;
-}
 
 namespace {
 
@@ -30,17 +20,17 @@ namespace {
 // groups any other series by class at fleet scale.
 void render_info_metrics(std::string& out, const Snapshot& s, const PrometheusOptions& o) {
     NodeRecord r = make_node_record(s);
-    out += "# HELP gpudx_node_info The node's driver (loaded), nvidia.ko module file, kernel and CUDA driver API "
-           "versions and its matrix class (value 1).\n";
-    out += "# TYPE gpudx_node_info gauge\n";
+    prometheus_family(out, "gpudx_node_info", "gauge",
+                      "The node's driver (loaded), nvidia.ko module file, kernel and CUDA driver API "
+                      "versions and its matrix class (value 1).");
     out += fmt::format("gpudx_node_info{{driver=\"{}\",module=\"{}\",kernel=\"{}\",cuda=\"{}\",class=\"{}\"}} 1\n",
                        escape_prometheus_label(r.driver_version), escape_prometheus_label(r.module_file_version),
                        escape_prometheus_label(r.kernel_release),
                        escape_prometheus_label(cuda_version_text(r.cuda_driver_version)),
                        escape_prometheus_label(o.node_class));
-    out += "# HELP gpudx_gpu_info One series per GPU, joined by PCI address across PCIe, procfs, NVML and CUDA "
-           "(value 1); uuid is empty when no layer knows it.\n";
-    out += "# TYPE gpudx_gpu_info gauge\n";
+    prometheus_family(out, "gpudx_gpu_info", "gauge",
+                      "One series per GPU, joined by PCI address across PCIe, procfs, NVML and CUDA "
+                      "(value 1); uuid is empty when no layer knows it.");
     for (auto& g : r.gpus)
         out += fmt::format("gpudx_gpu_info{{uuid=\"{}\",pci=\"{}\",slot=\"{}\",model=\"{}\",vbios=\"{}\"}} 1\n",
                            escape_prometheus_label(g.uuid), escape_prometheus_label(g.pci),
@@ -58,8 +48,8 @@ void render_xid_counts(std::string& out, const Snapshot& s) {
         if (t.kind == TallyKind::xid) counts[{t.code, t.device}] += t.count;
     if (counts.empty())
         for (auto& x : s.kernel_log.xids) ++counts[{x.code, x.pci}];
-    out += "# HELP gpudx_xid_events_total Xid events the kernel logged since boot (or --since), by code and GPU.\n";
-    out += "# TYPE gpudx_xid_events_total counter\n";
+    prometheus_family(out, "gpudx_xid_events_total", "counter",
+                      "Xid events the kernel logged since boot (or --since), by code and GPU.");
     for (auto& [key, n] : counts)
         out += fmt::format("gpudx_xid_events_total{{code=\"{}\",pci=\"{}\"}} {}\n", key.first,
                            escape_prometheus_label(key.second), n);
@@ -69,8 +59,8 @@ void render_xid_counts(std::string& out, const Snapshot& s) {
 
 std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const PrometheusOptions& o) {
     std::string out;
-    out += "# HELP gpudx_finding A finding of gpudx diagnose, one series per finding and GPU (value 1).\n";
-    out += "# TYPE gpudx_finding gauge\n";
+    prometheus_family(out, "gpudx_finding", "gauge",
+                      "A finding of gpudx diagnose, one series per finding and GPU (value 1).");
     std::set<std::tuple<std::string, std::string, std::string>> seen;
     for (auto& f : d.findings) {
         auto emit = [&](const GpuRef& g) {
@@ -86,33 +76,30 @@ std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const Prome
         if (f.subjects.empty()) once(GpuRef{});
         for (auto& g : f.subjects) once(g);
     }
-    out += "# HELP gpudx_layer_status State of each layer: 1 for the current state, 0 for the others.\n";
-    out += "# TYPE gpudx_layer_status gauge\n";
+    prometheus_family(out, "gpudx_layer_status", "gauge",
+                      "State of each layer: 1 for the current state, 0 for the others.");
     for (auto& l : d.layers)
         for (auto st : {LayerState::ok, LayerState::warning, LayerState::failed, LayerState::not_evaluated})
             out += fmt::format("gpudx_layer_status{{layer=\"{}\",state=\"{}\"}} {}\n", to_string(l.layer),
                                to_string(st), l.state == st ? 1 : 0);
-    out += "# HELP gpudx_failure_boundary The lowest layer with an error (value 1), absent when healthy.\n";
-    out += "# TYPE gpudx_failure_boundary gauge\n";
+    prometheus_family(out, "gpudx_failure_boundary", "gauge",
+                      "The lowest layer with an error (value 1), absent when healthy.");
     if (d.boundary) out += fmt::format("gpudx_failure_boundary{{layer=\"{}\"}} 1\n", to_string(*d.boundary));
-    out += "# HELP gpudx_collector_success Whether a collector produced data (1) or not (0).\n";
-    out += "# TYPE gpudx_collector_success gauge\n";
+    prometheus_family(out, "gpudx_collector_success", "gauge", "Whether a collector produced data (1) or not (0).");
     for (auto& c : s.collectors)
         out += fmt::format("gpudx_collector_success{{collector=\"{}\"}} {}\n", escape_prometheus_label(c.name),
                            c.state == CollectorState::ok ? 1 : 0);
-    out += "# HELP gpudx_collector_duration_seconds Time each collector took.\n";
-    out += "# TYPE gpudx_collector_duration_seconds gauge\n";
+    prometheus_family(out, "gpudx_collector_duration_seconds", "gauge", "Time each collector took.");
     for (auto& c : s.collectors)
         out += fmt::format("gpudx_collector_duration_seconds{{collector=\"{}\"}} {:.6f}\n",
                            escape_prometheus_label(c.name), c.duration_ms / 1000.0);
-    out += "# HELP gpudx_gpus GPUs seen by each source.\n";
-    out += "# TYPE gpudx_gpus gauge\n";
+    prometheus_family(out, "gpudx_gpus", "gauge", "GPUs seen by each source.");
     out += fmt::format("gpudx_gpus{{source=\"pcie\"}} {}\n", s.pcie.gpus.size());
     out += fmt::format("gpudx_gpus{{source=\"procfs\"}} {}\n", s.module.nvidia_gpus.size());
     if (s.nvml.device_count) out += fmt::format("gpudx_gpus{{source=\"nvml\"}} {}\n", *s.nvml.device_count);
     if (s.cuda.caller.device_count) out += fmt::format("gpudx_gpus{{source=\"cuda\"}} {}\n", *s.cuda.caller.device_count);
-    out += "# HELP gpudx_exit_code Exit code of the diagnosis: 0 healthy, 1 errors, 2 warnings, 3 unknown.\n";
-    out += "# TYPE gpudx_exit_code gauge\n";
+    prometheus_family(out, "gpudx_exit_code", "gauge",
+                      "Exit code of the diagnosis: 0 healthy, 1 errors, 2 warnings, 3 unknown.");
     out += fmt::format("gpudx_exit_code {}\n", d.exit_code);
     render_xid_counts(out, s);
     render_info_metrics(out, s, o);
@@ -147,28 +134,16 @@ std::string shorter_subject(const Finding& f) {
 }
 }  // namespace
 
-std::string slurm_reason(const Diagnosis& d) {
+std::optional<SlurmReason> slurm_reason(const Diagnosis& d) {
     auto* f = most_severe(d, Severity::error);
-    if (!f) return {};
+    if (!f) return std::nullopt;
     std::string subject = short_subject(*f);
-    std::string more = d.findings.size() > 1 && d.findings[1].severity == Severity::error ? " (+more)" : "";
-    // The prefix is how `diagnose --drain` recognises its own drains (src/actions/slurm.hpp): keep it first.
-    std::string prefix = std::string(kSlurmReasonPrefix) + " ";
-    std::string reason = prefix + f->id + (subject.empty() ? "" : " " + subject) + more;
-    if (reason.size() > 80 && !subject.empty()) {
-        // The UUID is the longest part: keep its first group, the PCI address stays whole.
-        std::string shortened = shorter_subject(*f);
-        reason = prefix + f->id + (shortened.empty() ? "" : " " + shortened) + more;
-    }
-    // Slurm keeps the reason in its state files and prints it in sinfo, sacct and emails: plain ASCII, and
-    // at most 80 bytes so `sinfo -R` shows it whole.
-    std::string ascii;
-    for (char c : reason) {
-        auto u = static_cast<unsigned char>(c);
-        ascii += (u < 0x20 || u >= 0x7f) ? '?' : c;
-    }
-    if (ascii.size() > 80) ascii = ascii.substr(0, 77) + "...";
-    return ascii;
+    std::string more = d.findings.size() > 1 && d.findings[1].severity == Severity::error ? "(+more)" : "";
+    auto rest = [&](const std::string& gpu) { return gpu.empty() ? more : more.empty() ? gpu : gpu + " " + more; };
+    SlurmReason reason{f->id, rest(subject)};
+    // The UUID is the longest part: keep its first group, the PCI address stays whole.
+    if (!reason.fits() && !subject.empty()) reason.rest = rest(shorter_subject(*f));
+    return reason;
 }
 
 namespace {

@@ -3,9 +3,10 @@
 #include <string>
 #include <string_view>
 
-#include "actions/slurm.hpp"  // kSlurmReasonPrefix
 #include "model/diagnosis.hpp"
+#include "model/slurm_reason.hpp"
 #include "model/snapshot.hpp"
+#include "render/prometheus.hpp"  // escape_prometheus_label
 
 namespace gpudx {
 
@@ -17,11 +18,10 @@ struct PrometheusOptions {
 // Prometheus text exposition for node_exporter's textfile collector and the agent's /metrics
 // (docs/output-formats.md). Every label's values are bounded per node: no per-event labels.
 std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const PrometheusOptions& o = {});
-std::string escape_prometheus_label(std::string_view value);
 
-// The reason Slurm shows for a drained node: one line of at most 80 ASCII characters,
-// "gpudx: <check id> <GPU UUID> <PCI address>" for the most severe error. Empty when there is none.
-std::string slurm_reason(const Diagnosis& d);
+// The reason Slurm shows for a drained node, "gpudx: <check id> <GPU UUID> <PCI address>", for the most severe
+// error (the UUID shortened when the whole would not fit). None when there is no error.
+std::optional<SlurmReason> slurm_reason(const Diagnosis& d);
 
 // node-problem-detector custom plugin: message of at most 80 characters; exit 0 OK, 1 problem, 2 unknown.
 struct PluginResult {

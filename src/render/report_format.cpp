@@ -6,8 +6,6 @@
 
 namespace gpudx {
 
-bool is_report_format(std::string_view format) { return parse_name<ReportFormat>(format).has_value(); }
-
 bool is_data_format(ReportFormat format) { return format == ReportFormat::json || format == ReportFormat::prom; }
 
 RenderedReport render_report(const Snapshot& s, const Diagnosis& d, ReportFormat format, const RenderOptions& o,
@@ -15,7 +13,10 @@ RenderedReport render_report(const Snapshot& s, const Diagnosis& d, ReportFormat
     switch (format) {
         case ReportFormat::json: return {diagnosis_to_json(s, d).dump(2) + "\n", d.exit_code};
         case ReportFormat::prom: return {render_prometheus(s, d, prom), d.exit_code};
-        case ReportFormat::slurm: return {slurm_reason(d) + "\n", d.exit_code};
+        case ReportFormat::slurm: {
+            auto reason = slurm_reason(d);
+            return {(reason ? reason->format() : std::string()) + "\n", d.exit_code};
+        }
         case ReportFormat::npd: {
             auto r = node_problem_detector(d);
             return {r.message + "\n", r.exit_code};

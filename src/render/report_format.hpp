@@ -21,8 +21,6 @@ inline constexpr EnumName<ReportFormat> kReportFormats[] = {
     {ReportFormat::slurm, "slurm"}, {ReportFormat::npd, "npd"},   {ReportFormat::nagios, "nagios"}};
 constexpr std::span<const EnumName<ReportFormat>> enum_names(ReportFormat) { return kReportFormats; }
 
-// A name the agent was asked for (/v1/status?format=); false for any other.
-bool is_report_format(std::string_view format);
 // json and prom: data with an escaping of their own, written as they are; the others are text for people (and
 // the one-line texts of Slurm, node-problem-detector and Nagios), which loses its terminal controls on the way out.
 bool is_data_format(ReportFormat format);

@@ -24,6 +24,8 @@
 #include "follow_support.hpp"
 #include "test_support.hpp"
 #include "gpu_api/nvml/events.hpp"
+#include "model/agent_status.hpp"
+#include "render/agent_metrics.hpp"
 
 namespace gpudx {
 namespace {
@@ -201,10 +203,10 @@ TEST(AgentEvents, AFindingThatAppearsOrClearsIsAnEvent) {
     ledger.advance(before, {}, 500);
     auto events = ledger.advance(after, {}, 1000);
     ASSERT_EQ(events.size(), 2u);
-    EXPECT_EQ(events[0].kind, "appeared");
+    EXPECT_EQ(events[0].kind, AgentEventKind::appeared);
     EXPECT_EQ(events[0].gpu_pci, "0000:00:08.0");
     EXPECT_EQ(events[0].severity, "error");
-    EXPECT_EQ(events[1].kind, "cleared");
+    EXPECT_EQ(events[1].kind, AgentEventKind::cleared);
     EXPECT_EQ(events[1].finding, "pcie.link_degraded");
     EXPECT_TRUE(ledger.advance(after, {}, 2000).empty());
 }
@@ -219,7 +221,7 @@ TEST(AgentEvents, EventTimesAreUnixSecondsIsoOrAnAge) {
     EXPECT_EQ(parse_event_time("15m", now), now - 900'000);
     EXPECT_EQ(parse_event_time("2h", now), now - 7'200'000);
     EXPECT_FALSE(parse_event_time("yesterday", now));
-    EXPECT_EQ(format_event_time(1'764'634'443'250), "2025-12-02T00:14:03.250Z");
+    EXPECT_EQ(utc_iso8601_ms(1'764'634'443'250), "2025-12-02T00:14:03.250Z");
     auto e = event_from_json(event_to_json(appeared_event(finding("a.b", Severity::error, "0000:00:06.0"), 5)));
     EXPECT_EQ(e.finding, "a.b");
     EXPECT_EQ(e.gpu_pci, "0000:00:06.0");
@@ -267,6 +269,120 @@ TEST(AgentStore, StoresAndQueriesEventsInOrder) {
     std::filesystem::remove_all(dir);
 }
 
+// The store's rows and /v1/events' answers are read through read_event_kind: a kind a newer gpudx wrote stays listed.
+TEST(AgentEvents, AKindThisGpudxDoesNotKnowIsSaidNotTakenForAnother) {
+    std::string message = "went away";
+    EXPECT_EQ(read_event_kind("quarantined", message), AgentEventKind::agent);
+    EXPECT_EQ(message, "an event of kind \"quarantined\", which this gpudx does not know: went away");
+    message = "x";
+    EXPECT_EQ(read_event_kind("drain_failed", message), AgentEventKind::drain_failed);
+    EXPECT_EQ(message, "x");
+    auto e = event_from_json({{"kind", "quarantined"}, {"message", "m"}, {"time_ms", 5}});
+    EXPECT_EQ(e.kind, AgentEventKind::agent);
+    EXPECT_EQ(e.message, "an event of kind \"quarantined\", which this gpudx does not know: m");
+    EXPECT_EQ(event_from_json(event_to_json(some_events(1, 7)[0])).kind, some_events(1, 7)[0].kind);
+}
+
+TEST(AgentNames, EachKindAndTriggerHasOneNameThatReadsBack) {
+    std::vector<std::string_view> kinds, triggers;
+    for (auto k : kAllAgentEventKinds) {
+        kinds.push_back(to_string(k));
+        EXPECT_EQ(parse_agent_event_kind(to_string(k)), k);
+    }
+    for (auto t : kAllDiagnosisTriggers) {
+        triggers.push_back(to_string(t));
+        EXPECT_EQ(parse_diagnosis_trigger(to_string(t)), t);
+    }
+    // The names /metrics, /v1/events and the store have always used, in this order.
+    EXPECT_EQ(kinds, (std::vector<std::string_view>{"appeared", "changed", "cleared", "drained", "resumed",
+                                                    "drain_failed", "nvml", "agent"}));
+    EXPECT_EQ(triggers, (std::vector<std::string_view>{"start", "interval", "kernel_log", "nvml_event"}));
+    EXPECT_FALSE(parse_agent_event_kind("Appeared"));
+    EXPECT_FALSE(parse_diagnosis_trigger(""));
+    for (auto t : kAllNvmlEventTypes) {
+        EXPECT_EQ(parse_nvml_event_type(to_string(t)), t);
+        EXPECT_EQ(nvml_event_type_of_bit(nvml_event_bit(t)), t);
+    }
+    EXPECT_FALSE(parse_nvml_event_type("0x40000000"));
+    EXPECT_FALSE(nvml_event_type_of_bit(0x40000000ull));
+}
+
+AgentStatus some_status() {
+    AgentStatus s;
+    s.version = "1.2.3";
+    s.started_ms = 1'764'634'443'250;
+    s.uptime_s = 12.5;
+    s.serving = {"127.0.0.1:9400", "/run/gpudx/agent.sock"};
+    s.nvml_events = {.watching = true, .received = 3};
+    s.kernel_log = {.source = "/dev/kmsg", .lines_read = 100, .lines_matched = 4, .kmsg_records_lost = 1};
+    s.last_diagnosis = AgentStatus::LastDiagnosis{1'764'634'450'001, DiagnosisTrigger::kernel_log, 812.5};
+    s.store = {.database = true, .writable = true, .stored = 42, .pending = 0, .dropped = 0, .write_failures = 1,
+               .problem = "", .moved_aside = ""};
+    s.drain = AgentStatus::Drain{"node17", "drained Slurm node node17", false};
+    s.notes = {{1'764'634'443'300, "gpudx agent started"}};
+    return s;
+}
+
+TEST(AgentStatusJson, WhatTheAgentServesReadsBack) {
+    auto s = some_status();
+    auto j = agent_status_to_json(s);
+    EXPECT_EQ(j["started"], "2025-12-02T00:14:03.250Z");
+    EXPECT_EQ(j["last_diagnosis"]["trigger"], "kernel_log");
+    auto back = agent_status_from_json(nlohmann::json::parse(j.dump()));
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(agent_status_to_json(*back), j);
+    EXPECT_EQ(back->last_diagnosis->time_ms, s.last_diagnosis->time_ms);
+    EXPECT_EQ(back->drain->node, "node17");
+    // Without a database the store says four things, and reads back the same.
+    s.store = {.database = false, .writable = false, .stored = 0, .pending = 7, .problem = "no room"};
+    s.drain.reset();
+    s.last_diagnosis.reset();
+    j = agent_status_to_json(s);
+    EXPECT_EQ(j["store"].size(), 4u);
+    EXPECT_FALSE(j.contains("drain"));
+    back = agent_status_from_json(j);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(agent_status_to_json(*back), j);
+    EXPECT_FALSE(back->store.database);
+}
+
+TEST(AgentStatusJson, WhatItCannotReadIsSaid) {
+    auto j = agent_status_to_json(some_status());
+    auto trigger = j;
+    trigger["last_diagnosis"]["trigger"] = "cron";
+    auto r = agent_status_from_json(trigger);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("cron"), std::string::npos) << r.error().message;
+    auto time = j;
+    time["started"] = "yesterday";
+    EXPECT_FALSE(agent_status_from_json(time));
+    auto missing = j;
+    missing.erase("kernel_log");
+    r = agent_status_from_json(missing);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("kernel_log"), std::string::npos) << r.error().message;
+    EXPECT_FALSE(agent_status_from_json(nlohmann::json::array()));
+}
+
+TEST(AgentMetrics, EveryKindAndTriggerHasItsSeries) {
+    auto s = some_status();
+    s.events_by_kind[static_cast<size_t>(AgentEventKind::drained)] = 2;
+    s.diagnoses_by_trigger[static_cast<size_t>(DiagnosisTrigger::interval)] = 9;
+    auto text = render_agent_metrics(s);
+    EXPECT_EQ(text.rfind("# HELP gpudx_agent_events_total Events the agent recorded since it started, by kind.\n"
+                         "# TYPE gpudx_agent_events_total counter\n"
+                         "gpudx_agent_events_total{kind=\"appeared\"} 0\n",
+                         0),
+              0u);
+    EXPECT_NE(text.find("gpudx_agent_events_total{kind=\"drained\"} 2\n"), std::string::npos);
+    EXPECT_NE(text.find("gpudx_agent_diagnoses_total{trigger=\"interval\"} 9\n"), std::string::npos);
+    EXPECT_NE(text.find("gpudx_agent_diagnoses_total{trigger=\"nvml_event\"} 0\n"), std::string::npos);
+    EXPECT_NE(text.find("gpudx_agent_store_writable 1\n"), std::string::npos);
+    EXPECT_NE(text.find("gpudx_agent_last_diagnosis_timestamp_seconds 1764634450.001\n"), std::string::npos);
+    s.last_diagnosis.reset();
+    EXPECT_EQ(render_agent_metrics(s).find("last_diagnosis"), std::string::npos);
+}
+
 TEST(AgentStore, OldEventsAndEventsPastTheSizeGo) {
     auto dir = test::scratch("store-bounds");
     auto store = EventStore::open({.path = (dir / "events.db").string(), .max_age_ms = 60'000, .max_bytes = 256 * 1024});
@@ -302,7 +418,7 @@ TEST(AgentStore, ACorruptDatabaseIsMovedAsideAndANewOneStarted) {
     EXPECT_TRUE(std::filesystem::exists(st.moved_aside));
     auto events = (*store)->query(0, 0, 10);
     ASSERT_EQ(events.size(), 1u);  // the store says so as its first event
-    EXPECT_EQ(events[0].kind, "agent");
+    EXPECT_EQ(events[0].kind, AgentEventKind::agent);
     EXPECT_EQ((*store)->integrity_check(), "ok");
     std::filesystem::remove_all(dir);
 }
@@ -383,7 +499,7 @@ TEST(AgentNvml, EachLineOfTheWatcherIsRead) {
     ASSERT_EQ(e.kind, K::event);
     EXPECT_EQ(e.event.index, 1u);
     EXPECT_EQ(e.event.pci, "0000:00:07.0");
-    EXPECT_EQ(e.event.type, "xid");
+    EXPECT_EQ(e.event.type, NvmlEventType::xid);
     EXPECT_EQ(e.event.data, 79u);
     EXPECT_EQ(e.event.gpu_instance, 5u);
     EXPECT_FALSE(e.event.compute_instance);
@@ -397,7 +513,10 @@ TEST(AgentNvml, EachLineOfTheWatcherIsRead) {
     EXPECT_EQ(c.call, "nvmlDeviceRegisterEvents(1)");
     EXPECT_EQ(parse_nvml_watch_line(R"({"line":"unavailable","reason":"no GPU"})").reason, "no GPU");
     EXPECT_EQ(parse_nvml_watch_line(R"({"line":"alive"})").kind, K::alive);
-    for (const char* bad : {"not json", R"({"line":"bogus"})", R"({"line":"event","data":1})", "[1,2]"}) {
+    // An event of a type gpudx does not know (a newer watcher's, a bit without a name) is said, never read as another.
+    for (const char* bad : {"not json", R"({"line":"bogus"})", R"({"line":"event","data":1})", "[1,2]",
+                            R"({"line":"event","type":"0x40000000","mask":1073741824,"data":0})",
+                            R"({"line":"event","type":"xid_storm","mask":8,"data":79})"}) {
         auto b = parse_nvml_watch_line(bad);
         EXPECT_EQ(b.kind, K::unreadable) << bad;
         EXPECT_FALSE(b.reason.empty()) << bad;
@@ -416,7 +535,7 @@ TEST(AgentNvml, EveryLineTheRealH200WroteIsRead) {
         ASSERT_NE(l.kind, NvmlWatchLine::Kind::unreadable) << l.reason;
         ++kinds[l.kind];
         if (l.kind == NvmlWatchLine::Kind::event) {
-            EXPECT_EQ(l.event.type, "clock");
+            EXPECT_EQ(l.event.type, NvmlEventType::clock);
             EXPECT_EQ(l.event.mask, 0x10u);
             EXPECT_EQ(l.event.uuid, "GPU-8f88c2fb-1183-539a-8a15-2d59ee85952c");
             EXPECT_EQ(l.event.pci, "0000:00:06.0");
@@ -509,7 +628,7 @@ TEST(AgentNvml, SnapshotsCarryTheEventsOnlyWhenThereAreSome) {
     e.time = "2026-12-02T06:00:00Z";
     e.uuid = "GPU-992cb470-9027-88f4-48a9-a9a329d6978d";
     e.pci = "0000:00:06.0";
-    e.type = "xid";
+    e.type = NvmlEventType::xid;
     e.mask = 8;
     e.data = 79;
     e.gpu_instance = 3;

@@ -52,13 +52,13 @@ TEST(AgentLedger, AWarningThatBecomesAnErrorIsAnEvent) {
     ASSERT_EQ(ledger.advance({xid(Severity::warning, "Xid 13")}, {}, 1000).size(), 1u);
     auto events = ledger.advance({xid(Severity::error, "Xid 13, Xid 79")}, {}, 2000);
     ASSERT_EQ(events.size(), 1u);
-    EXPECT_EQ(events[0].kind, "changed");
+    EXPECT_EQ(events[0].kind, AgentEventKind::changed);
     EXPECT_EQ(events[0].severity, "error");
     EXPECT_NE(events[0].message.find("was warning, now error"), std::string::npos) << events[0].message;
     // And back down is news too.
     auto down = ledger.advance({xid(Severity::warning)}, {}, 3000);
     ASSERT_EQ(down.size(), 1u);
-    EXPECT_EQ(down[0].kind, "changed");
+    EXPECT_EQ(down[0].kind, AgentEventKind::changed);
 }
 
 TEST(AgentLedger, AFindingOfALayerThatCouldNotBeReadStaysOpenAndIsCarried) {
@@ -78,7 +78,7 @@ TEST(AgentLedger, AFindingOfALayerThatCouldNotBeReadStaysOpenAndIsCarried) {
     // Read again, and without it: cleared then.
     auto events = ledger.advance({link_degraded()}, {}, 4000);
     ASSERT_EQ(events.size(), 1u);
-    EXPECT_EQ(events[0].kind, "cleared");
+    EXPECT_EQ(events[0].kind, AgentEventKind::cleared);
     EXPECT_EQ(events[0].finding, "kernel_log.xid");
 }
 

@@ -48,12 +48,12 @@ TEST(Formats, SlurmReasonNamesCheckUuidAndAddressWithin80Characters) {
                              {"kernel_log.xid_fallen_off_bus", Layer::kernel_log, Severity::error, {kGpu0}, "y", {}, {}}});
     std::stable_sort(d.findings.begin(), d.findings.end(),
                      [](auto& a, auto& b) { return a.severity > b.severity; });
-    auto r = slurm_reason(d);
+    auto r = slurm_reason(d).value().format();
     EXPECT_LE(r.size(), 80u);
     EXPECT_NE(r.find("kernel_log.xid_fallen_off_bus"), std::string::npos) << r;
     EXPECT_NE(r.find("0000:00:06.0"), std::string::npos) << r;
     EXPECT_NE(r.find("GPU-992cb470"), std::string::npos) << r;
-    EXPECT_EQ(slurm_reason(diagnosis_with({})), "");
+    EXPECT_FALSE(slurm_reason(diagnosis_with({})));
 }
 
 TEST(Formats, NodeProblemDetectorAndNagiosExitCodes) {
@@ -80,18 +80,19 @@ TEST(Formats, FitCutsOnUtf8Boundary) {
 
 TEST(Formats, SlurmReasonIsPrefixedAsciiAndAtMost80Bytes) {
     auto one = diagnosis_with({{"pcie.fell_off_bus", Layer::pcie, Severity::error, {kGpu0}, "y", {}, {}}});
-    auto r = slurm_reason(one);
+    auto r = slurm_reason(one).value().format();
     // Short enough to keep the whole UUID.
     EXPECT_EQ(r, "gpudx: pcie.fell_off_bus GPU-992cb470-9027-88f4-48a9-a9a329d6978d 0000:00:06.0");
     EXPECT_EQ(r.rfind(kSlurmReasonPrefix, 0), 0u);
     // Too long with "(+more)": the UUID keeps its first group, the address stays whole.
     auto two = diagnosis_with({{"pcie.fell_off_bus", Layer::pcie, Severity::error, {kGpu0}, "y", {}, {}},
                                {"module.not_loaded", Layer::module, Severity::error, {}, "z", {}, {}}});
-    r = slurm_reason(two);
+    EXPECT_EQ(slurm_reason(two)->finding, "pcie.fell_off_bus");
+    r = slurm_reason(two)->format();
     EXPECT_EQ(r, "gpudx: pcie.fell_off_bus GPU-992cb470 0000:00:06.0 (+more)");
     // A hostile or absurd id cannot push it past 80 bytes or out of ASCII.
     auto odd = diagnosis_with({{std::string(100, 'x') + "\xC3\xA9\n", Layer::pcie, Severity::error, {kGpu0}, "y", {}, {}}});
-    r = slurm_reason(odd);
+    r = slurm_reason(odd)->format();
     EXPECT_LE(r.size(), 80u);
     EXPECT_EQ(r.rfind("gpudx: xxx", 0), 0u);
     for (char c : r) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << r;

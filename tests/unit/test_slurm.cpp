@@ -33,7 +33,9 @@ SlurmNodeState node(std::string state, std::string reason) {
     return n;
 }
 
+const SlurmReason kDrainReason{"pcie.fell_off_bus", "GPU-40cd403d-66ba-4608-72b9-5be5031085dc 0000:00:07.0"};
 const std::string kReason = "gpudx: pcie.fell_off_bus GPU-40cd403d-66ba-4608-72b9-5be5031085dc 0000:00:07.0";
+const std::optional<SlurmReason> kNoReason;
 
 }  // namespace
 
@@ -63,25 +65,26 @@ TEST(Slurm, ParsesANodeWithoutReasonAndDownFlags) {
 }
 
 TEST(Slurm, DrainsOnErrorAndResumesOnlyItsOwnDrain) {
+    ASSERT_EQ(kDrainReason.format(), kReason);
     // An error on a node in service: drain.
-    EXPECT_EQ(decide_slurm_action(1, kReason, node("IDLE", "")), SlurmAction::drain);
-    EXPECT_EQ(decide_slurm_action(1, kReason, node("MIXED", "")), SlurmAction::drain);
+    EXPECT_EQ(decide_slurm_action(1, kDrainReason, node("IDLE", "")), SlurmAction::drain);
+    EXPECT_EQ(decide_slurm_action(1, kDrainReason, node("MIXED", "")), SlurmAction::drain);
     // Already drained by gpudx for the same reason: nothing; for another gpudx reason: the reason is updated.
-    EXPECT_EQ(decide_slurm_action(1, kReason, node("IDLE+DRAIN", kReason)), SlurmAction::none);
-    EXPECT_EQ(decide_slurm_action(1, kReason, node("IDLE+DRAIN", "gpudx: module.not_loaded")), SlurmAction::drain);
+    EXPECT_EQ(decide_slurm_action(1, kDrainReason, node("IDLE+DRAIN", kReason)), SlurmAction::none);
+    EXPECT_EQ(decide_slurm_action(1, kDrainReason, node("IDLE+DRAIN", "gpudx: module.not_loaded")), SlurmAction::drain);
     // Someone else's drain or down, for any reason: never touched, error or not.
-    EXPECT_EQ(decide_slurm_action(1, kReason, node("IDLE+DRAIN", "admin maintenance")), SlurmAction::leave_foreign);
-    EXPECT_EQ(decide_slurm_action(1, kReason, node("DOWN*", "Not responding")), SlurmAction::leave_foreign);
-    EXPECT_EQ(decide_slurm_action(0, "", node("IDLE+DRAIN", "admin maintenance")), SlurmAction::none);
+    EXPECT_EQ(decide_slurm_action(1, kDrainReason, node("IDLE+DRAIN", "admin maintenance")), SlurmAction::leave_foreign);
+    EXPECT_EQ(decide_slurm_action(1, kDrainReason, node("DOWN*", "Not responding")), SlurmAction::leave_foreign);
+    EXPECT_EQ(decide_slurm_action(0, kNoReason, node("IDLE+DRAIN", "admin maintenance")), SlurmAction::none);
     // A reason that merely mentions gpudx is not gpudx's.
-    EXPECT_EQ(decide_slurm_action(0, "", node("IDLE+DRAIN", "waiting for gpudx: GPU swap")), SlurmAction::none);
+    EXPECT_EQ(decide_slurm_action(0, kNoReason, node("IDLE+DRAIN", "waiting for gpudx: GPU swap")), SlurmAction::none);
     // Healthy (or warnings only) and drained by gpudx: resume.
-    EXPECT_EQ(decide_slurm_action(0, "", node("IDLE+DRAIN", kReason)), SlurmAction::resume);
-    EXPECT_EQ(decide_slurm_action(2, "", node("MIXED+DRAIN", kReason)), SlurmAction::resume);
-    EXPECT_EQ(decide_slurm_action(0, "", node("IDLE", "")), SlurmAction::none);
+    EXPECT_EQ(decide_slurm_action(0, kNoReason, node("IDLE+DRAIN", kReason)), SlurmAction::resume);
+    EXPECT_EQ(decide_slurm_action(2, kNoReason, node("MIXED+DRAIN", kReason)), SlurmAction::resume);
+    EXPECT_EQ(decide_slurm_action(0, kNoReason, node("IDLE", "")), SlurmAction::none);
     // Could not evaluate: neither drain nor resume.
-    EXPECT_EQ(decide_slurm_action(3, "", node("IDLE+DRAIN", kReason)), SlurmAction::unknown);
-    EXPECT_EQ(decide_slurm_action(3, "", node("IDLE", "")), SlurmAction::unknown);
+    EXPECT_EQ(decide_slurm_action(3, kNoReason, node("IDLE+DRAIN", kReason)), SlurmAction::unknown);
+    EXPECT_EQ(decide_slurm_action(3, kNoReason, node("IDLE", "")), SlurmAction::unknown);
 }
 
 TEST(Slurm, NodeNameFromSlurmdElseShortHostName) {
@@ -129,17 +132,17 @@ protected:
 };
 
 TEST_F(SlurmFake, DrainThenResumeThroughScontrol) {
-    auto r = apply_slurm_drain(opts, 1, kReason);
+    auto r = apply_slurm_drain(opts, 1, kDrainReason);
     ASSERT_TRUE(r) << r.error().message;
     EXPECT_EQ(r->action, SlurmAction::drain);
     EXPECT_EQ(read("state"), "IDLE+DRAIN\n");
     EXPECT_EQ(read("reason"), kReason);
     // The reason went to scontrol as one argument, blanks and all.
     EXPECT_NE(read("calls").find("update nodename=vm state=drain reason=" + kReason), std::string::npos);
-    auto again = apply_slurm_drain(opts, 1, kReason);
+    auto again = apply_slurm_drain(opts, 1, kDrainReason);
     ASSERT_TRUE(again);
     EXPECT_EQ(again->action, SlurmAction::none);
-    auto healed = apply_slurm_drain(opts, 0, "");
+    auto healed = apply_slurm_drain(opts, 0, kNoReason);
     ASSERT_TRUE(healed);
     EXPECT_EQ(healed->action, SlurmAction::resume);
     EXPECT_EQ(read("state"), "IDLE\n");
@@ -148,10 +151,10 @@ TEST_F(SlurmFake, DrainThenResumeThroughScontrol) {
 TEST_F(SlurmFake, NeverResumesSomeoneElsesDrain) {
     write("state", "IDLE+DRAIN");
     write("reason", "admin maintenance");
-    auto healthy = apply_slurm_drain(opts, 0, "");
+    auto healthy = apply_slurm_drain(opts, 0, kNoReason);
     ASSERT_TRUE(healthy);
     EXPECT_EQ(healthy->action, SlurmAction::none);
-    auto broken = apply_slurm_drain(opts, 1, kReason);
+    auto broken = apply_slurm_drain(opts, 1, kDrainReason);
     ASSERT_TRUE(broken);
     EXPECT_EQ(broken->action, SlurmAction::leave_foreign);
     EXPECT_NE(broken->message.find("admin maintenance"), std::string::npos);
@@ -161,22 +164,22 @@ TEST_F(SlurmFake, NeverResumesSomeoneElsesDrain) {
 
 TEST_F(SlurmFake, ScontrolFailuresAreErrorsThatSayWhat) {
     opts.node = "nosuch";
-    auto unknown = apply_slurm_drain(opts, 1, kReason);
+    auto unknown = apply_slurm_drain(opts, 1, kDrainReason);
     ASSERT_FALSE(unknown);
     EXPECT_NE(unknown.error().message.find("Node nosuch not found"), std::string::npos) << unknown.error().message;
     opts.node = "vm";
     write("fail", "slurm_load_node error: Unable to contact slurm controller (connect failure)");
-    auto down = apply_slurm_drain(opts, 1, kReason);
+    auto down = apply_slurm_drain(opts, 1, kDrainReason);
     ASSERT_FALSE(down);
     EXPECT_NE(down.error().message.find("Unable to contact slurm controller"), std::string::npos);
     fs::remove(dir / "fail");
     write("hang", "");
     opts.timeout = std::chrono::milliseconds(300);
-    auto hung = apply_slurm_drain(opts, 1, kReason);
+    auto hung = apply_slurm_drain(opts, 1, kDrainReason);
     ASSERT_FALSE(hung);
     EXPECT_NE(hung.error().message.find("did not finish"), std::string::npos);
     opts.scontrol = "/nonexistent/scontrol";
-    auto missing = apply_slurm_drain(opts, 1, kReason);
+    auto missing = apply_slurm_drain(opts, 1, kDrainReason);
     ASSERT_FALSE(missing);
     EXPECT_NE(missing.error().message.find("cannot run"), std::string::npos);
 }

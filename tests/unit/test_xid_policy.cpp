@@ -734,7 +734,7 @@ NvmlEvent nvml_xid(const std::string& pci, unsigned long long code, const std::s
     e.time = time;
     e.pci = pci;
     e.uuid = pci == "0000:00:06.0" ? kGpu0Uuid : "";
-    e.type = "xid";
+    e.type = NvmlEventType::xid;
     e.mask = 0x8;
     e.data = code;
     return e;
@@ -748,7 +748,7 @@ TEST(KernelLogRules, AnXidOnlyNvmlDeliveredIsJudgedByThePolicyOncePerGpuAndCode)
     s.nvml_events = {nvml_xid("0000:00:06.0", 79, "2026-12-02T06:00:00Z"), nvml_xid("0000:00:06.0", 79, "2026-12-02T06:00:05Z"),
                      nvml_xid("0000:00:07.0", 63, "2026-12-02T06:01:00Z")};
     NvmlEvent pstate;  // not an Xid: never a finding of this rule
-    pstate.type = "pstate";
+    pstate.type = NvmlEventType::pstate;
     pstate.pci = "0000:00:06.0";
     s.nvml_events.push_back(pstate);
     auto fs = kernel_log_findings(s);

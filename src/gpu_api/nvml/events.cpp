@@ -1,6 +1,5 @@
 #include "gpu_api/nvml/events.hpp"
 
-#include <array>
 #include <thread>
 
 #include <fmt/format.h>
@@ -11,32 +10,11 @@
 #include "core/supervisor.hpp"
 #include "gpu_api/nvml/api.hpp"
 #include "gpu_api/probe.hpp"
+#include "model/driver.hpp"
 
 namespace gpudx {
 
 namespace {
-
-struct EventType {
-    unsigned long long bit;
-    const char* name;
-};
-
-constexpr std::array kEventTypes = {
-    EventType{nvmlEventTypeSingleBitEccError, "single_bit_ecc"},
-    EventType{nvmlEventTypeDoubleBitEccError, "double_bit_ecc"},
-    EventType{nvmlEventTypePState, "pstate"},
-    EventType{nvmlEventTypeXidCriticalError, "xid"},
-    EventType{nvmlEventTypeClock, "clock"},
-    EventType{nvmlEventTypePowerSourceChange, "power_source"},
-    EventType{nvmlEventMigConfigChange, "mig_config"},
-    EventType{nvmlEventTypeSingleBitEccErrorStorm, "single_bit_ecc_storm"},
-    EventType{nvmlEventTypeDramRetirementEvent, "dram_retirement"},
-    EventType{nvmlEventTypeDramRetirementFailure, "dram_retirement_failure"},
-    EventType{nvmlEventTypeNonFatalPoisonError, "nonfatal_poison"},
-    EventType{nvmlEventTypeFatalPoisonError, "fatal_poison"},
-    EventType{nvmlEventTypeGpuUnavailableError, "gpu_unavailable"},
-    EventType{nvmlEventTypeGpuRecoveryAction, "recovery_action"},
-};
 
 // MIG ids in an event that names no instance.
 constexpr unsigned kNoInstance = 0xFFFFFFFFu;
@@ -78,14 +56,12 @@ int unavailable(Writer& out, std::string reason) {
 }  // namespace
 
 std::string nvml_event_type_name(unsigned long long bit) {
-    for (const auto& t : kEventTypes)
-        if (t.bit == bit) return t.name;
+    if (auto t = nvml_event_type_of_bit(bit)) return std::string(to_string(*t));
     return fmt::format("0x{:x}", bit);
 }
 
 std::optional<unsigned long long> nvml_event_type_bit(std::string_view name) {
-    for (const auto& t : kEventTypes)
-        if (name == t.name) return t.bit;
+    if (auto t = parse_nvml_event_type(name)) return nvml_event_bit(*t);
     return std::nullopt;
 }
 
@@ -104,7 +80,7 @@ unsigned long long nvml_health_event_mask() {
 
 unsigned long long nvml_all_event_mask() {
     unsigned long long m = 0;
-    for (const auto& t : kEventTypes) m |= t.bit;
+    for (auto t : kAllNvmlEventTypes) m |= nvml_event_bit(t);
     return m;
 }
 

@@ -201,7 +201,7 @@ void check_nvml_xids(const CheckContext& ctx, const XidPolicy& policy, std::vect
     std::map<std::pair<std::string, int>, Seen> seen;
     std::vector<std::pair<std::string, int>> order;
     for (auto& e : s.nvml_events) {
-        if (e.type != "xid" || e.data == 0 || e.data > static_cast<unsigned long long>(kMaxXidCode)) continue;
+        if (e.type != NvmlEventType::xid || e.data == 0 || e.data > static_cast<unsigned long long>(kMaxXidCode)) continue;
         auto key = std::make_pair(normalize_pci(e.pci), static_cast<int>(e.data));
         if (in_log.count(key)) continue;
         Seen& k = seen[key];

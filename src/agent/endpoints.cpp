@@ -1,0 +1,141 @@
+#include "agent/endpoints.hpp"
+
+#include <malloc.h>
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "core/text.hpp"
+#include "render/agent_metrics.hpp"
+#include "render/report.hpp"
+#include "render/report_format.hpp"
+
+namespace gpudx {
+
+namespace {
+
+constexpr size_t kDefaultEventLimit = 1000;
+constexpr size_t kMaxEventLimit = 100000;
+constexpr size_t kEventPage = 500;
+
+}  // namespace
+
+std::shared_ptr<const Published> Publication::latest() const {
+    std::lock_guard lock(mutex_);
+    return latest_;
+}
+
+void Publication::publish(std::shared_ptr<const Published> p) {
+    std::lock_guard lock(mutex_);
+    ++by_trigger_[static_cast<size_t>(p->trigger)];
+    latest_ = std::move(p);
+}
+
+void Publication::describe(AgentStatus& s) const {
+    std::lock_guard lock(mutex_);
+    if (latest_) s.last_diagnosis = {latest_->time_ms, latest_->trigger, latest_->duration_ms};
+    s.diagnoses_by_trigger = by_trigger_;
+}
+
+HttpResponse Endpoints::status_response(const HttpRequest& r) {
+    auto p = publication_.latest();
+    if (!p) return {503, "application/json", R"({"error":"the first diagnosis is still running"})" "\n", {}};
+    auto format = parse_name<ReportFormat>(r.query.contains("format") ? r.query.at("format") : "json");
+    if (!format)
+        return {400, "application/json",
+                json_text(nlohmann::json({{"error", "format must be one of " + names_listed<ReportFormat>()}})) + "\n", {}};
+    HttpResponse res;
+    if (*format == ReportFormat::json) {
+        auto j = diagnosis_to_json(p->snapshot, p->diagnosis);
+        j["agent"] = agent_status_to_json(status_());
+        res.body = json_text(j, 2) + "\n";
+        res.headers.emplace_back("X-Gpudx-Exit-Code", std::to_string(p->diagnosis.exit_code));
+        return res;
+    }
+    RenderOptions ro;
+    ro.verbose = r.query.contains("verbose");
+    auto report = render_report(p->snapshot, p->diagnosis, *format, ro);
+    res.content_type = "text/plain; charset=utf-8";
+    res.body = std::move(report.text);
+    res.headers.emplace_back("X-Gpudx-Exit-Code", std::to_string(report.exit_code));
+    return res;
+}
+
+HttpResponse Endpoints::events_response(const HttpRequest& r) {
+    auto bad = [](const std::string& why) {
+        return HttpResponse{400, "application/json", json_text(nlohmann::json({{"error", why}})) + "\n", {}};
+    };
+    int64_t since = 0, after = 0;
+    size_t limit = kDefaultEventLimit;
+    if (auto it = r.query.find("since"); it != r.query.end()) {
+        auto t = parse_event_time(it->second, now_ms());
+        if (!t)
+            return bad("since=" + it->second +
+                       ": not Unix seconds, an ISO 8601 time or an age (15m, 2h, 7d), up to the year 9999");
+        since = *t;
+    }
+    if (auto it = r.query.find("after"); it != r.query.end()) {
+        auto v = parse_int(it->second);
+        if (!v) return bad("after=" + it->second + ": not an event id");
+        after = *v;
+    }
+    if (auto it = r.query.find("limit"); it != r.query.end()) {
+        auto v = parse_uint(it->second);
+        if (!v || *v == 0) return bad("limit=" + it->second + ": not a positive number");
+        limit = std::min<size_t>(*v, kMaxEventLimit);
+    }
+    // Written event by event, a page of the store at a time: 10,000 events never sit in memory as one JSON
+    // document, and the main loop's writes wait for one page at most. At most 4 MiB, whatever limit= asks: past
+    // that the answer says where to go on ("next_after"), so what a client that does not read it pins stays
+    // bounded (docs/agent.md).
+    constexpr size_t kMaxEventsAnswerBytes = 4u << 20;
+    EventsAnswer answer(kMaxEventsAnswerBytes);
+    bool full = false;
+    int64_t cursor = after;
+    for (;;) {
+        auto page = recorder_.page(since, cursor, std::min(kEventPage, limit - answer.count()));
+        if (!page) break;  // no store: every event is among the unstored
+        for (const auto& e : *page) {
+            if (!answer.add(e)) {
+                full = true;
+                break;
+            }
+            cursor = e.id;
+        }
+        if (full || page->size() < kEventPage || answer.count() >= limit) break;
+    }
+    // Held in memory (no id): after the stored ones.
+    std::vector<AgentEvent> unstored;
+    if (!full) unstored = recorder_.unstored(since, limit);
+    size_t left_out = 0;
+    for (const auto& e : unstored) {
+        if (answer.count() + left_out >= limit) break;
+        if (left_out > 0 || !answer.add(e)) ++left_out;
+    }
+    HttpResponse res;
+    res.body = std::move(answer).finish(full ? std::optional<int64_t>(cursor) : std::nullopt, left_out);
+    return res;
+}
+
+HttpResponse Endpoints::handle(const HttpRequest& r) {
+    if (r.path == "/metrics") {
+        auto p = publication_.latest();
+        HttpResponse res;
+        res.content_type = "text/plain; version=0.0.4; charset=utf-8";
+        res.body = (p ? p->prom : std::string()) + render_agent_metrics(status_());
+        return res;
+    }
+    if (r.path == "/v1/status") return status_response(r);
+    if (r.path == "/v1/events") {
+        auto res = events_response(r);
+        // A large answer's buffers go back to the system once sent (its copy in the response stays until then).
+        if (res.body.size() > (1u << 20)) ::malloc_trim(0);
+        return res;
+    }
+    nlohmann::json unknown = {{"error", "no such endpoint: " + r.path},
+                              {"endpoints", {"/metrics", "/v1/status", "/v1/events"}}};
+    return {404, "application/json", json_text(unknown) + "\n", {}};
+}
+
+}  // namespace gpudx

@@ -1,0 +1,60 @@
+#pragma once
+// The agent's endpoints, answered from the HTTP adapter's threads (agent/http.hpp): /metrics, /v1/status and
+// /v1/events (docs/agent.md). They read what the main loop published (the latest diagnosis, rendered once when
+// it is made), the recorder's events, and what the agent knows of itself; they never wait on a diagnosis.
+#include <array>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "agent/http.hpp"
+#include "agent/recorder.hpp"
+#include "model/agent_status.hpp"
+#include "model/diagnosis.hpp"
+#include "model/snapshot.hpp"
+
+namespace gpudx {
+
+// One diagnosis as the endpoints serve it.
+struct Published {
+    Snapshot snapshot;
+    Diagnosis diagnosis;
+    std::string prom;  // its Prometheus text, rendered once
+    int64_t time_ms = 0;
+    DiagnosisTrigger trigger = DiagnosisTrigger::start;
+    double duration_ms = 0;
+};
+
+// The latest diagnosis and the count of diagnoses by trigger, under one mutex: the main loop publishes, the
+// servers' threads read.
+class Publication {
+public:
+    std::shared_ptr<const Published> latest() const;
+    void publish(std::shared_ptr<const Published> p);
+    // The last diagnosis and the count by trigger.
+    void describe(AgentStatus& s) const;
+
+private:
+    mutable std::mutex mutex_;
+    std::shared_ptr<const Published> latest_;
+    std::array<uint64_t, std::size(kAllDiagnosisTriggers)> by_trigger_{};
+};
+
+class Endpoints {
+public:
+    // `status`: what the agent knows of itself, as of the call.
+    Endpoints(const Publication& publication, Recorder& recorder, std::function<AgentStatus()> status)
+        : publication_(publication), recorder_(recorder), status_(std::move(status)) {}
+    HttpResponse handle(const HttpRequest& r);
+
+private:
+    HttpResponse status_response(const HttpRequest& r);
+    HttpResponse events_response(const HttpRequest& r);
+
+    const Publication& publication_;
+    Recorder& recorder_;
+    std::function<AgentStatus()> status_;
+};
+
+}  // namespace gpudx
