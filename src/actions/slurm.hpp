@@ -12,11 +12,9 @@
 
 #include "core/error.hpp"
 #include "core/root.hpp"
+#include "model/slurm_reason.hpp"
 
 namespace gpudx {
-
-// Every Slurm reason gpudx writes starts with this; `diagnose --drain` knows its own drains by it.
-inline constexpr std::string_view kSlurmReasonPrefix = "gpudx:";
 
 // Exit code of `diagnose --drain` when the node's state could not be read or changed (scontrol missing,
 // failing or hanging, node unknown to Slurm). Outside 0..3 so a health checker can tell it from a verdict.

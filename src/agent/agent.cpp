@@ -37,6 +37,7 @@
 #include "render/formats.hpp"
 #include "render/report.hpp"
 #include "render/report_format.hpp"
+#include "rules/comparisons/baseline.hpp"
 #include "rules/engine/diagnose.hpp"
 #include "rules/reference/signatures.hpp"
 
@@ -489,7 +490,7 @@ void Agent::diagnose_and_publish(Snapshot s, const std::string& trigger, double 
         p->diagnosis = diagnose(s, with_carried);
     }
     p->snapshot = std::move(s);
-    p->prom = render_prometheus(p->snapshot, p->diagnosis);
+    p->prom = render_prometheus(p->snapshot, p->diagnosis, {.node = make_node_record(p->snapshot)});
     p->time_ms = now_ms();
     p->trigger = trigger;
     p->duration_ms = static_cast<double>(now_ms()) - started_ms;
@@ -898,7 +899,7 @@ HttpResponse Agent::status_response(const HttpRequest& r) {
     }
     RenderOptions ro;
     ro.verbose = r.query.contains("verbose");
-    auto report = render_report(p->snapshot, p->diagnosis, format, ro);
+    auto report = render_report(p->snapshot, p->diagnosis, format, ro, {.node = make_node_record(p->snapshot)});
     res.content_type = "text/plain; charset=utf-8";
     res.body = std::move(report.text);
     res.headers.emplace_back("X-Gpudx-Exit-Code", std::to_string(report.exit_code));

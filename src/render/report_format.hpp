@@ -23,8 +23,8 @@ struct RenderedReport {
     int exit_code = 0;  // the diagnosis's (0/1/2/3), or the plugin's for npd and nagios
 };
 // An unknown format renders as text.
-// `prom` carries what the Prometheus format adds beyond the diagnosis (the node's class).
+// `prom` carries what the Prometheus format adds beyond the diagnosis (the node's record and class).
 RenderedReport render_report(const Snapshot& s, const Diagnosis& d, std::string_view format, const RenderOptions& o,
-                             const PrometheusOptions& prom = {});
+                             const PrometheusOptions& prom);
 
 }  // namespace gpudx
