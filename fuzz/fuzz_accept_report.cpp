@@ -1,4 +1,4 @@
-// Acceptance records (actions/accept.hpp) as `gpudx accept --compare` reads them: saved runs, possibly edited.
+// Acceptance records (model/accept.hpp) as `gpudx accept --compare` reads them: saved runs, possibly edited.
 #include "fuzz.hpp"
 #include "actions/accept.hpp"
 #include "render/accept.hpp"

@@ -1,4 +1,4 @@
-// Node-record JSON (`gpudx baseline`, rules/comparisons/baseline.hpp), then compared with a node and with itself.
+// Node-record JSON (`gpudx baseline`, model/node_record.hpp), then compared with a node and with itself.
 #include "fuzz.hpp"
 #include "node_record.hpp"
 #include "render/records.hpp"

@@ -1,5 +1,6 @@
 // Snapshot JSON (model/snapshot.hpp) as `--from` reads it, then diagnosed and rendered in every format:
 // a saved snapshot is input from another machine, and no field of it may crash a check.
+#include "rules/comparisons/baseline.hpp"
 #include "rules/engine/diagnose.hpp"
 #include "fuzz.hpp"
 #include "render/formats.hpp"
@@ -18,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::require_json_writable(diagnosis_to_json(*s, d));
     (void)render_diagnosis_text(*s, d, RenderOptions{false, true});
     (void)render_snapshot_text(*s);
-    (void)render_prometheus(*s, d);
+    (void)render_prometheus(*s, d, {.node = make_node_record(*s)});
     if (auto reason = slurm_reason(d)) FUZZ_REQUIRE(reason->format().size() <= kSlurmReasonMaxBytes);
     (void)node_problem_detector(d);
     (void)nagios(*s, d);

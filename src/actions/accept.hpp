@@ -1,7 +1,7 @@
 #pragma once
 // `gpudx accept`: acceptance tests after a repair (docs/accept.md). Compute on every card, memory
 // alloc/verify/free, host and peer transfers with verification, and a negative isolation check,
-// recorded as JSON that a later run can be compared with.
+// recorded as JSON that a later run can be compared with (the record: model/accept.hpp).
 //
 // The orchestration here decides the plan, the verdicts and the record; the GPU work sits behind
 // AcceptDriver so unit tests drive it with a fake and accept_cuda.cpp drives the real CUDA driver.
@@ -18,73 +18,10 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/error.hpp"
+#include "model/accept.hpp"
 #include "model/accept_thresholds.hpp"
 
 namespace gpudx {
-
-enum class TestStatus { pass, warn, fail, not_run };
-const char* to_string(TestStatus s);
-std::optional<TestStatus> parse_test_status(std::string_view s);
-
-// One sub-test's outcome. `figures` are numbers (bandwidths in GB/s, counts, milliseconds);
-// `thresholds` maps a figure name to the floor it was held to.
-struct SubTest {
-    std::string id;                     // gpu.context, gpu.compute, gpu.memory, gpu.d2d, gpu.h2d, gpu.d2h,
-                                        // pair.peer_access, pair.copy, pairs.concurrent, isolation.job, ...
-    std::vector<std::string> subjects;  // GPU UUIDs (two for a pair)
-    std::vector<std::string> pci;       // their PCI addresses, same order
-    bool required = true;
-    TestStatus status = TestStatus::not_run;
-    std::string reason;  // why it failed, warned or did not run; empty on a clean pass
-    std::map<std::string, double> figures;
-    std::map<std::string, double> thresholds;
-    std::map<std::string, std::string> details;
-    double duration_ms = 0;
-
-    // Stable name across runs: id plus subjects ("pair.copy GPU-a GPU-b").
-    std::string key() const;
-};
-
-struct AcceptGpu {
-    int ordinal = 0;
-    std::string uuid;
-    std::string pci;  // normalised dddd:bb:dd.f
-    std::string name;
-    uint64_t total_memory = 0;
-    int sm_count = 0;
-    int cc_major = 0, cc_minor = 0;
-};
-
-inline constexpr int kAcceptSchemaVersion = 1;
-
-struct AcceptReport {
-    int schema_version = kAcceptSchemaVersion;
-    std::string gpudx_version;
-    std::string started_at;  // ISO 8601 UTC
-    std::string node;        // hostname
-    std::string kernel;      // uname -r
-    std::string module_version;  // /sys/module/nvidia/version
-    std::string driver_version;  // NVML's driver version string, else derived from the CUDA driver
-    std::optional<int> cuda_driver_version;  // cuDriverGetVersion
-    std::string driver_library;              // the libcuda.so.1 actually loaded
-    std::string image_digest;                // container image digest when known
-    std::string mode = "quick";              // quick | long
-    std::vector<AcceptGpu> gpus;
-    AcceptThresholds thresholds;
-    std::string thresholds_source;  // "flags", "matrix FILE class NAME", "none"
-    std::string allocation_source;  // "--allow", "CUDA_VISIBLE_DEVICES", ... or empty when none
-    std::vector<std::string> allocation;
-    std::vector<SubTest> tests;
-    std::string verdict;  // pass | warn | fail
-    int exit_code = 0;
-    double wall_ms = 0;
-};
-
-nlohmann::json accept_report_to_json(const AcceptReport& r);
-Result<AcceptReport> accept_report_from_json(const nlohmann::json& j);
-Result<AcceptReport> load_accept_report(const std::string& path);
-nlohmann::json sub_test_to_json(const SubTest& t);
-Result<SubTest> sub_test_from_json(const nlohmann::json& j);
 
 // ---- what the GPU side must answer -------------------------------------------------------------
 
@@ -286,11 +223,6 @@ Result<VisibleView> visible_view_from_json(const nlohmann::json& j);
 
 // ---- comparing two records ----------------------------------------------------------------------
 
-struct AcceptChange {
-    std::string what;    // "driver_version", "gpu GPU-…", "gpu.d2d GPU-… d2d_gbps", "verdict"
-    std::string before, after;
-    bool worse = false;  // a regression: a status that got worse, or a figure that dropped more than 5 %
-};
 std::vector<AcceptChange> compare_accept_reports(const AcceptReport& before, const AcceptReport& after);
 
 }  // namespace gpudx

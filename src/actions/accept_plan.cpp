@@ -1,4 +1,5 @@
-// Judging figures against floors, and what to test: the allocation, the GPU pairs, their topology, the options.
+// Judging figures against floors, and what to test: the allocation, the GPU pairs, their topology (with the names of
+// the memory patterns and peer links), the options.
 #include "actions/accept.hpp"
 
 #include <algorithm>
@@ -14,6 +15,29 @@
 namespace gpudx {
 
 using namespace accept_internal;
+
+// ---- names ---------------------------------------------------------------------------------------
+
+const char* to_string(MemoryPattern p) {
+    switch (p) {
+    case MemoryPattern::walking_ones: return "walking_ones";
+    case MemoryPattern::walking_zeros: return "walking_zeros";
+    case MemoryPattern::address: return "address";
+    case MemoryPattern::random: return "random";
+    }
+    return "random";
+}
+
+const char* to_string(PeerLink l) {
+    switch (l) {
+    case PeerLink::nvlink: return "nvlink";
+    case PeerLink::pcie_switch: return "pcie_switch";
+    case PeerLink::pcie_host_bridge: return "pcie_host_bridge";
+    case PeerLink::pcie_cross_root: return "pcie_cross_root";
+    case PeerLink::unknown: return "unknown";
+    }
+    return "unknown";
+}
 
 // ---- judging -------------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 #pragma once
-// What the acceptance files share (accept_*.cpp, and render/accept.cpp for short_uuid): clocks, a sub-test's
-// reasons, the report's header. Internal to gpudx accept; nothing else includes it.
+// What the acceptance files share (accept_*.cpp): clocks, a sub-test's reasons, the report's header. Internal to
+// gpudx accept; nothing else includes it.
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -34,9 +34,6 @@ inline bool looks_like_uuid(std::string_view s) {
     auto l = to_lower(s);
     return l.starts_with("gpu-") || l.starts_with("mig-");
 }
-
-// "GPU-5f0d3c1a" of a UUID: enough to tell the GPUs of one node apart in a line of the report.
-inline std::string short_uuid(const std::string& uuid) { return uuid.size() > 12 ? uuid.substr(0, 12) : uuid; }
 
 // Rounds down to a 2 MiB multiple, the allocation granularity that keeps every copy aligned.
 inline uint64_t round_2mib(uint64_t bytes) { return bytes & ~((2ull << 20) - 1); }

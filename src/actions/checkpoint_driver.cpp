@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -47,6 +48,24 @@ ProcessState state_from_driver(int value) {
     }
 }
 }  // namespace
+
+std::string parse_nvrm_version(std::string_view text) {
+    for (auto line : split_lines(text)) {
+        if (line.find("NVRM version:") == std::string_view::npos) continue;
+        // The version is the first field shaped like digits.digits after "Kernel Module" (or "Open Kernel Module").
+        auto fields = split_ws(line);
+        for (size_t i = 0; i < fields.size(); ++i) {
+            if (fields[i] != "Module" || i + 1 >= fields.size()) continue;
+            auto v = fields[i + 1];
+            if (v.find('.') != std::string_view::npos && driver_branch(v)) return std::string(v);
+        }
+        for (auto f : fields)
+            if (f.find('.') != std::string_view::npos && f.size() > 4 && std::isdigit(static_cast<unsigned char>(f[0])) &&
+                driver_branch(f))
+                return std::string(f);
+    }
+    return {};
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // The driver in this process: libcuda.so.1 (and NVML for memory), through their API tables.

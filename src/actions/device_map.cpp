@@ -36,12 +36,6 @@ std::string known_gpus(const std::vector<CheckpointGpu>& gpus) {
 
 }  // namespace
 
-std::string describe_gpu(const CheckpointGpu& gpu) {
-    std::string where = gpu.uuid;
-    if (!gpu.pci.empty()) where += ", " + gpu.pci;
-    return fmt::format("GPU {} ({})", gpu.index, where);
-}
-
 bool DeviceMapPlan::remaps() const {
     return std::any_of(pairs.begin(), pairs.end(), [](const GpuPair& p) { return p.old_uuid != p.new_uuid; });
 }

@@ -11,23 +11,9 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "model/device_map.hpp"
 
 namespace gpudx {
-
-// One GPU of this node as the checkpoint driver sees it, with CUDA_VISIBLE_DEVICES ignored.
-struct CheckpointGpu {
-    int index = 0;       // position in PCI order: the NVML index, and the CUDA ordinal under CUDA_DEVICE_ORDER=PCI_BUS_ID
-    std::string uuid;    // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
-    std::string pci;     // normalised dddd:bb:dd.f; empty when the driver did not say
-    std::string model;   // cuDeviceGetName
-    std::optional<uint64_t> free_memory;   // bytes (NVML); unknown without NVML
-    std::optional<uint64_t> total_memory;  // bytes
-};
-
-struct GpuPair {
-    std::string old_uuid, new_uuid;
-    bool operator==(const GpuPair&) const = default;
-};
 
 // One "old=new" item as the user wrote it, before it is resolved against the node.
 struct DeviceMapItem {
@@ -58,8 +44,5 @@ using MemoryHeld = std::optional<std::map<std::string, uint64_t>>;
 // for what arrives (its free memory plus what the moved processes release there).
 Result<DeviceMapPlan> plan_device_map(std::string_view text, const std::vector<CheckpointGpu>& gpus,
                                       const MemoryHeld& held = std::nullopt);
-
-// "GPU 0 (GPU-7e37…, 0000:00:06.0)": how messages name a GPU, never by a bare number.
-std::string describe_gpu(const CheckpointGpu& gpu);
 
 }  // namespace gpudx

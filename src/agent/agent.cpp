@@ -33,6 +33,7 @@
 #include "core/root.hpp"
 #include "core/text.hpp"
 #include "render/formats.hpp"
+#include "rules/comparisons/baseline.hpp"
 #include "rules/engine/diagnose.hpp"
 
 namespace gpudx {
@@ -155,7 +156,7 @@ void Agent::diagnose_and_publish(Snapshot s, DiagnosisTrigger trigger, double st
         p->diagnosis = diagnose(s, with_carried);
     }
     p->snapshot = std::move(s);
-    p->prom = render_prometheus(p->snapshot, p->diagnosis);
+    p->prom = render_prometheus(p->snapshot, p->diagnosis, {.node = make_node_record(p->snapshot)});
     p->time_ms = now_ms();
     p->trigger = trigger;
     p->duration_ms = static_cast<double>(now_ms()) - started_ms;

@@ -99,7 +99,7 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
     dopts.expect_gpus = o.expect_gpus;
     dopts.since = o.node.since;
     if (baseline) dopts.extra_findings = diff_against_baseline(*baseline, s);
-    PrometheusOptions prom;
+    PrometheusOptions prom{.node = make_node_record(s)};
     if (matrix) {
         auto check = check_against_matrix(*matrix, s, today_utc());
         if (check.node_class) prom.node_class = check.node_class->name;

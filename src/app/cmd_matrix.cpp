@@ -6,6 +6,7 @@
 #include "app/command.hpp"
 #include "app/common.hpp"
 #include "rules/engine/diagnose.hpp"
+#include "rules/comparisons/baseline.hpp"
 #include "rules/comparisons/matrix.hpp"
 #include "render/records.hpp"
 

@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "render/report_format.hpp"
+#include "rules/comparisons/baseline.hpp"
 #include "rules/engine/diagnose.hpp"
 
 namespace gpudx::app {
@@ -96,7 +97,7 @@ int run_status(const StatusOptions& o) {
     RenderOptions r;
     r.color = o.output.empty() && stdout_is_terminal();
     r.verbose = o.verbose;
-    auto report = render_report(s, d, o.format, r);
+    auto report = render_report(s, d, o.format, r, {.node = make_node_record(s)});
     write_output(o.output, report.text, is_data_format(o.format) ? OutputKind::data : text_output(r.color));
     return report.exit_code;
 }

@@ -11,25 +11,16 @@
 #include <cstring>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "core/pci_address.hpp"
 #include "core/proc_maps.hpp"
 #include "core/text.hpp"
-#include "model/json_support.hpp"
 
 namespace gpudx {
 
 namespace {
 
 constexpr std::string_view kStateMagic = "gpudx-shim-state 1";
-
-// "0000:00:06.0" -> normalised, "-" -> "".
-std::string bus_or_empty(std::string_view text) {
-    if (text.empty() || text == "-") return {};
-    auto a = PciAddress::parse(text);
-    return a ? a->str() : std::string(text);
-}
 
 bool same_bus(std::string_view a, std::string_view b) {
     auto pa = PciAddress::parse(a), pb = PciAddress::parse(b);
@@ -69,8 +60,6 @@ Result<std::string> read_trusted_state_file(const std::string& path, const std::
 }
 
 }  // namespace
-
-std::string shown_or_unknown(std::string_view bus) { return bus.empty() || bus == "-" ? "unknown" : std::string(bus); }
 
 Result<ShimState> parse_shim_state(std::string_view text) {
     auto lines = split_lines(text);
@@ -207,16 +196,6 @@ std::map<std::string, std::string> node_gpus_by_uuid(const Root& node) {
         if (!uuid.empty() && address) out[uuid] = address->str();
     }
     return out;
-}
-
-std::string_view verdict_name(IdentityVerdict v) {
-    switch (v) {
-        case IdentityVerdict::consistent: return "consistent";
-        case IdentityVerdict::corrected: return "corrected";
-        case IdentityVerdict::inconsistent: return "inconsistent";
-        case IdentityVerdict::unknown: return "unknown";
-    }
-    return "unknown";
 }
 
 VerifyReport evaluate_identity(int pid, std::string_view maps_text, const std::optional<ShimState>& state,
@@ -440,45 +419,6 @@ Result<VerifyReport> verify_process(const Root& root, int pid, const VerifyOptio
     r.state_problem = problem;
     if (!state && r.shim_loaded && !problem.empty()) r.summary += " (" + problem + ")";
     return r;
-}
-
-nlohmann::json verify_report_to_json(const VerifyReport& r) {
-    nlohmann::json j;
-    j["pid"] = r.pid;
-    j["verdict"] = verdict_name(r.verdict);
-    j["consistent"] = r.exit_code == 0;
-    j["exit_code"] = r.exit_code;
-    j["summary"] = r.summary;
-    j["shim"] = {{"loaded", r.shim_loaded}, {"path", r.shim_path}};
-    j["state"] = nlohmann::json::object();
-    j["state"]["path"] = r.state_path;
-    if (!r.state_problem.empty()) j["state"]["problem"] = r.state_problem;
-    if (r.state) {
-        j["state"]["mode"] = r.state->mode;
-        j["state"]["updated_unix_ms"] = r.state->updated_unix_ms;
-        j["state"]["age_s"] = r.state_age_s;
-        j["state"]["nvml"] = r.state->nvml;
-        j["state"]["nvml_translations"] = r.state->nvml_translations;
-        j["state"]["proc_root"] = r.state->proc_root;
-    }
-    j["libraries"] = r.libraries;
-    j["ordinals"] = nlohmann::json::array();
-    for (const auto& o : r.ordinals) {
-        j["ordinals"].push_back({{"ordinal", o.state.ordinal},
-                                 {"uuid", o.state.uuid},
-                                 {"driver_bus_id", bus_or_empty(o.state.driver_bus)},
-                                 {"corrected_bus_id", bus_or_empty(o.state.current_bus)},
-                                 {"node_bus_id", o.node_bus},
-                                 {"source", o.state.source},
-                                 {"corrected_calls", o.state.corrected},
-                                 {"uuid_changes", o.state.uuid_changes},
-                                 {"handed_out", o.state.handed_out},
-                                 {"verdict", verdict_name(o.verdict)},
-                                 {"explanation", o.explanation}});
-    }
-    j["cannot_correct"] = r.cannot_correct;
-    repair_utf8(j);
-    return j;
 }
 
 }  // namespace gpudx

@@ -5,7 +5,7 @@
 // the UUID the driver reports, the bus id the driver reports, the bus id of that UUID's card, and how
 // many answers it corrected. This reads that file (and /proc/PID/maps, /proc/PID/environ, the node's
 // /proc/driver/nvidia/gpus) and explains, per ordinal, whether the identity is consistent, corrected,
-// inconsistent or unknown, and what no shim can correct.
+// inconsistent or unknown, and what no shim can correct (the report: model/verify.hpp).
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -13,40 +13,14 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "core/error.hpp"
 #include "core/root.hpp"
+#include "model/verify.hpp"
 
 namespace gpudx {
 
-// One "ordinal …" line of the shim's state file. Bus ids in CUDA's spelling, "-" when unknown.
-struct ShimOrdinalState {
-    int ordinal = 0;
-    std::string uuid;         // what cuDeviceGetUuid_v2 reports now
-    std::string driver_bus;   // what cuDeviceGetPCIBusId of the driver reports
-    std::string current_bus;  // where the card with that UUID sits (the shim's answer), "-" unknown
-    std::string source;       // procfs, nvml, none
-    uint64_t corrected = 0;   // answers the shim changed (bus id, attributes, by-bus-id, NVML)
-    unsigned uuid_changes = 0;             // restores onto another card the shim noticed
-    std::vector<std::string> handed_out;  // bus ids the process was given for this ordinal
-};
-
-struct ShimState {
-    int pid = 0;
-    unsigned long long start_ticks = 0;  // /proc/PID/stat field 22 of the writer
-    std::string mode;                    // correct | observe
-    std::string proc_root;
-    std::string nvml;
-    long long updated_unix_ms = 0;
-    uint64_t nvml_translations = 0;
-    std::vector<ShimOrdinalState> ordinals;
-};
-
 // The state file's text ("gpudx-shim-state 1" … "end"); an error for anything else or a torn file.
 Result<ShimState> parse_shim_state(std::string_view text);
-// A bus id or UUID as the reports show it: "unknown" for none (empty, or the state file's "-").
-std::string shown_or_unknown(std::string_view bus);
 // The mapped libgpudx_shim*.so in /proc/PID/maps text, if any.
 std::optional<std::string> shim_mapping(std::string_view maps_text);
 // GPU libraries that cache identity (libcudart, libnccl, libtorch_cuda, …), by file name, from maps text.
@@ -73,32 +47,6 @@ struct StateFileOwnership {
 // process's uids or by root, and writable by its owner alone.
 std::string state_file_distrust(const StateFileOwnership& file, const std::vector<uint32_t>& process_uids);
 
-enum class IdentityVerdict { consistent, corrected, inconsistent, unknown };
-std::string_view verdict_name(IdentityVerdict v);
-
-struct VerifiedOrdinal {
-    ShimOrdinalState state;
-    std::string node_bus;  // where verify itself finds the UUID on this node; empty when absent
-    IdentityVerdict verdict = IdentityVerdict::unknown;
-    std::string explanation;
-};
-
-struct VerifyReport {
-    int pid = 0;
-    bool shim_loaded = false;
-    std::string shim_path;
-    std::string state_path;     // the file read, empty when none was found
-    std::string state_problem;  // why there is no usable state
-    std::optional<ShimState> state;
-    double state_age_s = -1;
-    std::vector<std::string> libraries;  // identity-caching libraries mapped in the process
-    std::vector<VerifiedOrdinal> ordinals;
-    std::vector<std::string> cannot_correct;
-    IdentityVerdict verdict = IdentityVerdict::unknown;
-    std::string summary;
-    int exit_code = 3;  // 0 consistent (or corrected), 1 inconsistent, 3 could not evaluate
-};
-
 struct VerifyOptions {
     std::string state_dir;  // where the shim writes (default: the process's GPUDX_SHIM_STATE_DIR, /dev/shm, /tmp)
     std::string node_root;  // where /proc/driver/nvidia lives (default: the process's GPUDX_SHIM_PROC_ROOT, else root)
@@ -111,8 +59,5 @@ VerifyReport evaluate_identity(int pid, std::string_view maps_text, const std::o
 // Reads everything for a live process through `root` (normally "/"). An error only when the process
 // does not exist or its maps cannot be read.
 Result<VerifyReport> verify_process(const Root& root, int pid, const VerifyOptions& options);
-
-// The report as JSON; the text report is render/verify.hpp's.
-nlohmann::json verify_report_to_json(const VerifyReport& report);
 
 }  // namespace gpudx

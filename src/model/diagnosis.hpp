@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "core/named_enum.hpp"
 #include "model/finding.hpp"
 
@@ -56,5 +58,9 @@ struct Diagnosis {
 
 // The layers marked unreadable, bottom-up, as reports name them ("pcie, kernel_log"); empty when none.
 std::string unreadable_layers(const Diagnosis& d);
+
+struct Snapshot;
+// The diagnosis of a snapshot as JSON (docs/output-formats.md); every other format is render/'s.
+nlohmann::json diagnosis_to_json(const Snapshot& s, const Diagnosis& d);
 
 }  // namespace gpudx

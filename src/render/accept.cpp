@@ -5,12 +5,9 @@
 
 #include <fmt/format.h>
 
-#include "actions/accept_support.hpp"
 #include "core/text.hpp"
 
 namespace gpudx {
-
-using accept_internal::short_uuid;
 
 std::string render_accept_comparison(const std::vector<AcceptChange>& changes) {
     if (changes.empty()) return "No changes against the earlier record.\n";

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "actions/accept.hpp"
+#include "model/accept.hpp"
 
 namespace gpudx {
 

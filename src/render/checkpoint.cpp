@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "actions/device_map.hpp"
+#include "model/device_map.hpp"
 
 namespace gpudx {
 

@@ -3,7 +3,7 @@
 // is checkpoint_result_to_json.
 #include <string>
 
-#include "actions/checkpoint.hpp"
+#include "model/checkpoint.hpp"
 
 namespace gpudx {
 

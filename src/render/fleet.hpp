@@ -1,9 +1,9 @@
 #pragma once
-// The fleet report as text and CSV (`gpudx fleet`); its JSON is fleet_report_to_json (fleet/fleet.hpp).
+// The fleet report as text and CSV (`gpudx fleet`); its JSON is fleet_report_to_json (model/fleet.hpp).
 #include <string>
 #include <string_view>
 
-#include "fleet/fleet.hpp"
+#include "model/fleet.hpp"
 
 namespace gpudx {
 

@@ -9,7 +9,6 @@
 
 #include "core/text.hpp"
 #include "render/prometheus.hpp"
-#include "rules/comparisons/baseline.hpp"
 
 namespace gpudx {
 
@@ -18,8 +17,8 @@ namespace {
 // Info metrics: the node's versions and class, and one series per GPU (value 1). They change only when the node
 // does (an upgrade, a card replaced), so joining on them (`* on(instance) group_left(class) gpudx_node_info`)
 // groups any other series by class at fleet scale.
-void render_info_metrics(std::string& out, const Snapshot& s, const PrometheusOptions& o) {
-    NodeRecord r = make_node_record(s);
+void render_info_metrics(std::string& out, const PrometheusOptions& o) {
+    const NodeRecord& r = o.node;
     prometheus_family(out, "gpudx_node_info", "gauge",
                       "The node's driver (loaded), nvidia.ko module file, kernel and CUDA driver API "
                       "versions and its matrix class (value 1).");
@@ -102,7 +101,7 @@ std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const Prome
                       "Exit code of the diagnosis: 0 healthy, 1 errors, 2 warnings, 3 unknown.");
     out += fmt::format("gpudx_exit_code {}\n", d.exit_code);
     render_xid_counts(out, s);
-    render_info_metrics(out, s, o);
+    render_info_metrics(out, o);
     return out;
 }
 

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "model/diagnosis.hpp"
+#include "model/node_record.hpp"
 #include "model/slurm_reason.hpp"
 #include "model/snapshot.hpp"
 #include "render/prometheus.hpp"  // escape_prometheus_label
@@ -12,12 +13,13 @@ namespace gpudx {
 
 // What the Prometheus exposition adds beyond the snapshot and the diagnosis.
 struct PrometheusOptions {
+    NodeRecord node;         // the node's versions and GPUs, for the info metrics: make_node_record of the snapshot
     std::string node_class;  // the node's class in the compatibility matrix (`--matrix`); empty: none given or none fits
 };
 
 // Prometheus text exposition for node_exporter's textfile collector and the agent's /metrics
 // (docs/output-formats.md). Every label's values are bounded per node: no per-event labels.
-std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const PrometheusOptions& o = {});
+std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const PrometheusOptions& o);
 
 // The reason Slurm shows for a drained node, "gpudx: <check id> <GPU UUID> <PCI address>", for the most severe
 // error (the UUID shortened when the whole would not fit). None when there is no error.

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "model/finding.hpp"
-#include "rules/comparisons/baseline.hpp"
-#include "rules/comparisons/matrix.hpp"
+#include "model/matrix.hpp"
+#include "model/node_record.hpp"
 
 namespace gpudx {
 

@@ -2,8 +2,6 @@
 // Renderers over one report model: the snapshot and its diagnosis.
 #include <string>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "model/diagnosis.hpp"
 #include "model/snapshot.hpp"
 
@@ -14,7 +12,6 @@ struct RenderOptions {
     bool verbose = false;  // text: also info findings and collector timings
 };
 
-nlohmann::json diagnosis_to_json(const Snapshot& s, const Diagnosis& d);
 std::string render_diagnosis_text(const Snapshot& s, const Diagnosis& d, const RenderOptions& o);
 std::string render_snapshot_text(const Snapshot& s);
 

@@ -30,8 +30,4 @@ RenderedReport render_report(const Snapshot& s, const Diagnosis& d, ReportFormat
     return {render_diagnosis_text(s, d, o), d.exit_code};
 }
 
-RenderedReport render_report(const Snapshot& s, const Diagnosis& d, std::string_view format, const RenderOptions& o) {
-    return render_report(s, d, parse_name<ReportFormat>(format).value_or(ReportFormat::text), o);
-}
-
 }  // namespace gpudx

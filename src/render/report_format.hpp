@@ -29,10 +29,8 @@ struct RenderedReport {
     std::string text;
     int exit_code = 0;  // the diagnosis's (0/1/2/3), or the plugin's for npd and nagios
 };
-// `prom` carries what the Prometheus format adds beyond the diagnosis (the node's class).
+// `prom` carries what the Prometheus format adds beyond the diagnosis (the node's record and class).
 RenderedReport render_report(const Snapshot& s, const Diagnosis& d, ReportFormat format, const RenderOptions& o,
-                             const PrometheusOptions& prom = {});
-// The same for a format the agent was asked for by name; a name that is none renders as text.
-RenderedReport render_report(const Snapshot& s, const Diagnosis& d, std::string_view format, const RenderOptions& o);
+                             const PrometheusOptions& prom);
 
 }  // namespace gpudx

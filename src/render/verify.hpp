@@ -2,7 +2,7 @@
 // The text report of `gpudx verify` (docs/shim.md); the JSON report is verify_report_to_json.
 #include <string>
 
-#include "identity/verify.hpp"
+#include "model/verify.hpp"
 
 namespace gpudx {
 

@@ -3,6 +3,7 @@
 #include "../fleet/h200x2_snapshot.hpp"
 #include "core/text.hpp"
 #include "render/formats.hpp"
+#include "rules/comparisons/baseline.hpp"
 
 using namespace gpudx;
 
@@ -34,7 +35,7 @@ TEST(Formats, PrometheusHasOneSeriesPerFindingAndGpu) {
     auto d = diagnosis_with({{"kernel_log.xid", Layer::kernel_log, Severity::error, {kGpu0}, "Xid 79", {}, {}}});
     Snapshot s;
     s.collectors.push_back({"pcie", CollectorState::ok, {}, {}, 1.5, {}});
-    auto text = render_prometheus(s, d);
+    auto text = render_prometheus(s, d, {.node = make_node_record(s)});
     EXPECT_NE(text.find("gpudx_finding{id=\"kernel_log.xid\",layer=\"kernel_log\",severity=\"error\","
                         "uuid=\"GPU-992cb470-9027-88f4-48a9-a9a329d6978d\",pci=\"0000:00:06.0\"} 1\n"),
               std::string::npos);
@@ -102,7 +103,7 @@ TEST(Formats, PrometheusWritesNoDuplicateSeries) {
     // node_exporter rejects the whole textfile over one duplicate series.
     auto d = diagnosis_with({{"kernel_log.xid", Layer::kernel_log, Severity::error, {kGpu0, kGpu0}, "Xid 79", {}, {}},
                              {"kernel_log.xid", Layer::kernel_log, Severity::error, {kGpu0}, "Xid 48", {}, {}}});
-    auto text = render_prometheus(Snapshot{}, d);
+    auto text = render_prometheus(Snapshot{}, d, {});
     auto first = text.find("gpudx_finding{id=\"kernel_log.xid\"");
     ASSERT_NE(first, std::string::npos);
     EXPECT_EQ(text.find("gpudx_finding{id=\"kernel_log.xid\"", first + 1), std::string::npos) << text;
@@ -111,7 +112,7 @@ TEST(Formats, PrometheusWritesNoDuplicateSeries) {
 TEST(Formats, HostileLabelValuesStayInsideTheirSample) {
     GpuRef hostile{"GPU-\"} 1\nfake_metric{a=\"b\\", "0000:00:06.0"};
     auto d = diagnosis_with({{"devices.holder", Layer::devices, Severity::error, {hostile}, "x", {}, {}}});
-    auto text = render_prometheus(Snapshot{}, d);
+    auto text = render_prometheus(Snapshot{}, d, {});
     EXPECT_EQ(text.find("\nfake_metric"), std::string::npos) << text;
     EXPECT_NE(text.find("uuid=\"GPU-\\\"} 1\\nfake_metric{a=\\\"b\\\\\",pci=\"0000:00:06.0\"} 1\n"), std::string::npos)
         << text;
@@ -145,7 +146,7 @@ TEST(Formats, PrometheusInfoMetricsNameTheNodeAndEachGpu) {
     ko.path = "/lib/modules/6.18.44-fc-v657-gpu/kernel/drivers/video/nvidia.ko";
     ko.version = "580.159.04";
     s.module.files.push_back(ko);
-    auto text = render_prometheus(s, diagnosis_with({}), {"h200x2"});
+    auto text = render_prometheus(s, diagnosis_with({}), {.node = make_node_record(s), .node_class = "h200x2"});
     EXPECT_NE(text.find("# TYPE gpudx_node_info gauge\n"), std::string::npos) << text;
     EXPECT_NE(text.find("gpudx_node_info{driver=\"580.159.04\",module=\"580.159.04\",kernel=\"6.18.44-fc-v657-gpu\","
                         "cuda=\"13.0\",class=\"h200x2\"} 1\n"),
@@ -158,7 +159,8 @@ TEST(Formats, PrometheusInfoMetricsNameTheNodeAndEachGpu) {
     EXPECT_NE(text.find("gpudx_gpu_info{uuid=\"GPU-40cd403d-66ba-4608-72b9-5be5031085dc\",pci=\"0000:00:07.0\""),
               std::string::npos);
     // Without a matrix the class is empty (Prometheus treats it as absent), never guessed.
-    EXPECT_NE(render_prometheus(s, diagnosis_with({})).find(",class=\"\"} 1\n"), std::string::npos);
+    EXPECT_NE(render_prometheus(s, diagnosis_with({}), {.node = make_node_record(s)}).find(",class=\"\"} 1\n"),
+              std::string::npos);
 }
 
 TEST(Formats, PrometheusXidCounterCountsByCodeAndGpuFromTheTallies) {
@@ -178,12 +180,13 @@ TEST(Formats, PrometheusXidCounterCountsByCodeAndGpuFromTheTallies) {
     aer.device = testdata::kGpu0Pci;
     aer.count = 3;
     s.kernel_log.tallies.push_back(aer);
-    auto text = render_prometheus(s, diagnosis_with({}));
+    auto text = render_prometheus(s, diagnosis_with({}), {.node = make_node_record(s)});
     EXPECT_NE(text.find("# TYPE gpudx_xid_events_total counter\n"), std::string::npos) << text;
     EXPECT_NE(text.find("gpudx_xid_events_total{code=\"79\",pci=\"0000:00:07.0\"} 250\n"), std::string::npos) << text;
     EXPECT_EQ(text.find("gpudx_xid_events_total{code=\"0\""), std::string::npos) << text;  // not an Xid
     // An older snapshot without tallies: its kept events count.
     s.kernel_log.tallies.clear();
-    EXPECT_NE(render_prometheus(s, diagnosis_with({})).find("gpudx_xid_events_total{code=\"79\",pci=\"0000:00:07.0\"} 1\n"),
+    EXPECT_NE(render_prometheus(s, diagnosis_with({}), {.node = make_node_record(s)})
+                  .find("gpudx_xid_events_total{code=\"79\",pci=\"0000:00:07.0\"} 1\n"),
               std::string::npos);
 }

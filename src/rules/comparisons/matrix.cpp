@@ -4,17 +4,15 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
-#include <ctime>
 #include <map>
 #include <set>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "core/input_file.hpp"
 #include "core/text.hpp"
 #include "core/toml.hpp"
+#include "rules/comparisons/baseline.hpp"
 #include "rules/engine/families.hpp"
 
 namespace gpudx {
@@ -49,23 +47,6 @@ consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, i
 }  // namespace
 
 constinit const RuleTable kMatrixRules{"matrix", kRules};
-
-std::string CalendarDate::str() const { return fmt::format("{:04}-{:02}-{:02}", year, month, day); }
-
-std::optional<CalendarDate> CalendarDate::parse(std::string_view t) {
-    t = trim(t);
-    if (t.size() != 10 || t[4] != '-' || t[7] != '-') return std::nullopt;
-    auto y = parse_uint(t.substr(0, 4)), m = parse_uint(t.substr(5, 2)), d = parse_uint(t.substr(8, 2));
-    if (!y || !m || !d || *m < 1 || *m > 12 || *d < 1 || *d > 31) return std::nullopt;
-    return CalendarDate{static_cast<int>(*y), static_cast<int>(*m), static_cast<int>(*d)};
-}
-
-CalendarDate today_utc() {
-    auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    return {tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday};
-}
 
 bool matches_any(const std::vector<std::string>& patterns, std::string_view value) {
     std::string v(value);
@@ -493,22 +474,6 @@ std::optional<AcceptThresholds> thresholds_for(const Matrix& m, const Snapshot& 
     auto* c = class_for(m, s);
     if (!c) return std::nullopt;
     return c->accept;
-}
-
-nlohmann::json matrix_check_to_json(const Matrix& m, const NodeRecord& node, const MatrixCheck& c) {
-    nlohmann::json j;
-    j["matrix"] = m.path;
-    j["hostname"] = node.hostname;
-    j["class"] = c.node_class ? nlohmann::json(c.node_class->name) : nlohmann::json(nullptr);
-    if (c.node_class) {
-        j["owner"] = c.node_class->owner;
-        j["review_by"] = c.node_class->review_by.str();
-    }
-    j["also_fitting"] = c.also_fitting;
-    auto& fs = j["findings"] = nlohmann::json::array();
-    for (auto& f : c.findings) fs.push_back(finding_to_json(f));
-    j["exit_code"] = c.exit_code;
-    return j;
 }
 
 }  // namespace gpudx

@@ -1,12 +1,12 @@
-// The acceptance record: names of its enums, its JSON, and reading an earlier record back.
-#include "actions/accept.hpp"
+// The acceptance record as JSON, and reading an earlier record back.
+#include "model/accept.hpp"
 
+#include <cmath>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/input_file.hpp"
-#include "core/text.hpp"
 #include "model/json_support.hpp"
 
 namespace gpudx {
@@ -14,53 +14,6 @@ namespace gpudx {
 GPUDX_JSON(AcceptThresholds, min_d2d_gbps, min_h2d_gbps, min_d2h_gbps, min_p2p_gbps, min_p2p_pcie_gbps,
            min_memory_fraction, pairs)
 GPUDX_JSON(AcceptGpu, ordinal, uuid, pci, name, total_memory, sm_count, cc_major, cc_minor)
-
-// ---- names ---------------------------------------------------------------------------------------
-
-const char* to_string(TestStatus s) {
-    switch (s) {
-    case TestStatus::pass: return "pass";
-    case TestStatus::warn: return "warn";
-    case TestStatus::fail: return "fail";
-    case TestStatus::not_run: return "not_run";
-    }
-    return "fail";
-}
-
-std::optional<TestStatus> parse_test_status(std::string_view s) {
-    for (auto st : {TestStatus::pass, TestStatus::warn, TestStatus::fail, TestStatus::not_run})
-        if (s == to_string(st)) return st;
-    return std::nullopt;
-}
-
-const char* to_string(MemoryPattern p) {
-    switch (p) {
-    case MemoryPattern::walking_ones: return "walking_ones";
-    case MemoryPattern::walking_zeros: return "walking_zeros";
-    case MemoryPattern::address: return "address";
-    case MemoryPattern::random: return "random";
-    }
-    return "random";
-}
-
-const char* to_string(PeerLink l) {
-    switch (l) {
-    case PeerLink::nvlink: return "nvlink";
-    case PeerLink::pcie_switch: return "pcie_switch";
-    case PeerLink::pcie_host_bridge: return "pcie_host_bridge";
-    case PeerLink::pcie_cross_root: return "pcie_cross_root";
-    case PeerLink::unknown: return "unknown";
-    }
-    return "unknown";
-}
-
-std::string SubTest::key() const {
-    std::string k = id;
-    for (auto& s : subjects) k += " " + s;
-    return k;
-}
-
-// ---- JSON ----------------------------------------------------------------------------------------
 
 nlohmann::json sub_test_to_json(const SubTest& t) {
     nlohmann::json j;

@@ -1,5 +1,5 @@
-// The JSON report of a checkpoint command (docs/checkpoint.md).
-#include "actions/checkpoint.hpp"
+// The JSON report of a checkpoint command (docs/checkpoint.md), and of its pieces.
+#include "model/checkpoint.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -19,23 +19,6 @@ CallResult call_from_json(const json& j) {
     r.meaning = j.value("meaning", "");
     r.seconds = j.value("seconds", 0.0);
     return r;
-}
-
-json gpu_to_json(const CheckpointGpu& g) {
-    json j = {{"index", g.index}, {"uuid", g.uuid}, {"pci", g.pci}, {"model", g.model}};
-    j["free_memory"] = g.free_memory ? json(*g.free_memory) : json(nullptr);
-    j["total_memory"] = g.total_memory ? json(*g.total_memory) : json(nullptr);
-    return j;
-}
-CheckpointGpu gpu_from_json(const json& j) {
-    CheckpointGpu g;
-    g.index = j.value("index", 0);
-    g.uuid = j.value("uuid", "");
-    g.pci = j.value("pci", "");
-    g.model = j.value("model", "");
-    if (j.contains("free_memory") && j["free_memory"].is_number()) g.free_memory = j["free_memory"].get<uint64_t>();
-    if (j.contains("total_memory") && j["total_memory"].is_number()) g.total_memory = j["total_memory"].get<uint64_t>();
-    return g;
 }
 
 json info_to_json(const DriverInfo& d) {
@@ -61,8 +44,6 @@ DriverInfo info_from_json(const json& j) {
     if (j.contains("cuda_version") && j["cuda_version"].is_number()) d.cuda_version = j["cuda_version"].get<int>();
     return d;
 }
-
-// One request line answered. Runs in the worker only.
 
 // ---------------------------------------------------------------------------------------------------------------
 // Output

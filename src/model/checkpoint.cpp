@@ -1,7 +1,5 @@
 // Names of the checkpoint steps, states and commands, and the driver versions they depend on.
-#include "actions/checkpoint.hpp"
-
-#include <cctype>
+#include "model/checkpoint.hpp"
 
 #include <fmt/format.h>
 
@@ -70,36 +68,12 @@ std::string describe_version(const DriverInfo& d) {
     return out;
 }
 
-const CheckpointGpu* gpu_by_uuid(const std::vector<CheckpointGpu>& gpus, const std::string& uuid) {
-    for (const auto& g : gpus)
-        if (g.uuid == uuid) return &g;
-    return nullptr;
-}
-
 std::optional<int> driver_branch(std::string_view version) {
     version = trim(version);
     auto dot = version.find('.');
     auto major = parse_uint(version.substr(0, dot));
     if (!major || *major == 0 || *major > 100000) return std::nullopt;
     return static_cast<int>(*major);
-}
-
-std::string parse_nvrm_version(std::string_view text) {
-    for (auto line : split_lines(text)) {
-        if (line.find("NVRM version:") == std::string_view::npos) continue;
-        // The version is the first field shaped like digits.digits after "Kernel Module" (or "Open Kernel Module").
-        auto fields = split_ws(line);
-        for (size_t i = 0; i < fields.size(); ++i) {
-            if (fields[i] != "Module" || i + 1 >= fields.size()) continue;
-            auto v = fields[i + 1];
-            if (v.find('.') != std::string_view::npos && driver_branch(v)) return std::string(v);
-        }
-        for (auto f : fields)
-            if (f.find('.') != std::string_view::npos && f.size() > 4 && std::isdigit(static_cast<unsigned char>(f[0])) &&
-                driver_branch(f))
-                return std::string(f);
-    }
-    return {};
 }
 
 // The 580 branch (CUDA 13.0) brought GPU remapping on restore; the branch number is the authority,

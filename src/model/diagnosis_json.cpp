@@ -1,8 +1,11 @@
+// The diagnosis as JSON (`gpudx diagnose --format json`, the agent's /v1/status): the verdict and findings with the
+// snapshot's host, collectors and processes.
 #include <nlohmann/json.hpp>
 
+#include "model/diagnosis.hpp"
 #include "model/json_support.hpp"
 #include "model/layer_json.hpp"
-#include "render/report.hpp"
+#include "model/snapshot.hpp"
 
 namespace gpudx {
 

@@ -1,0 +1,83 @@
+#pragma once
+// A node record (`gpudx baseline save`, docs/baseline-matrix-fleet.md): what a healthy node looked like — which
+// card sits where, its firmware and link, the driver stack around it — as the JSON file later snapshots are held
+// against. rules/comparisons/baseline.hpp makes records and compares them; the matrix and the fleet report
+// classify nodes by them.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/error.hpp"
+
+namespace gpudx {
+
+inline constexpr int kNodeRecordSchemaVersion = 1;
+inline constexpr std::string_view kNodeRecordKind = "gpudx-node-record";
+
+struct RecordedLink {
+    std::optional<double> speed_gts;
+    std::optional<uint32_t> width;
+    bool operator==(const RecordedLink&) const = default;
+};
+
+struct RecordedGpu {
+    std::string uuid;  // empty when no source knew it (driver not loaded)
+    std::string pci;   // normalised dddd:bb:dd.f
+    std::string slot;  // physical slot name, empty when the platform exposes none
+    std::string model;
+    std::string vbios;  // as procfs writes it (lower case); compare case-insensitively
+    RecordedLink link_max, link_current;
+    std::optional<int32_t> numa_node;
+    std::optional<uint32_t> minor;
+};
+
+struct RecordedLibrary {
+    std::string soname;
+    std::string path;  // what the loader would open
+    std::string version;
+};
+
+// An Xid in the kernel log at the time of the record whose NVIDIA bucket asks for a GPU reset or a reboot
+// (XidBucket::recovery): if it comes back in a later boot, the reset or reboot did not clear it.
+struct RecordedXid {
+    std::string uuid;  // empty when no source knew it
+    std::string pci;
+    int code = 0;
+    std::string recovery;  // "reset" or "reboot"
+    uint64_t count = 0;
+    std::string last_text;
+};
+
+struct NodeRecord {
+    int schema_version = kNodeRecordSchemaVersion;
+    std::string recorded_at;       // when the record was made (ISO 8601 UTC)
+    std::string snapshot_taken_at; // collected_at of the snapshot it came from
+    std::string gpudx_version;
+    std::string hostname;
+    std::string kernel_release;
+    std::string driver_version;  // 580.159.04; empty when no layer knew it
+    std::string driver_branch;   // 580
+    std::string module_file;     // the nvidia.ko the running kernel would load
+    std::string module_file_version;
+    std::vector<RecordedLibrary> libraries;  // libcuda.so.1, libnvidia-ml.so.1 ... as resolved
+    std::string fabric_manager;  // version when the snapshot shows one; empty when unknown
+    std::optional<int> cuda_driver_version;  // 13000 means CUDA 13.0
+    std::vector<RecordedGpu> gpus;  // sorted by PCI address
+    std::string boot_id;  // /proc/sys/kernel/random/boot_id of the boot the record was made in; empty when unknown
+    std::vector<RecordedXid> recovery_xids;  // the record's boot's reset/reboot Xids (kernel-log window), by GPU and code
+};
+
+std::string driver_branch_of(std::string_view driver_version);  // "580.159.04" -> "580"
+std::string cuda_version_text(std::optional<int> cuda_driver_version);  // 13000 -> "13.0", nullopt -> ""
+// The GPU model most GPUs of the record share (procfs/NVML name), empty when none is known.
+std::string dominant_gpu_model(const NodeRecord& r);
+
+nlohmann::json node_record_to_json(const NodeRecord& r);
+Result<NodeRecord> node_record_from_json(const nlohmann::json& j);
+Result<NodeRecord> load_node_record(const std::string& path);
+
+}  // namespace gpudx
