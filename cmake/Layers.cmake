@@ -6,7 +6,8 @@
 # (HEADER_ONLY: an interface library; CHECK_ONLY: the folder is built elsewhere, as the shim and the binary
 # are, and only its includes are checked). gpudx_check_layers() then writes the graph and adds the target
 # gpudx_layering, which every layer's build waits for: it runs cmake/CheckLayers.cmake over every file of src/
-# and fails the build when a file includes a header of a layer its own layer does not name.
+# and fails the build when a file includes a file of a layer its own layer does not name (however the include
+# is spelled: quotes or angle brackets, through .. or not).
 
 set(GPUDX_LAYER_GRAPH ${CMAKE_BINARY_DIR}/gpudx-layers.txt)
 set(GPUDX_LAYER_STAMP ${CMAKE_BINARY_DIR}/gpudx-layers.checked)
@@ -61,8 +62,8 @@ function(gpudx_check_layers)
   endforeach()
   file(WRITE ${GPUDX_LAYER_GRAPH}.new "${graph}")
   file(COPY_FILE ${GPUDX_LAYER_GRAPH}.new ${GPUDX_LAYER_GRAPH} ONLY_IF_DIFFERENT)
-  file(GLOB_RECURSE files CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/*.cpp ${PROJECT_SOURCE_DIR}/src/*.hpp
-       ${PROJECT_SOURCE_DIR}/src/*.c ${PROJECT_SOURCE_DIR}/src/*.h)
+  # Every file of src/, whatever its extension: the check reads them all (a .inc includes too).
+  file(GLOB_RECURSE files CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/*)
   add_custom_command(OUTPUT ${GPUDX_LAYER_STAMP}
     COMMAND ${CMAKE_COMMAND} -DSRC=${PROJECT_SOURCE_DIR}/src -DGRAPH=${GPUDX_LAYER_GRAPH}
             -DSTAMP=${GPUDX_LAYER_STAMP} -P ${PROJECT_SOURCE_DIR}/cmake/CheckLayers.cmake
