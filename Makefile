@@ -60,11 +60,14 @@ test-integration: build
 # The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer, in a build directory of its own
 # (docs/reliability.md). Tests that preload a library into an instrumented program (the shim, the fault
 # injector) load it ahead of libasan, which ASan refuses unless verify_asan_link_order=0.
+# Left to the normal build: the tests against third-party programs (label integration: Slurm's daemons, promtool,
+# Prometheus, the package tools), which exercise their programs more than gpudx's code, and
+# e2e.unprivileged_scenarios, the suite's longest test, whose code paths the other e2e scenarios run as root.
 test-sanitize: deps
 	cmake -S . -B $(SANITIZE_BUILD) -G Ninja $(SANITIZER_CMAKE_FLAGS) -DGPUDX_SANITIZE=ON
 	cmake --build $(SANITIZE_BUILD) -j $(JOBS)
 	cd $(SANITIZE_BUILD) && ASAN_OPTIONS=verify_asan_link_order=0 UBSAN_OPTIONS=print_stacktrace=1 \
-		ctest --output-on-failure -j $(JOBS)
+		ctest --output-on-failure -j $(JOBS) -LE integration -E '^e2e\.unprivileged_scenarios$$'
 
 # The preload shim and its tests under ThreadSanitizer (label shim), in a build directory of its own.
 test-tsan: deps
