@@ -8,24 +8,6 @@ namespace gpudx {
 
 namespace {
 
-constexpr std::string_view kAgentEventKindNames[] = {
-#define GPUDX_NAME(name) #name,
-    GPUDX_AGENT_EVENT_KINDS(GPUDX_NAME)
-#undef GPUDX_NAME
-};
-constexpr std::string_view kDiagnosisTriggerNames[] = {
-#define GPUDX_NAME(name) #name,
-    GPUDX_DIAGNOSIS_TRIGGERS(GPUDX_NAME)
-#undef GPUDX_NAME
-};
-
-template <class Enum, size_t N>
-std::optional<Enum> parse_name(const std::string_view (&names)[N], std::string_view name) {
-    for (size_t i = 0; i < N; ++i)
-        if (names[i] == name) return static_cast<Enum>(i);
-    return std::nullopt;
-}
-
 // A reader that says the first key it could not read.
 class Reader {
 public:
@@ -63,16 +45,6 @@ private:
 };
 
 }  // namespace
-
-std::string_view to_string(AgentEventKind k) { return kAgentEventKindNames[static_cast<size_t>(k)]; }
-std::string_view to_string(DiagnosisTrigger t) { return kDiagnosisTriggerNames[static_cast<size_t>(t)]; }
-
-std::optional<AgentEventKind> parse_agent_event_kind(std::string_view name) {
-    return parse_name<AgentEventKind>(kAgentEventKindNames, name);
-}
-std::optional<DiagnosisTrigger> parse_diagnosis_trigger(std::string_view name) {
-    return parse_name<DiagnosisTrigger>(kDiagnosisTriggerNames, name);
-}
 
 nlohmann::json agent_status_to_json(const AgentStatus& s) {
     nlohmann::json j;

@@ -15,6 +15,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/error.hpp"
+#include "core/named_enum.hpp"
 
 namespace gpudx {
 
@@ -27,27 +28,20 @@ namespace gpudx {
 // nvml_event: NVML events called for it.
 #define GPUDX_DIAGNOSIS_TRIGGERS(X) X(start) X(interval) X(kernel_log) X(nvml_event)
 
-#define GPUDX_ENUMERATOR(name) name,
-enum class AgentEventKind { GPUDX_AGENT_EVENT_KINDS(GPUDX_ENUMERATOR) };
-enum class DiagnosisTrigger { GPUDX_DIAGNOSIS_TRIGGERS(GPUDX_ENUMERATOR) };
-#undef GPUDX_ENUMERATOR
+GPUDX_NAMED_ENUM(AgentEventKind, GPUDX_AGENT_EVENT_KINDS)
+GPUDX_NAMED_ENUM(DiagnosisTrigger, GPUDX_DIAGNOSIS_TRIGGERS)
+inline constexpr auto kAllAgentEventKinds = values_of(kAgentEventKindNames);
+inline constexpr auto kAllDiagnosisTriggers = values_of(kDiagnosisTriggerNames);
 
-inline constexpr AgentEventKind kAllAgentEventKinds[] = {
-#define GPUDX_ENUMERATOR(name) AgentEventKind::name,
-    GPUDX_AGENT_EVENT_KINDS(GPUDX_ENUMERATOR)
-#undef GPUDX_ENUMERATOR
-};
-inline constexpr DiagnosisTrigger kAllDiagnosisTriggers[] = {
-#define GPUDX_ENUMERATOR(name) DiagnosisTrigger::name,
-    GPUDX_DIAGNOSIS_TRIGGERS(GPUDX_ENUMERATOR)
-#undef GPUDX_ENUMERATOR
-};
-
-std::string_view to_string(AgentEventKind k);
-std::string_view to_string(DiagnosisTrigger t);
+constexpr std::string_view to_string(AgentEventKind k) { return name_of(k); }
+constexpr std::string_view to_string(DiagnosisTrigger t) { return name_of(t); }
 // nullopt for a name none of the enum's values has.
-std::optional<AgentEventKind> parse_agent_event_kind(std::string_view name);
-std::optional<DiagnosisTrigger> parse_diagnosis_trigger(std::string_view name);
+constexpr std::optional<AgentEventKind> parse_agent_event_kind(std::string_view name) {
+    return parse_name<AgentEventKind>(name);
+}
+constexpr std::optional<DiagnosisTrigger> parse_diagnosis_trigger(std::string_view name) {
+    return parse_name<DiagnosisTrigger>(name);
+}
 
 struct AgentStatus {
     std::string version;
