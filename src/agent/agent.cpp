@@ -34,6 +34,7 @@
 #include "core/text.hpp"
 #include "render/formats.hpp"
 #include "rules/comparisons/baseline.hpp"
+#include "rules/comparisons/held_to.hpp"
 #include "rules/engine/diagnose.hpp"
 
 namespace gpudx {
@@ -144,19 +145,23 @@ AgentStatus Agent::status() const {
 void Agent::diagnose_and_publish(Snapshot s, DiagnosisTrigger trigger, double started_ms) {
     s.nvml_events.assign(nvml_recent_.begin(), nvml_recent_.end());
     auto p = std::make_shared<Published>();
-    p->diagnosis = diagnose(s, o_.diagnose);
+    DiagnoseOptions options = o_.diagnose;
+    p->prom_options.node = make_node_record(s);
+    auto held = hold_node_to(s, o_.baseline, o_.matrix);
+    p->prom_options.node_class = held.node_class;
+    options.extra_findings.insert(options.extra_findings.end(), held.findings.begin(), held.findings.end());
+    p->diagnosis = diagnose(s, options);
     // Fail closed: a layer that could not be read keeps the findings last read in it, judged again beside
     // what was read, so neither the verdict nor the node turns healthy because a read failed.
     std::map<Layer, std::string> unread;
     for (const auto& l : p->diagnosis.layers)
         if (l.state == LayerState::not_evaluated) unread.emplace(l.layer, l.reason);
     if (auto carried = ledger_.carried(unread); !carried.empty()) {
-        DiagnoseOptions with_carried = o_.diagnose;
-        with_carried.extra_findings.insert(with_carried.extra_findings.end(), carried.begin(), carried.end());
-        p->diagnosis = diagnose(s, with_carried);
+        options.extra_findings.insert(options.extra_findings.end(), carried.begin(), carried.end());
+        p->diagnosis = diagnose(s, options);
     }
     p->snapshot = std::move(s);
-    p->prom = render_prometheus(p->snapshot, p->diagnosis, {.node = make_node_record(p->snapshot)});
+    p->prom = render_prometheus(p->snapshot, p->diagnosis, p->prom_options);
     p->time_ms = now_ms();
     p->trigger = trigger;
     p->duration_ms = static_cast<double>(now_ms()) - started_ms;

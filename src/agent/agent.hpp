@@ -14,6 +14,8 @@
 #include "agent/nvml_watch.hpp"
 #include "agent/store.hpp"
 #include "collect/context.hpp"
+#include "model/matrix.hpp"
+#include "model/node_record.hpp"
 #include "rules/engine/check_context.hpp"
 
 namespace gpudx {
@@ -22,6 +24,10 @@ struct AgentOptions {
     std::string root = "/";
     CollectOptions collect;      // as `gpudx diagnose` collects (the kernel-log layer is re-read with it)
     DiagnoseOptions diagnose;    // as `gpudx diagnose` judges
+    // As `diagnose --baseline` and `--matrix`: the node held to its record and to its class's tested set at
+    // every diagnosis; the class is named in /metrics (gpudx_node_info), where the fleet's rules group by it.
+    std::optional<NodeRecord> baseline;
+    std::optional<Matrix> matrix;
     // The command that collects the whole node as a snapshot on stdout (`gpudx snapshot ...` with the node
     // options): a child process, so a wedged driver wedges the child, never the agent.
     std::vector<std::string> snapshot_command;

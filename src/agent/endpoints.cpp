@@ -10,7 +10,6 @@
 #include "render/agent_metrics.hpp"
 #include "render/report.hpp"
 #include "render/report_format.hpp"
-#include "rules/comparisons/baseline.hpp"
 
 namespace gpudx {
 
@@ -56,7 +55,7 @@ HttpResponse Endpoints::status_response(const HttpRequest& r) {
     }
     RenderOptions ro;
     ro.verbose = r.query.contains("verbose");
-    auto report = render_report(p->snapshot, p->diagnosis, *format, ro, {.node = make_node_record(p->snapshot)});
+    auto report = render_report(p->snapshot, p->diagnosis, *format, ro, p->prom_options);
     res.content_type = "text/plain; charset=utf-8";
     res.body = std::move(report.text);
     res.headers.emplace_back("X-Gpudx-Exit-Code", std::to_string(report.exit_code));

@@ -13,6 +13,7 @@
 #include "model/agent_status.hpp"
 #include "model/diagnosis.hpp"
 #include "model/snapshot.hpp"
+#include "render/formats.hpp"  // PrometheusOptions
 
 namespace gpudx {
 
@@ -20,6 +21,7 @@ namespace gpudx {
 struct Published {
     Snapshot snapshot;
     Diagnosis diagnosis;
+    PrometheusOptions prom_options;  // the node record and class the Prometheus format names
     std::string prom;  // its Prometheus text, rendered once
     int64_t time_ms = 0;
     DiagnosisTrigger trigger = DiagnosisTrigger::start;

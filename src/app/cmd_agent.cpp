@@ -22,6 +22,7 @@ namespace {
 
 struct AgentCmdOptions {
     NodeOptions node;
+    std::string baseline, matrix;
     double interval_s = 60;
     std::string listen = "127.0.0.1:9400";
     bool no_listen = false;
@@ -90,6 +91,8 @@ int run_agent_command(const AgentCmdOptions& o) {
                               : ": no such file")};
     AgentOptions a;
     a.root = o.node.root;
+    a.baseline = load_baseline_option(o.baseline);
+    a.matrix = load_matrix_option(o.matrix);
     a.state_dir = o.state_dir;
     JudgeFiles judge_files;
     NodeOptions node = o.node;
@@ -164,6 +167,14 @@ CommandRegistrar register_agent{
          cmd.add_flag("--no-nvml-events", o->no_nvml_events,
                       "Do not watch NVML's events (the kernel log and the interval only)");
          cmd.add_option("--expect-gpus", o->expect_gpus, "Number of GPUs this node should have on PCIe");
+         cmd.add_option("--baseline", o->baseline,
+                        "Hold the node to this node record (`gpudx baseline save`) at every diagnosis, as diagnose "
+                        "--baseline: a card missing, moved or replaced, a link trained lower, a version changed")
+             ->type_name("FILE");
+         cmd.add_option("--matrix", o->matrix,
+                        "Hold the node to its class's tested set in this compatibility matrix at every diagnosis, as "
+                        "diagnose --matrix; /metrics names the class in gpudx_node_info (deploy/prometheus groups by it)")
+             ->type_name("FILE");
          cmd.add_option("--xid-policy", o->xid_policy, "Xid severities from this TOML file (as for diagnose)")
              ->type_name("FILE");
          cmd.add_option("--signatures", o->signatures, "Site signature catalogue (TOML, as for diagnose)")

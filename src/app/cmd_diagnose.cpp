@@ -11,7 +11,7 @@
 #include "rules/engine/diagnose.hpp"
 #include "rules/reference/xid_policy.hpp"
 #include "rules/comparisons/baseline.hpp"
-#include "rules/comparisons/matrix.hpp"
+#include "rules/comparisons/held_to.hpp"
 #include "actions/slurm.hpp"
 #include "render/formats.hpp"
 #include "render/report_format.hpp"
@@ -78,18 +78,8 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
     if (o.drain.drain && !o.from.empty())
         throw UsageError{"--drain acts on the node gpudx runs on: it cannot be combined with --from"};
     // The input files first: a mistake in one is told before the node is probed (which can take the deadline).
-    std::optional<NodeRecord> baseline;
-    if (!o.baseline.empty()) {
-        auto record = load_node_record(o.baseline);
-        if (!record) throw UsageError{o.baseline + ": " + record.error().message};
-        baseline = std::move(*record);
-    }
-    std::optional<Matrix> matrix;
-    if (!o.matrix.empty()) {
-        auto m = load_matrix(o.matrix);
-        if (!m) throw UsageError{m.error().message};
-        matrix = std::move(*m);
-    }
+    auto baseline = load_baseline_option(o.baseline);
+    auto matrix = load_matrix_option(o.matrix);
     DiagnoseOptions dopts;
     JudgeFiles judge_files;
     NodeOptions node = o.node;
@@ -98,13 +88,9 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
     Snapshot s = load_or_collect(o.from, node);
     dopts.expect_gpus = o.expect_gpus;
     dopts.since = o.node.since;
-    if (baseline) dopts.extra_findings = diff_against_baseline(*baseline, s);
-    PrometheusOptions prom{.node = make_node_record(s)};
-    if (matrix) {
-        auto check = check_against_matrix(*matrix, s, today_utc());
-        if (check.node_class) prom.node_class = check.node_class->name;
-        for (auto& f : check.findings) dopts.extra_findings.push_back(std::move(f));
-    }
+    auto held = hold_node_to(s, baseline, matrix);
+    dopts.extra_findings = std::move(held.findings);
+    PrometheusOptions prom{.node = make_node_record(s), .node_class = held.node_class};
     Diagnosis d = diagnose(s, dopts);
     d.exit_code = process_exit_code(s, node, d.exit_code);
     RenderOptions r;

@@ -21,6 +21,8 @@
 #include "core/input_file.hpp"
 #include "core/output_file.hpp"
 #include "core/text.hpp"
+#include "rules/comparisons/baseline.hpp"
+#include "rules/comparisons/matrix.hpp"
 
 namespace gpudx::app {
 namespace {
@@ -147,6 +149,20 @@ SlurmDrainOptions slurm_drain_options(const DrainCliOptions& o) {
     if (!o.scontrol.empty()) so.scontrol = o.scontrol;
     else if (const char* v = std::getenv("GPUDX_SCONTROL"); v && *v) so.scontrol = v;
     return so;
+}
+
+std::optional<NodeRecord> load_baseline_option(const std::string& path) {
+    if (path.empty()) return std::nullopt;
+    auto record = load_node_record(path);
+    if (!record) throw UsageError{path + ": " + record.error().message};
+    return std::move(*record);
+}
+
+std::optional<Matrix> load_matrix_option(const std::string& path) {
+    if (path.empty()) return std::nullopt;
+    auto m = load_matrix(path);
+    if (!m) throw UsageError{m.error().message};
+    return std::move(*m);
 }
 
 void load_judge_files(const std::string& xid_policy, const std::string& signatures, JudgeFiles& files,

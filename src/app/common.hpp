@@ -10,6 +10,8 @@
 #include "actions/slurm.hpp"
 #include "collect/context.hpp"
 #include "core/root.hpp"
+#include "model/matrix.hpp"
+#include "model/node_record.hpp"
 #include "model/snapshot.hpp"
 #include "render/report_format.hpp"
 #include "rules/engine/check_context.hpp"
@@ -69,6 +71,11 @@ struct JudgeFiles {
     XidPolicy xid_policy;
     SignatureCatalogue signatures;
 };
+// --baseline FILE and --matrix FILE, as diagnose and the agent take them: nullopt when the option is empty; a file
+// that cannot be read or parsed is a UsageError naming it.
+std::optional<NodeRecord> load_baseline_option(const std::string& path);
+std::optional<Matrix> load_matrix_option(const std::string& path);
+
 void load_judge_files(const std::string& xid_policy, const std::string& signatures, JudgeFiles& files,
                       DiagnoseOptions& diagnose, NodeOptions& node);
 
