@@ -13,6 +13,7 @@
 #include "actions/accept_support.hpp"
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
+#include "model/environment.hpp"
 
 namespace gpudx {
 

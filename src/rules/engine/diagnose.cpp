@@ -13,7 +13,7 @@ namespace {
 
 constexpr Rule kRules[] = {
     {"gpudx.check_failed", std::nullopt, Severity::warning, {},
-     "a rule family threw: the layer it judges is left unjudged (a gpudx bug, reported with the family's name)",
+     "a rule family threw: the layer it judges is left unjudged (a gpudx bug, reported with the family's name)", {},
      {Layer::pcie, Layer::module, Layer::kernel_log, Layer::libraries, Layer::devices, Layer::driver,
       Layer::container, Layer::allocation}},
 };
