@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "actions/slurm.hpp"
 #include "collect/collectors.hpp"
 #include "collect/process.hpp"
