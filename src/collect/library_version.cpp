@@ -18,7 +18,7 @@ namespace {
 
 constexpr size_t kMaxLibraryBytes = size_t{1} << 30;
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_ascii_digit(char c) { return c >= '0' && c <= '9'; }
 
 // "580.159.04" -> {580, 159, 4}; nullopt unless a driver version as driver_version_in_bytes defines it.
 std::optional<std::array<unsigned, 3>> parse_driver_version(std::string_view s) {
@@ -26,7 +26,7 @@ std::optional<std::array<unsigned, 3>> parse_driver_version(std::string_view s) 
     size_t n = 0, i = 0;
     while (i < s.size()) {
         size_t start = i;
-        while (i < s.size() && is_digit(s[i])) ++i;
+        while (i < s.size() && is_ascii_digit(s[i])) ++i;
         size_t digits = i - start;
         if (digits == 0 || n == parts.size()) return std::nullopt;
         if (n == 0 ? digits != 3 : digits > 3) return std::nullopt;
@@ -158,12 +158,12 @@ std::string driver_version_in_bytes(std::string_view bytes) {
     const char* begin = bytes.data();
     const char* end = begin + bytes.size();
     for (const char* dot = begin; (dot = static_cast<const char*>(std::memchr(dot, '.', end - dot))); ++dot) {
-        if (dot - begin < 4 || !is_digit(dot[-1])) continue;
+        if (dot - begin < 4 || !is_ascii_digit(dot[-1])) continue;
         const char* start = dot - 1;
-        while (start > begin && is_digit(start[-1]) && dot - start < 4) --start;
+        while (start > begin && is_ascii_digit(start[-1]) && dot - start < 4) --start;
         if (dot - start != 3 || start == begin || start[-1] != '\0') continue;
         const char* stop = dot + 1;
-        while (stop < end && stop - start <= 11 && (is_digit(*stop) || *stop == '.')) ++stop;
+        while (stop < end && stop - start <= 11 && (is_ascii_digit(*stop) || *stop == '.')) ++stop;
         if (stop == end || *stop != '\0') continue;
         std::string_view text(start, static_cast<size_t>(stop - start));
         auto v = parse_driver_version(text);

@@ -24,6 +24,7 @@
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
 #include "core/clock.hpp"
+#include "model/json_support.hpp"  // UnknownName, the snapshot readers' names
 #include "model/layer_json.hpp"
 #include "model/snapshot_keys.hpp"
 #include "rules/engine/diagnose.hpp"
