@@ -5,7 +5,7 @@
 
 namespace gpudx {
 
-using json = nlohmann::json;
+using nlohmann::json;
 
 nlohmann::json fleet_report_to_json(const FleetReport& r) {
     json j;

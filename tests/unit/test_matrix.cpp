@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../fleet/h200x2_snapshot.hpp"
+#include "rules/comparisons/baseline.hpp"
 #include "rules/comparisons/matrix.hpp"
 
 using namespace gpudx;
