@@ -117,13 +117,15 @@ pids+=("$!")
 api=http://127.0.0.1:$prom_port/api/v1
 wait_for 30 curl -sf "http://127.0.0.1:$prom_port/-/ready" || fail "prometheus did not become ready"
 
-# query EXPR: the instant vector as lines "LABELS VALUE" (labels sorted, k=v joined by commas).
+# query EXPR: the instant vector as sorted lines "LABELS VALUE" (labels sorted but the name, k=v joined by commas).
 query() {
   curl -sf --get "$api/query" --data-urlencode "query=$1" | python3 -c '
 import json, sys
+rows = []
 for s in json.load(sys.stdin)["data"]["result"]:
     m = s["metric"]
-    print(",".join(f"{k}={m[k]}" for k in sorted(m)), s["value"][1])'
+    rows.append(",".join(f"{k}={m[k]}" for k in sorted(m) if k != "__name__") + " " + s["value"][1])
+print("\n".join(sorted(rows)))'
 }
 # expect_eventually SECONDS WHAT EXPR WANT: polls until `query EXPR` prints exactly WANT.
 expect_eventually() {
@@ -142,9 +144,10 @@ expect_eventually 60 "every agent scraped" 'count(up{job="gpudx"} == 1)' " 4"
 expect_eventually 30 "nodes per class" 'gpudx_class:nodes:count' "class=h200x2 4"
 # Conforming: no warning or error finding. The healthy node and the xid node (its log is still empty).
 expect_eventually 30 "nodes conforming per class, before the Xid" 'gpudx_class:nodes_conforming:count' "class=h200x2 2"
+# The node missing a GPU is off its class's tested set too: the class tested two cards.
 expect_eventually 30 "the node off its tested driver" \
   'count by (instance, id) (ALERTS{alertname="GpudxNodeOffTestedSet", alertstate="firing"})' \
-  "id=matrix.driver_untested,instance=$(inst offdriver) 1"
+  "$(printf '%s\n%s' "id=matrix.driver_untested,instance=$(inst offdriver) 1" "id=matrix.gpu_count,instance=$(inst missing) 1")"
 expect_eventually 30 "the node with the missing UUID" \
   'count by (instance, uuid) (ALERTS{alertname="GpudxExpectedGpuMissing", alertstate="firing"})' \
   "instance=$(inst missing),uuid=$missing_uuid 1"
@@ -154,9 +157,9 @@ expect_eventually 10 "versions per class" 'gpudx_class_driver:nodes:count' \
   fail "the xid node alerts before its Xid: $(query 'ALERTS{instance="'"$(inst xid)"'"}')"
 
 # The series each node costs: what the agent serves, counted by Prometheus (the cardinality the rules rely on).
-series_of() { query "count({job=\"gpudx\", instance=\"$(inst "$1")\", __name__=~\"gpudx_.*\"})" | awk '{print $2}'; }
-findings_of() { query "count(gpudx_finding{instance=\"$(inst "$1")\"})" | awk '{print $2}'; }
-gpus_of() { query "count(gpudx_gpu_info{instance=\"$(inst "$1")\"})" | awk '{print $2}'; }
+series_of() { query "count({job=\"gpudx\", instance=\"$(inst "$1")\", __name__=~\"gpudx_.*\"})" | awk '{print $NF}'; }
+findings_of() { query "count(gpudx_finding{instance=\"$(inst "$1")\"})" | awk '{print $NF}'; }
+gpus_of() { query "count(gpudx_gpu_info{instance=\"$(inst "$1")\"})" | awk '{print $NF}'; }
 echo "series per node (gpudx_*; GPUs, findings):"
 for node in "${nodes[@]}"; do
   echo "  $node: $(series_of "$node") ($(gpus_of "$node") GPUs, $(findings_of "$node") findings)"
@@ -165,7 +168,7 @@ done
 # --- The Xid alert within one rule evaluation of the line ------------------------------------------------
 # 1 s scrape and evaluation intervals: from the agent serving the finding to the alert firing takes at most
 # one scrape and one evaluation (2 s); the agent itself re-diagnoses on the line at once.
-xid_line='[ 4242.424242] NVRM: Xid (PCI:0000:00:06:00): 79, pid=2131, name=python3, GPU has fallen off the bus.'
+xid_line='[ 4242.424242] NVRM: Xid (PCI:0000:00:06): 79, pid=2131, name=python3, GPU has fallen off the bus.'
 t0=$(date +%s.%N)
 echo "$xid_line" >> "$work/xid.kern.log"
 wait_for 30 bash -c "curl -sf http://$(inst xid)/metrics | grep -q '^gpudx_finding{.*severity=\"error\".*pci=\"0000:00:06.0\"'" ||
@@ -191,10 +194,12 @@ expect_eventually 30 "agent down cleared when it answers again" \
   'count by (instance) (ALERTS{alertname="GpudxAgentDown"})' ""
 
 # --- Cardinality: one more GPU, one more finding ---------------------------------------------------------
-# healthy and missing are the same node but for one GPU (and the findings that GPU's absence makes).
-per_gpu=$(( $(series_of healthy) - $(series_of missing) + $(findings_of missing) - $(findings_of healthy) ))
+# Per GPU: the series that name a GPU (a pci label) and are not findings, on the healthy node, per GPU it has.
+# Per finding: what the Xid added on the xid node (its finding and its counter), against the healthy node.
+gpu_series=$(query "count({job=\"gpudx\", instance=\"$(inst healthy)\", __name__=~\"gpudx_.*\", __name__!=\"gpudx_finding\", pci!=\"\"})" | awk '{print $NF}')
+per_gpu=$(( gpu_series / $(gpus_of healthy) ))
 per_finding=$(( $(series_of xid) - $(series_of healthy) ))
-echo "one more GPU adds $per_gpu series; the Xid node's findings and counters add $per_finding"
-(( per_gpu >= 1 && per_gpu <= 8 )) || fail "one more GPU adds $per_gpu series, expected 1 to 8 (docs/agent.md)"
+echo "each GPU adds $per_gpu series; the Xid (a finding and its counter) added $per_finding"
+(( per_gpu >= 1 && per_gpu <= 8 )) || fail "each GPU adds $per_gpu series, expected 1 to 8 (docs/agent.md)"
 (( per_finding >= 1 && per_finding <= 8 )) || fail "one Xid adds $per_finding series, expected 1 to 8 (docs/agent.md)"
 echo "PASS"
