@@ -11,9 +11,10 @@ packages=(
   debian-archive-keyring  # scripts/fetch-sysroot.sh checks the Debian 11 packages of the portable build with it
 )
 if [[ "${1:-}" == "--with-integration" ]]; then
-  # tests/integration: a one-node Slurm cluster, node_exporter's textfile collector, promtool (in prometheus),
+  # tests/integration: a one-node Slurm cluster, node_exporter's textfile collector, the Prometheus server and promtool
+  # (in prometheus), curl for its HTTP API,
   # dpkg-deb for the package test, rpm for the .rpm's test.
-  packages+=(slurmctld slurmd munge prometheus-node-exporter prometheus dpkg rpm)
+  packages+=(slurmctld slurmd munge prometheus-node-exporter prometheus curl dpkg rpm)
 fi
 # make release: rpmbuild (in rpm) for the .rpm, dpkg-shlibdeps (in dpkg-dev) for the .deb's libc6 version.
 for arg in "$@"; do
