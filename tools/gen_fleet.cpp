@@ -196,7 +196,7 @@ Snapshot apply(const Snapshot& base, const Drift& d, uint64_t seed, uint64_t i) 
         x.process = "python3";
         x.text = fmt::format("NVRM: Xid (PCI:{}): {}, pid={}, name=python3, {}", bus, code, pid, xid_text(code));
         x.monotonic_s = t;
-        s.kernel_log.lines.push_back({t, "", x.text, "xid"});
+        s.kernel_log.lines.push_back({t, "", x.text, LogTopic::xid});
         s.kernel_log.xids.push_back(std::move(x));
     }
     s.kernel_log.lines_read += s.kernel_log.xids.size();
