@@ -25,6 +25,19 @@ TSAN_BUILD ?= build-tsan
 # and it roughly halves their build time on a 2-core CI machine.
 SANITIZER_CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
+# The ASan + UBSan suite and the fuzz targets share one clang build ($(SANITIZE_BUILD)): libFuzzer needs clang,
+# and the fuzz targets' objects (the layers, instrumented for coverage, ASan and UBSan) are the suite's, so the
+# library is compiled once for both (docs/reliability.md). fuzz/run.sh configures the same when run alone.
+FUZZ_CXX ?= clang++-16
+FUZZ_CC ?= clang-16
+SANITIZE_CONFIGURE = cmake -S . -B $(SANITIZE_BUILD) -G Ninja $(SANITIZER_CMAKE_FLAGS) -DGPUDX_SANITIZE=ON \
+	-DGPUDX_FUZZ=ON -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) -DCMAKE_C_COMPILER=$(FUZZ_CC)
+# What the sanitizers run: every test that runs gpudx's C++ code, at the normal suite's parallelism. Left to
+# the normal build (docs/reliability.md says why each finds nothing more here): the tests against third-party
+# programs (label integration: the Slurm daemons, promtool, node_exporter, the packages), which read what the
+# e2e tests already print, and e2e.unprivileged_scenarios, every scenario again as nobody, the same code
+# paths as the e2e scenarios run as root.
+SANITIZE_TESTS ?= -LE integration -E '^e2e[.]unprivileged_scenarios$$'
 
 .PHONY: all deps build run test test-integration bench release clean
 .PHONY: test-sanitize test-tsan fuzz
@@ -57,17 +70,16 @@ test-integration: build
 	bash scripts/install-deps.sh --with-integration
 	cd $(BUILD) && GPUDX_REQUIRE_INTEGRATION=1 ctest --output-on-failure -L integration
 
-# The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer, in a build directory of its own
-# (docs/reliability.md). Tests that preload a library into an instrumented program (the shim, the fault
-# injector) load it ahead of libasan, which ASan refuses unless verify_asan_link_order=0.
-# Left to the normal build: the tests against third-party programs (label integration: Slurm's daemons, promtool,
-# Prometheus, the package tools), which exercise their programs more than gpudx's code, and
-# e2e.unprivileged_scenarios, the suite's longest test, whose code paths the other e2e scenarios run as root.
-test-sanitize: deps
-	cmake -S . -B $(SANITIZE_BUILD) -G Ninja $(SANITIZER_CMAKE_FLAGS) -DGPUDX_SANITIZE=ON
+# The suite under AddressSanitizer and UndefinedBehaviorSanitizer (SANITIZE_TESTS), in the clang build it
+# shares with the fuzz targets (docs/reliability.md). Tests that preload a library into an instrumented program
+# (the shim, the fault injector) load it ahead of the ASan runtime, which ASan refuses unless
+# verify_asan_link_order=0.
+test-sanitize:
+	bash scripts/install-deps.sh --with-fuzz
+	$(SANITIZE_CONFIGURE)
 	cmake --build $(SANITIZE_BUILD) -j $(JOBS)
 	cd $(SANITIZE_BUILD) && ASAN_OPTIONS=verify_asan_link_order=0 UBSAN_OPTIONS=print_stacktrace=1 \
-		ctest --output-on-failure -j $(JOBS) -LE integration -E '^e2e\.unprivileged_scenarios$$'
+		ctest --output-on-failure -j $(TEST_JOBS) $(SANITIZE_TESTS)
 
 # The preload shim and its tests under ThreadSanitizer (label shim), in a build directory of its own.
 test-tsan: deps
@@ -75,10 +87,12 @@ test-tsan: deps
 	cmake --build $(TSAN_BUILD) --target shim_tests -j $(JOBS)
 	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" ctest --output-on-failure -L shim
 
-# Every libFuzzer target for FUZZ_SECONDS (default 30) each, with clang in build-fuzz; fails on any crash.
+# Every libFuzzer target for FUZZ_SECONDS (default 30) each, built in $(SANITIZE_BUILD) (after
+# `make test-sanitize`, only the targets' own files are compiled); fails on any crash.
 fuzz:
 	bash scripts/install-deps.sh --with-fuzz
-	BUILD_JOBS=$(JOBS) bash fuzz/run.sh
+	$(SANITIZE_CONFIGURE)
+	FUZZ_BUILD=$(SANITIZE_BUILD) BUILD_JOBS=$(JOBS) bash fuzz/run.sh
 
 # dist/: the stripped binaries with their debug information beside them, the manual page, the examples, a
 # tarball of all of it, the .deb and the .rpm (scripts/make-release.sh, docs/release.md).

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# fuzz/run.sh [TARGET...]: builds the libFuzzer targets (a clang configure of its own in build-fuzz) and runs
-# each for FUZZ_SECONDS (default 30) from its seed corpora; fails when any target crashes, leaks, hangs or
-# breaks a property. Prints one row per target: executions and crashes. docs/reliability.md explains.
+# fuzz/run.sh [TARGET...]: builds the libFuzzer targets (in build-asan, the clang build `make test-sanitize`
+# runs the suite in, configured here the same way when missing) and runs each for FUZZ_SECONDS (default 30)
+# from its seed corpora; fails when any target crashes, leaks, hangs or breaks a property. Prints one row per
+# target: executions and crashes. docs/reliability.md explains.
 #   FUZZ_SECONDS=20 fuzz/run.sh                 every target, 20 s each
 #   fuzz/run.sh fuzz_kernel_log fuzz_matrix     only these
-# Environment: FUZZ_BUILD (build dir, default build-fuzz), FUZZ_JOBS (targets run at once, default nproc),
+# Environment: FUZZ_BUILD (build dir, default build-asan), FUZZ_JOBS (targets run at once, default nproc),
 # FUZZ_SEED (libFuzzer's -seed; unset, each run explores afresh; CI sets 1 so a red run repeats),
 # FUZZ_CXX / FUZZ_CC (default clang++-16 / clang-16), BUILD_JOBS (compile jobs, default nproc).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
-build=${FUZZ_BUILD:-$src/build-fuzz}
+build=${FUZZ_BUILD:-$src/build-asan}
 seconds=${FUZZ_SECONDS:-30}
 seed_flag=()
 [[ -n ${FUZZ_SEED:-} ]] && seed_flag=(-seed="$FUZZ_SEED")
@@ -17,10 +18,11 @@ jobs=${FUZZ_JOBS:-$(nproc)}
 build_jobs=${BUILD_JOBS:-$(nproc)}
 
 if [[ ! -f $build/build.ninja ]]; then
-    # -O1 with line tables: the build takes half the time of -O2 -g, and a crash report still names file:line.
-    cmake -S "$src" -B "$build" -G Ninja -DGPUDX_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
-        -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
+    # The Makefile's sanitizer configure (SANITIZE_CONFIGURE), so `make test-sanitize` later builds the suite
+    # over the same objects. -O1 with line tables: the build takes half the time of -O2 -g, and a crash report
+    # still names file:line.
+    cmake -S "$src" -B "$build" -G Ninja -DGPUDX_SANITIZE=ON -DGPUDX_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
         -DCMAKE_CXX_COMPILER="${FUZZ_CXX:-clang++-16}" -DCMAKE_C_COMPILER="${FUZZ_CC:-clang-16}" >/dev/null
 fi
 cmake --build "$build" --target fuzz_targets -j "$build_jobs"
