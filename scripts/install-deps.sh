@@ -21,7 +21,8 @@ for arg in "$@"; do
   if [[ $arg == --with-release ]]; then packages+=(rpm dpkg-dev binutils); fi
 done
 
-# make fuzz: clang 16 compiles, clang 14's libFuzzer runtime links (fuzz/CMakeLists.txt says why).
+# make test-sanitize and make fuzz (one clang build): clang 16 compiles and brings the ASan runtime, clang 14's
+# libFuzzer runtime links the fuzz targets (fuzz/CMakeLists.txt says why).
 for arg in "$@"; do
   if [[ $arg == --with-fuzz ]]; then packages+=(clang-16 libclang-rt-16-dev libclang-rt-14-dev); fi
 done
