@@ -32,15 +32,16 @@ FUZZ_CXX ?= clang++-16
 FUZZ_CC ?= clang-16
 SANITIZE_CONFIGURE = cmake -S . -B $(SANITIZE_BUILD) -G Ninja $(SANITIZER_CMAKE_FLAGS) -DGPUDX_SANITIZE=ON \
 	-DGPUDX_FUZZ=ON -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) -DCMAKE_C_COMPILER=$(FUZZ_CC)
-# What the sanitizers run: every test that runs gpudx's C++ code, at the normal suite's parallelism. Left to
-# the normal build (docs/reliability.md says why each finds nothing more here): the tests against third-party
-# programs (label integration: the Slurm daemons, promtool, node_exporter, the packages), which read what the
-# e2e tests already print, and e2e.unprivileged_scenarios, every scenario again as nobody, the same code
-# paths as the e2e scenarios run as root.
-SANITIZE_TESTS ?= -LE integration -E '^e2e[.]unprivileged_scenarios$$'
+# What the sanitizers run: the tests whose C++ runs in the test's own process or in a program it starts and
+# waits on briefly (GoogleTest suites, the agent's, driver, fault, checkpoint, fleet, shim and stand-in tests),
+# at the normal suite's parallelism. Left to the normal build (docs/reliability.md says why): the shell-driven
+# end-to-end tests (label e2e: the same library code, reached through the binary, each run paying the sanitizer
+# runtime's start), the tests against third-party programs (integration), the packages (package, deploy), the
+# ENOSYS runs (portability: the same code with system calls refused) and the layer check (a CMake script).
+SANITIZE_TESTS ?= -LE '^(integration|e2e|package|deploy|portability|layers)$$'
 
 .PHONY: all deps build run test test-integration bench release clean
-.PHONY: test-sanitize test-tsan fuzz
+.PHONY: test-sanitize test-tsan fuzz sanitize-build tsan-build
 
 all: build
 
@@ -70,25 +71,30 @@ test-integration: build
 	bash scripts/install-deps.sh --with-integration
 	cd $(BUILD) && GPUDX_REQUIRE_INTEGRATION=1 ctest --output-on-failure -L integration
 
-# The suite under AddressSanitizer and UndefinedBehaviorSanitizer (SANITIZE_TESTS), in the clang build it
-# shares with the fuzz targets (docs/reliability.md). Tests that preload a library into an instrumented program
-# (the shim, the fault injector) load it ahead of the ASan runtime, which ASan refuses unless
-# verify_asan_link_order=0.
-test-sanitize:
+# The clang build the ASan + UBSan suite and the fuzz targets share (docs/reliability.md): everything the suite
+# runs and every fuzz target. A target of its own so that .ci/run can compile it while the normal suite runs.
+sanitize-build:
 	bash scripts/install-deps.sh --with-fuzz
 	$(SANITIZE_CONFIGURE)
-	cmake --build $(SANITIZE_BUILD) -j $(JOBS)
+	cmake --build $(SANITIZE_BUILD) --target all fuzz_targets -j $(JOBS)
+
+# The suite under AddressSanitizer and UndefinedBehaviorSanitizer (SANITIZE_TESTS). Tests that preload a library
+# into an instrumented program (the shim, the fault injector) load it ahead of the ASan runtime, which ASan
+# refuses unless verify_asan_link_order=0.
+test-sanitize: sanitize-build
 	cd $(SANITIZE_BUILD) && ASAN_OPTIONS=verify_asan_link_order=0 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --output-on-failure -j $(TEST_JOBS) $(SANITIZE_TESTS)
 
 # The preload shim and its tests under ThreadSanitizer (label shim), in a build directory of its own.
-test-tsan: deps
+tsan-build: deps
 	cmake -S . -B $(TSAN_BUILD) -G Ninja $(SANITIZER_CMAKE_FLAGS) -DGPUDX_TSAN=ON
 	cmake --build $(TSAN_BUILD) --target shim_tests -j $(JOBS)
+
+test-tsan: tsan-build
 	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" ctest --output-on-failure -L shim
 
 # Every libFuzzer target for FUZZ_SECONDS (default 30) each, built in $(SANITIZE_BUILD) (after
-# `make test-sanitize`, only the targets' own files are compiled); fails on any crash.
+# `make test-sanitize`, nothing is left to compile); fails on any crash.
 fuzz:
 	bash scripts/install-deps.sh --with-fuzz
 	$(SANITIZE_CONFIGURE)

@@ -10,21 +10,19 @@ packages=(
   libsqlite3-dev sqlite3  # the agent's event store (libsqlite3.a, linked statically); sqlite3: its tests' checks
   debian-archive-keyring  # scripts/fetch-sysroot.sh checks the Debian 11 packages of the portable build with it
 )
-if [[ "${1:-}" == "--with-integration" ]]; then
-  # tests/integration: a one-node Slurm cluster, node_exporter's textfile collector, the Prometheus server and promtool
-  # (in prometheus), curl for its HTTP API,
-  # dpkg-deb for the package test, rpm for the .rpm's test.
-  packages+=(slurmctld slurmd munge prometheus-node-exporter prometheus curl dpkg rpm)
-fi
-# make release: rpmbuild (in rpm) for the .rpm, dpkg-shlibdeps (in dpkg-dev) for the .deb's libc6 version.
+# Any of these, in any order (.ci/run asks for all of them at once, so that one apt run installs everything):
 for arg in "$@"; do
-  if [[ $arg == --with-release ]]; then packages+=(rpm dpkg-dev binutils); fi
-done
-
-# make test-sanitize and make fuzz (one clang build): clang 16 compiles and brings the ASan runtime, clang 14's
-# libFuzzer runtime links the fuzz targets (fuzz/CMakeLists.txt says why).
-for arg in "$@"; do
-  if [[ $arg == --with-fuzz ]]; then packages+=(clang-16 libclang-rt-16-dev libclang-rt-14-dev); fi
+  case $arg in
+    # tests/integration: a one-node Slurm cluster, node_exporter's textfile collector, the Prometheus server and
+    # promtool (in prometheus), curl for its HTTP API, dpkg-deb for the package test, rpm for the .rpm's test.
+    --with-integration) packages+=(slurmctld slurmd munge prometheus-node-exporter prometheus curl dpkg rpm) ;;
+    # make release: rpmbuild (in rpm) for the .rpm, dpkg-shlibdeps (in dpkg-dev) for the .deb's libc6 version.
+    --with-release) packages+=(rpm dpkg-dev binutils) ;;
+    # make test-sanitize and make fuzz (one clang build): clang 16 compiles and brings the ASan runtime, clang
+    # 14's libFuzzer runtime links the fuzz targets (fuzz/CMakeLists.txt says why).
+    --with-fuzz) packages+=(clang-16 libclang-rt-16-dev libclang-rt-14-dev) ;;
+    *) echo "install-deps.sh: unknown option $arg (--with-integration, --with-release, --with-fuzz)" >&2; exit 64 ;;
+  esac
 done
 
 missing=()
