@@ -40,3 +40,10 @@ endfunction()
 
 gpudx_builtin_catalogue(data/xid-policy.toml xid_policy_builtin.inc kBuiltinPolicy)
 gpudx_builtin_catalogue(data/signatures.toml signatures_builtin.inc kBuiltinCatalogue)
+# The GPU libraries' result codes (rules/reference/result_codes.hpp).
+gpudx_builtin_catalogue(data/error-codes/cuda-driver.toml result_codes_cuda_driver.inc kCudaDriverCodes)
+gpudx_builtin_catalogue(data/error-codes/cuda-runtime.toml result_codes_cuda_runtime.inc kCudaRuntimeCodes)
+gpudx_builtin_catalogue(data/error-codes/nvml.toml result_codes_nvml.inc kNvmlCodes)
+gpudx_builtin_catalogue(data/error-codes/nccl.toml result_codes_nccl.inc kNcclCodes)
+gpudx_builtin_catalogue(data/error-codes/hip.toml result_codes_hip.inc kHipCodes)
+gpudx_builtin_catalogue(data/error-codes/hsa.toml result_codes_hsa.inc kHsaCodes)

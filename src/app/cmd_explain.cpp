@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "rules/engine/check_context.hpp"
+#include "rules/reference/result_codes.hpp"
 #include "rules/reference/signatures.hpp"
 #include "rules/reference/xid_policy.hpp"
 
@@ -37,6 +38,7 @@ constexpr size_t kUnrecognisedShown = 20;
 KernelLogScanOptions scan_options(const SignatureCatalogue& catalogue) {
     KernelLogScanOptions o;
     o.extra_words = catalogue_gate_words(catalogue);
+    for (auto& w : result_code_gate_words()) o.extra_words.push_back(w);
     o.every_boot = true;
     o.max_kept_lines = kMaxKeptLines;
     o.max_kept_xids = kMaxKeptLines;
@@ -76,6 +78,13 @@ std::string list_text(const SignatureCatalogue& c) {
         if (s.severity) out += fmt::format("  next step: {}\n", s.next_step);
         for (auto& t : s.templates) out += fmt::format("  matches: {}\n", t.source);
     }
+    for (auto& t : builtin_result_code_tables()) {
+        out += fmt::format("\nResult codes: {} {} ({} codes, {})\n", t.table, t.version, t.codes.size(), t.origin);
+        for (auto& c : t.codes)
+            out += fmt::format("  {} {}  [{}, {}]{}\n", c.number, result_code_id(t, c),
+                               c.severity ? to_string(*c.severity) : "no finding", to_string(c.layer),
+                               c.text.empty() ? "" : "  \"" + c.text + "\"");
+    }
     return out;
 }
 
@@ -94,7 +103,18 @@ nlohmann::json list_json(const SignatureCatalogue& c) {
         }
         sigs.push_back(std::move(j));
     }
-    return {{"catalogue_version", c.version}, {"signatures", std::move(sigs)}};
+    nlohmann::json tables = nlohmann::json::array();
+    for (auto& t : builtin_result_code_tables()) {
+        nlohmann::json codes = nlohmann::json::array();
+        for (auto& c : t.codes)
+            codes.push_back({{"id", result_code_id(t, c)}, {"name", c.name}, {"number", c.number}, {"text", c.text},
+                             {"layer", to_string(c.layer)},
+                             {"severity", c.severity ? nlohmann::json(to_string(*c.severity)) : nlohmann::json()},
+                             {"program_error", c.program_error}, {"aliases", c.aliases}, {"meaning", c.meaning},
+                             {"next_step", c.next_step}});
+        tables.push_back({{"table", t.table}, {"version", t.version}, {"origin", t.origin}, {"codes", std::move(codes)}});
+    }
+    return {{"catalogue_version", c.version}, {"signatures", std::move(sigs)}, {"result_codes", std::move(tables)}};
 }
 
 std::string report_text(const std::string& source, const KernelLog& log, const std::vector<Finding>& findings,
@@ -213,7 +233,7 @@ CommandRegistrar register_explain{
          cmd.add_flag("--here", o->here,
                       "Also read this node's layers (or --root's) and check the text against them: the module and "
                       "libcuda versions for an API mismatch, the driver's CUDA for \"insufficient driver\", the GPUs' UUIDs");
-         cmd.add_flag("--list", o->list, "List the signature catalogue: every signature, its meaning and next step");
+         cmd.add_flag("--list", o->list, "List the signature catalogue (every signature, its meaning and next step) and the GPU libraries' result codes");
          cmd.add_option("--signatures", o->signatures_file,
                         "Site signature catalogue (TOML, format of data/signatures.toml); replaces built-in ids")
              ->type_name("FILE");

@@ -9,6 +9,7 @@
 
 #include "rules/engine/families.hpp"
 #include "rules/reference/recovery_action.hpp"
+#include "rules/reference/result_codes.hpp"
 #include "rules/reference/signatures.hpp"
 #include "rules/reference/xid_policy.hpp"
 #include "core/pci_address.hpp"
@@ -459,7 +460,10 @@ void check_kernel_log_text(const CheckContext& ctx, std::vector<Finding>& out, s
     check_iommu(ctx, out);
     check_module_signatures(ctx, out);
     const SignatureCatalogue& catalogue = ctx.options.signatures ? *ctx.options.signatures : builtin_signature_catalogue();
-    check_signatures(ctx, catalogue, out, unrecognised);
+    std::vector<bool> explained;
+    check_signatures(ctx, catalogue, out, unrecognised, &explained);
+    // The libraries' result codes on the lines no signature explained (a signature's wording is the closer one).
+    check_result_codes(ctx, builtin_result_code_tables(), explained, out);
 }
 
 void check_kernel_log(const CheckContext& ctx, std::vector<Finding>& out) { check_kernel_log_text(ctx, out, nullptr); }

@@ -691,7 +691,7 @@ std::vector<SignatureDeclaration> signature_declarations(const SignatureCatalogu
 }
 
 void check_signatures(const CheckContext& ctx, const SignatureCatalogue& catalogue, std::vector<Finding>& out,
-                      std::vector<std::string>* unrecognised) {
+                      std::vector<std::string>* unrecognised, std::vector<bool>* explained) {
     const auto& log = ctx.snapshot.kernel_log;
     // Logical lines (rsyslog's #012 split apart), each with the kept line it came from.
     std::vector<std::string_view> lines;
@@ -776,6 +776,7 @@ void check_signatures(const CheckContext& ctx, const SignatureCatalogue& catalog
     }
     for (size_t i = 0; i < found.size(); ++i)
         if (!redundant[i]) out.push_back(std::move(found[i]));
+    if (explained) *explained = recognised;
     if (!unrecognised) return;
     for (size_t i = 0; i < log.lines.size(); ++i) {
         const auto& l = log.lines[i];

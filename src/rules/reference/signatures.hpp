@@ -92,8 +92,9 @@ std::vector<SignatureDeclaration> signature_declarations(const SignatureCatalogu
 // Findings for the kernel log's kept lines (joined where a message spans lines), with the node's facts
 // checked where the snapshot has them. `unrecognised` (optional) receives the NVRM, amdgpu and kfd lines that
 // neither a signature nor the parser's own rules explained.
+// `explained` (optional) receives, per kept line, whether a signature matched it.
 void check_signatures(const CheckContext& ctx, const SignatureCatalogue& catalogue, std::vector<Finding>& out,
-                      std::vector<std::string>* unrecognised = nullptr);
+                      std::vector<std::string>* unrecognised = nullptr, std::vector<bool>* explained = nullptr);
 // The whole kernel-log rule family (rules/families/kernel_log.cpp: the parser's events, then the catalogue), as
 // `gpudx diagnose` runs it; `gpudx explain` also asks for the unrecognised lines.
 void check_kernel_log_text(const CheckContext& ctx, std::vector<Finding>& out, std::vector<std::string>* unrecognised);

@@ -1,0 +1,347 @@
+#include "rules/reference/result_codes.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/text.hpp"
+#include "core/toml.hpp"
+#include "rules/engine/check_context.hpp"
+
+namespace gpudx {
+
+namespace {
+
+// data/error-codes/*.toml, generated into the build (cmake/BuiltinCatalogues.cmake).
+#include "rules/reference/result_codes_cuda_driver.inc"
+#include "rules/reference/result_codes_cuda_runtime.inc"
+#include "rules/reference/result_codes_hip.inc"
+#include "rules/reference/result_codes_hsa.inc"
+#include "rules/reference/result_codes_nccl.inc"
+#include "rules/reference/result_codes_nvml.inc"
+
+struct TableKind {
+    std::string_view table;      // the C type
+    std::string_view id_prefix;  // the finding id's first part
+    bool cuda;                   // its texts and numbers are matched after CUDA's own words
+};
+constexpr TableKind kTables[] = {
+    {"CUresult", "cuda", true},         {"cudaError_t", "cudart", true},    {"nvmlReturn_t", "nvml", false},
+    {"ncclResult_t", "nccl", false},    {"hipError_t", "hip", false},       {"hsa_status_t", "hsa", false},
+};
+
+const TableKind* table_kind(std::string_view table) {
+    for (auto& k : kTables)
+        if (k.table == table) return &k;
+    return nullptr;
+}
+
+std::string where(const std::string& origin, const toml::source_region& r) {
+    return r.begin.line > 0 ? fmt::format("{}:{}", origin, r.begin.line) : origin;
+}
+
+Result<ResultCode> read_code(const toml::table& t, const std::string& origin) {
+    static const std::set<std::string_view> kKeys = {"name",    "number",    "text",  "layer",   "severity",
+                                                      "meaning", "next_step", "since", "removed", "aliases"};
+    std::string w = where(origin, t.source());
+    for (auto& [key, value] : t)
+        if (!kKeys.count(key.str()))
+            return fail(fmt::format("{}: unknown key `{}` in a [[code]]", where(origin, key.source()), key.str()), origin);
+    ResultCode c;
+    c.line = static_cast<int>(t.source().begin.line);
+    auto string_of = [&](std::string_view key, bool required) -> Result<std::string> {
+        const toml::node* n = t.get(key);
+        if (!n) {
+            if (required) return fail(fmt::format("{}: a [[code]] needs `{}`", w, key), origin);
+            return std::string();
+        }
+        auto s = n->value<std::string>();
+        if (!s) return fail(fmt::format("{}: `{}` must be a string", where(origin, n->source()), key), origin);
+        return *s;
+    };
+    auto name = string_of("name", true);
+    if (!name) return std::unexpected(name.error());
+    c.name = *name;
+    if (c.name.empty()) return fail(fmt::format("{}: `name` is empty", w), origin);
+    const toml::node* number = t.get("number");
+    if (!number || !number->value<int64_t>())
+        return fail(fmt::format("{}: {} needs an integer `number`", w, c.name), origin);
+    c.number = *number->value<int64_t>();
+    for (auto [key, field] : {std::pair{"text", &c.text}, {"meaning", &c.meaning}, {"next_step", &c.next_step}}) {
+        auto v = string_of(key, std::string_view(key) != "text");
+        if (!v) return std::unexpected(v.error());
+        *field = *v;
+    }
+    auto layer = string_of("layer", true);
+    if (!layer) return std::unexpected(layer.error());
+    // The tables' words beside gpudx's layers: "application" is the program's own error, reported in the driver
+    // layer (where the program met it) and never above a warning; the fabric is the driver layer's.
+    if (*layer == "application") {
+        c.layer = Layer::driver;
+        c.program_error = true;
+    } else if (*layer == "fabric") {
+        c.layer = Layer::driver;
+    } else if (auto l = parse_layer(*layer)) {
+        c.layer = *l;
+    } else {
+        return fail(fmt::format("{}: {}: unknown layer \"{}\"", w, c.name, *layer), origin);
+    }
+    auto severity = string_of("severity", true);
+    if (!severity) return std::unexpected(severity.error());
+    auto s = parse_severity(*severity);
+    if (!s) return fail(fmt::format("{}: {}: unknown severity \"{}\"", w, c.name, *severity), origin);
+    if (*s != Severity::info) c.severity = c.program_error ? std::min(*s, Severity::warning) : *s;
+    if (const toml::node* a = t.get("aliases")) {
+        const toml::array* arr = a->as_array();
+        if (!arr) return fail(fmt::format("{}: `aliases` must be a list of strings", where(origin, a->source())), origin);
+        for (auto& e : *arr) {
+            auto v = e.value<std::string>();
+            if (!v || v->empty())
+                return fail(fmt::format("{}: `aliases` must be a list of strings", where(origin, e.source())), origin);
+            c.aliases.push_back(*v);
+        }
+    }
+    return c;
+}
+
+bool is_word_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+std::string lowercase(std::string_view s) {
+    std::string out(s);
+    for (auto& c : out)
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
+    return out;
+}
+
+// Every code of every table by the names programs print: name and aliases.
+struct NameIndex {
+    std::map<std::string, ResultCodeMatch, std::less<>> by_name;
+};
+
+NameIndex make_index(const std::vector<ResultCodeTable>& tables) {
+    NameIndex idx;
+    for (auto& t : tables)
+        for (auto& c : t.codes) {
+            idx.by_name.try_emplace(c.name, ResultCodeMatch{&t, &c, "name"});
+            for (auto& a : c.aliases) idx.by_name.try_emplace(a, ResultCodeMatch{&t, &c, "name"});
+        }
+    return idx;
+}
+
+// What programs print right before a CUDA code's text: PyTorch's "CUDA error: out of memory", NCCL's "Cuda
+// failure 'invalid argument'", "CUDA driver error: ...", "CUDA runtime error: ...". Lower case.
+constexpr std::string_view kCudaTextMarkers[] = {"cuda error: ", "cuda error ", "cuda failure ", "cuda driver error",
+                                                 "cuda runtime error", "cudaerror: ", "cuda_error: "};
+
+// A number right after `at` (blanks allowed), or -1.
+long long number_at(std::string_view s, size_t at) {
+    while (at < s.size() && s[at] == ' ') ++at;
+    size_t end = at;
+    while (end < s.size() && end - at < 6 && s[end] >= '0' && s[end] <= '9') ++end;
+    if (end == at || (end < s.size() && is_word_char(s[end]))) return -1;
+    return std::stoll(std::string(s.substr(at, end - at)));
+}
+
+const ResultCode* cuda_code_numbered(const std::vector<ResultCodeTable>& tables, long long n, const ResultCodeTable** in) {
+    // The runtime's table first: programs print cudaError_t far more often, and the node-level codes share numbers.
+    for (std::string_view want : {"cudaError_t", "CUresult"})
+        for (auto& t : tables)
+            if (t.table == want)
+                for (auto& c : t.codes)
+                    if (c.number == n) {
+                        *in = &t;
+                        return &c;
+                    }
+    return nullptr;
+}
+
+}  // namespace
+
+Result<ResultCodeTable> parse_result_code_table(std::string_view text, const std::string& origin) {
+    auto parsed = parse_toml(text, origin);
+    if (!parsed) return std::unexpected(parsed.error());
+    const toml::table& root = *parsed;
+    for (auto& [key, value] : root)
+        if (key.str() != "table" && key.str() != "version" && key.str() != "code")
+            return fail(fmt::format("{}: unknown key `{}` (allowed: table, version, code)", where(origin, key.source()),
+                                    key.str()),
+                        origin);
+    ResultCodeTable out;
+    out.origin = origin;
+    auto table = root["table"].value<std::string>();
+    if (!table || !table_kind(*table))
+        return fail(fmt::format("{}: `table` must be one of CUresult, cudaError_t, nvmlReturn_t, ncclResult_t, "
+                                "hipError_t, hsa_status_t",
+                                origin),
+                    origin);
+    out.table = *table;
+    auto version = root["version"].value<std::string>();
+    if (!version || version->empty()) return fail(fmt::format("{}: `version` must be a non-empty string", origin), origin);
+    out.version = *version;
+    const toml::array* codes = root["code"].as_array();
+    if (!codes || codes->empty()) return fail(fmt::format("{}: no [[code]] tables", origin), origin);
+    std::map<std::string, int> line_of_name;
+    std::map<long long, int> line_of_number;
+    for (auto& n : *codes) {
+        const toml::table* t = n.as_table();
+        if (!t) return fail(fmt::format("{}: `code` must be [[code]] tables", where(origin, n.source())), origin);
+        auto c = read_code(*t, origin);
+        if (!c) return std::unexpected(c.error());
+        for (const std::string& name : [&] {
+                 auto all = c->aliases;
+                 all.push_back(c->name);
+                 return all;
+             }())
+            if (auto [it, fresh] = line_of_name.try_emplace(name, c->line); !fresh)
+                return fail(fmt::format("{}:{}: {} is already declared at line {}", origin, c->line, name, it->second),
+                            origin);
+        if (auto [it, fresh] = line_of_number.try_emplace(c->number, c->line); !fresh)
+            return fail(fmt::format("{}:{}: {} has number {}, which line {} already gave another code", origin, c->line,
+                                    c->name, c->number, it->second),
+                        origin);
+        out.codes.push_back(std::move(*c));
+    }
+    return out;
+}
+
+const std::vector<ResultCodeTable>& builtin_result_code_tables() {
+    static const std::vector<ResultCodeTable> tables = [] {
+        std::vector<ResultCodeTable> out;
+        const std::pair<std::string_view, std::string_view> files[] = {
+            {kCudaDriverCodes, "data/error-codes/cuda-driver.toml"}, {kCudaRuntimeCodes, "data/error-codes/cuda-runtime.toml"},
+            {kNvmlCodes, "data/error-codes/nvml.toml"},              {kNcclCodes, "data/error-codes/nccl.toml"},
+            {kHipCodes, "data/error-codes/hip.toml"},                {kHsaCodes, "data/error-codes/hsa.toml"},
+        };
+        for (auto [text, name] : files) {
+            auto t = parse_result_code_table(text, "built-in " + std::string(name));
+            // The build embeds these files and a unit test parses each: a broken one never ships.
+            if (!t) throw std::logic_error(t.error().message);
+            out.push_back(std::move(*t));
+        }
+        return out;
+    }();
+    return tables;
+}
+
+std::string result_code_id(const ResultCodeTable& table, const ResultCode& code) {
+    auto* k = table_kind(table.table);
+    return fmt::format("{}.{}", k ? k->id_prefix : std::string_view("code"), code.name);
+}
+
+std::vector<ResultCodeMatch> match_result_codes(std::string_view line, const std::vector<ResultCodeTable>& tables) {
+    std::vector<ResultCodeMatch> out;
+    auto add = [&](ResultCodeMatch m) {
+        if (std::none_of(out.begin(), out.end(), [&](auto& o) { return o.code == m.code; })) out.push_back(m);
+    };
+    // By name: every identifier of the line looked up whole.
+    // The built-in tables' index is made once; other tables (a test's) get theirs per call.
+    static const NameIndex builtin = make_index(builtin_result_code_tables());
+    NameIndex own;
+    if (&tables != &builtin_result_code_tables()) own = make_index(tables);
+    const NameIndex& idx = &tables == &builtin_result_code_tables() ? builtin : own;
+    for (size_t i = 0; i < line.size();) {
+        if (!is_word_char(line[i])) {
+            ++i;
+            continue;
+        }
+        size_t end = i;
+        while (end < line.size() && is_word_char(line[end])) ++end;
+        if (auto it = idx.by_name.find(line.substr(i, end - i)); it != idx.by_name.end()) add(it->second);
+        i = end;
+    }
+    if (!out.empty()) return out;
+    std::string lower = lowercase(line);
+    if (lower.find("cuda") == std::string::npos) return out;
+    // By text, after CUDA's own words: the longest confirmed text of the two CUDA tables found after the marker.
+    for (auto marker : kCudaTextMarkers) {
+        size_t at = lower.find(marker);
+        if (at == std::string::npos) continue;
+        std::string_view rest = std::string_view(lower).substr(at + marker.size());
+        ResultCodeMatch best;
+        size_t best_len = 0;
+        for (auto& t : tables) {
+            auto* k = table_kind(t.table);
+            if (!k || !k->cuda) continue;
+            for (auto& c : t.codes) {
+                // Short texts ("no error", "unknown error") say too little to name a code by.
+                if (c.text.size() < 8 || c.text.size() <= best_len) continue;
+                if (rest.find(lowercase(c.text)) != std::string_view::npos) {
+                    best = {&t, &c, "text"};
+                    best_len = c.text.size();
+                }
+            }
+        }
+        if (best.code) {
+            add(best);
+            return out;
+        }
+    }
+    // By number, where the line speaks of CUDA: "error 802", "error code 802", "(803 vs. 0)", "code=2(".
+    for (std::string_view form : {"error ", "error code ", "error: ", "code=", "("}) {
+        for (size_t at = lower.find(form); at != std::string::npos; at = lower.find(form, at + 1)) {
+            long long n = number_at(lower, at + form.size());
+            if (n <= 0) continue;
+            if (form == "(" && !std::string_view(lower).substr(at + 1 + std::to_string(n).size()).starts_with(" vs. 0)"))
+                continue;
+            const ResultCodeTable* t = nullptr;
+            if (auto* c = cuda_code_numbered(tables, n, &t)) {
+                add({t, c, "number"});
+                return out;
+            }
+        }
+    }
+    return out;
+}
+
+std::vector<std::string> result_code_gate_words() {
+    return {"CUDA", "NVML_", "nccl", "hipError", "HSA_STATUS_"};
+}
+
+void check_result_codes(const CheckContext& ctx, const std::vector<ResultCodeTable>& tables,
+                        const std::vector<bool>& explained, std::vector<Finding>& out) {
+    const auto& log = ctx.snapshot.kernel_log;
+    struct Seen {
+        ResultCodeMatch match;
+        size_t count = 0;
+        const std::string* first = nullptr;
+        const std::string* last = nullptr;
+    };
+    std::vector<Seen> seen;
+    for (size_t i = 0; i < log.lines.size(); ++i) {
+        if (i < explained.size() && explained[i]) continue;
+        for (auto& m : match_result_codes(log.lines[i].text, tables)) {
+            if (!m.code->severity) continue;
+            auto it = std::find_if(seen.begin(), seen.end(), [&](auto& s) { return s.match.code == m.code; });
+            if (it == seen.end()) {
+                seen.push_back({m, 0, &log.lines[i].text, nullptr});
+                it = seen.end() - 1;
+            }
+            ++it->count;
+            it->last = &log.lines[i].text;
+        }
+    }
+    for (auto& s : seen) {
+        const ResultCode& c = *s.match.code;
+        Finding f;
+        f.id = result_code_id(*s.match.table, c);
+        f.layer = c.layer;
+        f.severity = *c.severity;
+        f.message = fmt::format("{} {} ({}{}){}: {}", s.match.table->table, c.name, c.number,
+                                c.text.empty() ? "" : ", \"" + c.text + "\"",
+                                s.count > 1 ? fmt::format(", {} times", s.count) : "",
+                                c.program_error ? "the program's own error, not known to be the node's: " + c.meaning
+                                                : c.meaning);
+        f.evidence.push_back({log.source, *s.last});
+        if (s.count > 1 && *s.first != *s.last) f.evidence.push_back({log.source, *s.first});
+        f.evidence.push_back({fmt::format("{} table {}", s.match.table->table, s.match.table->version),
+                              fmt::format("{} by its {} ({}, line {})", c.name, s.match.how, s.match.table->origin, c.line)});
+        f.next_step = c.next_step;
+        out.push_back(std::move(f));
+    }
+}
+
+}  // namespace gpudx
