@@ -111,7 +111,6 @@ CudaInit cuda_init(const CudaView& view) {
     switch (*view.init_result) {
         case CUDA_SUCCESS: return CudaInit::succeeded;
         case CUDA_ERROR_NO_DEVICE: return CudaInit::no_device;
-        case CUDA_ERROR_INSUFFICIENT_DRIVER:
         case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: return CudaInit::driver_mismatch;
         case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE: return CudaInit::compat_not_supported;
         case CUDA_ERROR_STUB_LIBRARY: return CudaInit::stub_library;

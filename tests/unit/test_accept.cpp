@@ -16,6 +16,9 @@
 #include "actions/accept_kernels.hpp"
 #include "render/accept.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 
 namespace {
@@ -496,3 +499,5 @@ TEST(AcceptCommand, NoDriverLibraryIsNotRunWithExitThree) {
     EXPECT_NE(text.find("No changes"), std::string::npos) << text;
     std::filesystem::remove_all(dir);
 }
+
+}  // namespace GPUDX_UNITY_ID

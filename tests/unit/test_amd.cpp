@@ -22,6 +22,9 @@
 #include "model/layer_json.hpp"
 #include "render/report.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 namespace fs = std::filesystem;
 
@@ -658,3 +661,5 @@ TEST(AmdRocmSmi, InASnapshotOnlyWhenAsked) {
     EXPECT_EQ(back->rocm_smi.devices[7].unique_id, asked.rocm_smi.devices[7].unique_id);
     EXPECT_FALSE(snapshot_from_json(snapshot_to_json(s))->rocm_smi.probed);
 }
+
+}  // namespace GPUDX_UNITY_ID

@@ -12,6 +12,9 @@
 #include "../fleet/h200x2_snapshot.hpp"
 #include "rules/comparisons/baseline.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 using namespace gpudx::testdata;
 
@@ -342,3 +345,5 @@ TEST(BaselineCli, UnreadableRecordIsAUsageError) {
     EXPECT_EQ(nosub.status, 64) << nosub.out;
     std::filesystem::remove_all(dir);
 }
+
+}  // namespace GPUDX_UNITY_ID

@@ -11,6 +11,9 @@
 #include "actions/checkpoint.hpp"
 #include "render/checkpoint.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 
 namespace {
@@ -278,3 +281,5 @@ TEST(CheckpointCommand, JsonHasPerProcessTimingsAndTheFullPairList) {
     EXPECT_NE(text.find("LD_PRELOAD="), std::string::npos) << text;
     EXPECT_NE(text.find("250.0 ms"), std::string::npos) << text;
 }
+
+}  // namespace GPUDX_UNITY_ID

@@ -2,6 +2,9 @@
 
 #include "actions/device_map.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 
 namespace {
@@ -140,3 +143,5 @@ TEST(DeviceMap, UnknownMemoryIsANoteNotAnError) {
 TEST(DeviceMap, NoGpusMeansNoMap) {
     EXPECT_FALSE(plan_device_map("swap:0,1", {}));
 }
+
+}  // namespace GPUDX_UNITY_ID

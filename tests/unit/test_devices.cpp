@@ -13,6 +13,9 @@
 #include "collect/collectors.hpp"
 #include "collect/proc_cgroup.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 namespace fs = std::filesystem;
 
@@ -324,3 +327,5 @@ TEST(Devices, KfdMissingNamesTheAmdGpus) {
     EXPECT_EQ(f->subjects[0].pci, "0000:c1:00.0");
     EXPECT_NE(f->message.find("0000:c1:00.0"), std::string::npos) << f->message;
 }
+
+}  // namespace GPUDX_UNITY_ID

@@ -19,6 +19,9 @@
 #include "gpu_api/library.hpp"
 #include "gpu_api/queries.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 using namespace std::chrono_literals;
 
@@ -28,7 +31,8 @@ TEST(CudaAbi, ResultTableNamesAndExplainsCodes) {
     EXPECT_NE(std::string(cu_result_meaning(100)).find("CUDA_VISIBLE_DEVICES"), std::string::npos);
     EXPECT_STREQ(cu_result_name(803), "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH");
     EXPECT_STREQ(cu_result_name(804), "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE");
-    EXPECT_STREQ(cu_result_name(35), "CUDA_ERROR_INSUFFICIENT_DRIVER");
+    // 35 is the runtime's cudaErrorInsufficientDriver; cuda.h has no CUresult 35 (data/error-codes).
+    EXPECT_STREQ(cu_result_name(35), "CUDA_ERROR_(unlisted)");
     EXPECT_STREQ(cu_result_name(12345), "CUDA_ERROR_(unlisted)");
     EXPECT_STREQ(nvml_return_name(18), "NVML_ERROR_LIB_RM_VERSION_MISMATCH");
 }
@@ -182,3 +186,5 @@ TEST(DriverAnswers, RecordsTheUnfilteredCudaListForReplay) {
     ASSERT_EQ(j["cuda"]["devices"].size(), 1u);
     EXPECT_EQ(j["cuda"]["devices"][0]["uuid"], "GPU-992cb470-9027-88f4-48a9-a9a329d6978d");
 }
+
+}  // namespace GPUDX_UNITY_ID

@@ -11,6 +11,9 @@ namespace gpudx {
 void check_driver(const CheckContext&, std::vector<Finding>&);
 }
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 namespace {
 
 const char* kUuid0 = "GPU-992cb470-9027-88f4-48a9-a9a329d6978d";
@@ -387,3 +390,5 @@ TEST(DriverChecks, SystemDriverMismatchSaysWhichSideMoved) {
     EXPECT_NE(older->message.find("is older than the kernel module 580.159.04: a stale copy"), std::string::npos)
         << older->message;
 }
+
+}  // namespace GPUDX_UNITY_ID

@@ -12,6 +12,9 @@
 #include "rules/engine/diagnose.hpp"
 #include "collect/collectors.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 namespace fs = std::filesystem;
 
@@ -278,3 +281,5 @@ TEST(AllocationRules, IdsReportsAVisibleDevicesUuidNotOnThisNode) {
     }
     EXPECT_TRUE(found) << out;
 }
+
+}  // namespace GPUDX_UNITY_ID

@@ -15,6 +15,9 @@
 #include "render/report.hpp"
 #include "rules/engine/diagnose.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 using namespace gpudx::testdata;
 
@@ -545,3 +548,5 @@ TEST(FleetHealth, ReadFleetInputTellsASnapshotFromADiagnosis) {
     EXPECT_EQ(r.exit_code, 1);
     std::filesystem::remove_all(dir);
 }
+
+}  // namespace GPUDX_UNITY_ID

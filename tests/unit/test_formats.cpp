@@ -5,6 +5,9 @@
 #include "render/formats.hpp"
 #include "rules/comparisons/baseline.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 
 namespace {
@@ -190,3 +193,5 @@ TEST(Formats, PrometheusXidCounterCountsByCodeAndGpuFromTheTallies) {
                   .find("gpudx_xid_events_total{code=\"79\",pci=\"0000:00:07.0\"} 1\n"),
               std::string::npos);
 }
+
+}  // namespace GPUDX_UNITY_ID

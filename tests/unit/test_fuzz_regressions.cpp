@@ -28,6 +28,9 @@
 #include "rules/comparisons/matrix.hpp"
 #include "identity/verify.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 
 namespace {
@@ -236,3 +239,5 @@ TEST(FuzzRegressions, OutOfRangeNumbersAreRefusedNotCast) {
     EXPECT_FALSE(accept_report_from_json(nlohmann::json::parse(R"({"kind":["gpudx-accept"]})")));
     EXPECT_FALSE(accept_report_from_json(nlohmann::json::parse(R"({"kind":"gpudx-accept","schema_version":"1"})")));
 }
+
+}  // namespace GPUDX_UNITY_ID

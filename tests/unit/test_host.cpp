@@ -8,6 +8,9 @@
 #include "collect/collectors.hpp"
 #include "collect/host.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 namespace fs = std::filesystem;
 
@@ -85,3 +88,5 @@ TEST(HostCollect, SecureBootAndHostnameFromARoot) {
     EXPECT_EQ(st.problems[0].path, "/etc/os-release");
     fs::remove_all(dir);
 }
+
+}  // namespace GPUDX_UNITY_ID

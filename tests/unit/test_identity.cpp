@@ -14,6 +14,9 @@ namespace gpudx {
 void check_identity(const CheckContext&, std::vector<Finding>&);
 }
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 namespace {
 
 const char* kUuid0 = "GPU-992cb470-9027-88f4-48a9-a9a329d6978d";
@@ -219,3 +222,5 @@ TEST(IdentityRender, CsvAndJsonCarryEverySource) {
     EXPECT_NE(text.find("0000:00:06.0"), std::string::npos);
     EXPECT_NE(text.find("CUDA_VISIBLE_DEVICES=<unset>"), std::string::npos);
 }
+
+}  // namespace GPUDX_UNITY_ID

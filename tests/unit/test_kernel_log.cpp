@@ -11,6 +11,9 @@
 #include "core/root.hpp"
 #include "core/text.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 
 namespace {
@@ -560,3 +563,5 @@ TEST(KernelLogCollector, CaptureWithoutDmesgHasNoData) {
     EXPECT_NE(st.message.find("dmesg.txt"), std::string::npos);
     std::filesystem::remove_all(dir);
 }
+
+}  // namespace GPUDX_UNITY_ID

@@ -9,6 +9,9 @@
 
 #include "collect/ld_so_cache.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 
 namespace {
@@ -259,3 +262,5 @@ TEST(LibraryVersion, ComesFromTheResolvedFileName) {
     EXPECT_EQ(library_version_from_name("libcudaXso.1", "libcuda.so.1", false), "");
     EXPECT_EQ(library_version_from_name("libcuda.so.1.bak", "libcuda.so.1", false), "");
 }
+
+}  // namespace GPUDX_UNITY_ID

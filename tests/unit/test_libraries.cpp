@@ -9,6 +9,9 @@
 #include "rules/engine/diagnose.hpp"
 #include "collect/collectors.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 namespace fs = std::filesystem;
 
@@ -239,3 +242,5 @@ TEST(LibraryRules, SonameMajorAndFullVersionOfOneReleaseAreNotDifferentCopies) {
     ASSERT_NE(m, nullptr);
     EXPECT_EQ(m->severity, Severity::warning);
 }
+
+}  // namespace GPUDX_UNITY_ID

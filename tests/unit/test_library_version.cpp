@@ -10,7 +10,7 @@
 #include "test_support.hpp"
 
 namespace gpudx {
-namespace {
+namespace GPUDX_UNITY_ID {
 namespace fs = std::filesystem;
 using namespace std::string_literals;
 using test::read_all;
@@ -142,5 +142,5 @@ TEST(DriverVersionInFile, AProcessThatMappedSuchACopyGetsItsVersionFromItsRoot) 
     fs::remove_all(dir);
 }
 
-}  // namespace
+}  // namespace GPUDX_UNITY_ID
 }  // namespace gpudx

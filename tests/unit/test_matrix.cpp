@@ -12,6 +12,9 @@
 #include "rules/comparisons/baseline.hpp"
 #include "rules/comparisons/matrix.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 using namespace gpudx::testdata;
 
@@ -398,3 +401,5 @@ TEST(MatrixCli, ExitCodesAndErrorMessages) {
     EXPECT_NE(validate.out.find("h200x2"), std::string::npos);
     std::filesystem::remove_all(dir);
 }
+
+}  // namespace GPUDX_UNITY_ID

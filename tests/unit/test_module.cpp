@@ -18,6 +18,9 @@ namespace gpudx {
 void check_module(const CheckContext&, std::vector<Finding>&);
 }
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 namespace {
 const std::string kH200 = std::string(GPUDX_TEST_FIXTURES) + "/h200x2";
 const std::string kRelease = "6.18.44-fc-v657-gpu";
@@ -324,3 +327,5 @@ TEST(ModuleChecks, FailedUpgradeBuildIsReportedWhileAnOlderVersionIsInstalled) {
     s.module.dkms[0].kernel = "6.8.0-45-generic";
     EXPECT_NE(find(run_checks(s), "module.dkms_build_failed"), nullptr);
 }
+
+}  // namespace GPUDX_UNITY_ID

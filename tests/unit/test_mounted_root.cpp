@@ -9,6 +9,9 @@
 
 #include "collect/collectors.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 namespace fs = std::filesystem;
 
@@ -37,3 +40,5 @@ TEST(MountedRoot, KernelLogComesFromTheHostsKmsgDevice) {
     auto st2 = collect_kernel_log(CollectContext{root, o}, captured);
     EXPECT_EQ(captured.source, "/_commands/dmesg.txt") << st2.message;
 }
+
+}  // namespace GPUDX_UNITY_ID

@@ -18,6 +18,9 @@
 #include "render/fleet.hpp"
 #include "render/report.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 
 namespace {
@@ -183,3 +186,5 @@ TEST(OutputEscaping, NodeRecordWithInvalidBytesStillWrites) {
     ASSERT_TRUE(back);
     EXPECT_EQ(back->hostname, "gpu\xEF\xBF\xBD-a17");
 }
+
+}  // namespace GPUDX_UNITY_ID

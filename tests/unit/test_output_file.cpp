@@ -12,6 +12,9 @@
 
 #include "core/output_file.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 namespace fs = std::filesystem;
 
@@ -219,3 +222,5 @@ TEST(OutputFile, ALinkAnotherUserPlantedInAStickyWorldWritableDirectoryIsNotFoll
     EXPECT_TRUE(write_output_file(link.string(), "not sticky\n"));
     EXPECT_EQ(slurp(secret), "not sticky\n");
 }
+
+}  // namespace GPUDX_UNITY_ID

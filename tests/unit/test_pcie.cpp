@@ -17,6 +17,9 @@ namespace gpudx {
 void check_pcie(const CheckContext&, std::vector<Finding>&);
 }
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 namespace {
 const std::string kH200 = std::string(GPUDX_TEST_FIXTURES) + "/h200x2";
 const std::string kDevDir06 = "sys/devices/pci0000:00/0000:00:06.0";
@@ -289,3 +292,5 @@ TEST(PcieChecks, NoDataIsNotAnEmptyBus) {
     s.collectors.push_back(status_no_data(Collector::pcie, "no PCI bus in this root"));
     EXPECT_TRUE(run_checks(s).empty());
 }
+
+}  // namespace GPUDX_UNITY_ID

@@ -5,6 +5,9 @@
 
 #include "core/proc_maps.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 
 TEST(ProcMappings, APathKeepsItsSpaces) {
@@ -50,3 +53,5 @@ TEST(ProcMappings, GarbageLinesAreSkippedAndTheRestStillRead) {
     EXPECT_EQ(m[1].path, "/lib/libnccl.so.2");
     EXPECT_TRUE(parse_proc_mappings("").empty());
 }
+
+}  // namespace GPUDX_UNITY_ID

@@ -50,6 +50,9 @@ TEST(ProcMaps, KeepsEachGpuLibraryOnceWithItsVersion) {
     EXPECT_EQ(mapped[3].version, "2.21.5");
 }
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 TEST(ProcMaps, ALibcudaNamedOnlyBySonameHasNoVersion) {
     auto mapped = parse_proc_maps("7f00-7f01 r--p 00000000 fd:01 5 /app/libcuda.so.1\n");
     ASSERT_EQ(mapped.size(), 1u);
@@ -405,3 +408,5 @@ TEST(CollectProcess, ReadsALiveChildOfThisTest) {
 
 }  // namespace
 }  // namespace gpudx
+
+}  // namespace GPUDX_UNITY_ID

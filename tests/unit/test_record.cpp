@@ -10,6 +10,9 @@
 #include "core/root.hpp"
 #include "capture/record.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 namespace fs = std::filesystem;
 
@@ -194,3 +197,5 @@ TEST(Record, AppendToAnUnwritablePlaceSaysWhy) {
     ASSERT_FALSE(r);
     EXPECT_FALSE(r.error().message.empty());
 }
+
+}  // namespace GPUDX_UNITY_ID

@@ -6,6 +6,9 @@
 #include "abi/nvml.hpp"
 #include "rules/reference/result_codes.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 
 namespace {
@@ -82,10 +85,12 @@ TEST(ResultCodes, ALineNamesACodeByNameTextOrNumber) {
     // Numbers where the line speaks of CUDA.
     EXPECT_EQ(result_names("Check failed: e == cudaSuccess (803 vs. 0) CUDA"), V{"cudaErrorSystemDriverMismatch/number"});
     EXPECT_EQ(result_names("CUDA init failed with error 802"), V{"cudaErrorSystemNotReady/number"});
-    // Nothing without a code: a number without CUDA, CUDA without a code, a text too short to name one.
+    EXPECT_EQ(result_names("CUDA error: unknown error"), V{"cudaErrorUnknown/text"});
+    // Nothing without a code: a number without CUDA, CUDA without a code, a success.
     EXPECT_TRUE(result_names("error 802 in the flux capacitor").empty());
     EXPECT_TRUE(result_names("CUDA Version: 12.4").empty());
-    EXPECT_TRUE(result_names("CUDA error: unknown error").empty());
+    EXPECT_TRUE(result_names("CUDA error: no error").empty());
+    EXPECT_TRUE(result_names("cuInit returned CUDA_SUCCESS").empty());
 }
 
 TEST(ResultCodes, ABrokenTableIsRefusedWithItsFileAndLine) {
@@ -108,3 +113,5 @@ TEST(ResultCodes, ABrokenTableIsRefusedWithItsFileAndLine) {
     EXPECT_FALSE(parse_result_code_table("table = \"int\"\nversion = \"1\"\n" + code, "site.toml"));
     EXPECT_TRUE(parse_result_code_table(head + code, "site.toml"));
 }
+
+}  // namespace GPUDX_UNITY_ID

@@ -5,6 +5,9 @@
 
 #include "core/root.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 
 namespace {
@@ -99,3 +102,5 @@ TEST(Root, LinkLoopIsAnErrorNotAHang) {
     EXPECT_EQ(r.error().sys_errno, ELOOP);
     std::filesystem::remove_all(dir);
 }
+
+}  // namespace GPUDX_UNITY_ID

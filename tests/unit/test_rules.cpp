@@ -15,6 +15,9 @@
 #include "rules/engine/catalogue.hpp"
 #include "rules/engine/diagnose.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 namespace fs = std::filesystem;
 
@@ -272,3 +275,5 @@ TEST(RulesCommand, TextListsOneRulePerLine) {
     EXPECT_EQ(static_cast<size_t>(std::count(text.begin(), text.end(), '\n')), declared_rules().size() + 1);
     EXPECT_NE(text.find("kernel_log.xid"), std::string::npos);
 }
+
+}  // namespace GPUDX_UNITY_ID

@@ -16,6 +16,9 @@
 #include "rules/engine/check_context.hpp"
 #include "rules/reference/signatures.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 
 namespace {
@@ -349,3 +352,5 @@ TEST(Explain, ExitCodesAndList) {
     EXPECT_NE(out.find("libs.api_mismatch"), std::string::npos);
     EXPECT_NE(out.find("next step:"), std::string::npos);
 }
+
+}  // namespace GPUDX_UNITY_ID

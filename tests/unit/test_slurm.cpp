@@ -6,6 +6,9 @@
 
 #include "actions/slurm.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 namespace fs = std::filesystem;
 
@@ -183,3 +186,5 @@ TEST_F(SlurmFake, ScontrolFailuresAreErrorsThatSayWhat) {
     ASSERT_FALSE(missing);
     EXPECT_NE(missing.error().message.find("cannot run"), std::string::npos);
 }
+
+}  // namespace GPUDX_UNITY_ID

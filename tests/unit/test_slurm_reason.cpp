@@ -2,6 +2,9 @@
 
 #include "model/slurm_reason.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 
 TEST(SlurmReason, FormatAndParseRoundTrip) {
@@ -57,3 +60,5 @@ TEST(SlurmReason, ParsesWhatSlurmHandsBack) {
     EXPECT_EQ(empty->finding, "");
     EXPECT_EQ(empty->rest, "");
 }
+
+}  // namespace GPUDX_UNITY_ID

@@ -9,6 +9,9 @@
 #include "rules/engine/diagnose.hpp"
 #include "collect/collectors.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 
 namespace {
@@ -147,3 +150,5 @@ TEST(Diagnose, CaptureWithoutDriverLibDirDoesNotProbeThisMachinesDriver) {
     EXPECT_NE(traced("record --file - --root " + kH200 + " --driver-lib-dir /nonexistent").find("gpudx probe nvml"),
               std::string::npos);
 }
+
+}  // namespace GPUDX_UNITY_ID

@@ -10,6 +10,9 @@
 #include "../fleet/h200x2_snapshot.hpp"
 #include "model/snapshot_keys.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 using namespace gpudx::testdata;
 
@@ -143,3 +146,5 @@ TEST(FleetAndFullReaders, BothRefuseWhatIsNotASnapshot) {
         EXPECT_TRUE(a.full_error) << text;
     }
 }
+
+}  // namespace GPUDX_UNITY_ID

@@ -15,6 +15,9 @@
 #include "core/supervisor.hpp"
 #include "test_support.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 using namespace std::chrono_literals;
 
@@ -241,3 +244,5 @@ TEST(ProbeReadProblems, ALastLineCutOffByADyingChildIsReported) {
     EXPECT_NE(out[0].message.find("signal 9"), std::string::npos) << out[0].message;
     EXPECT_TRUE(any_contains(out[0].read_problems, "cut off after 14 bytes")) << joined(out[0].read_problems);
 }
+
+}  // namespace GPUDX_UNITY_ID

@@ -4,6 +4,9 @@
 #include "core/text.hpp"
 #include "core/version.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 
 TEST(PciAddress, ParsesEverySourcesSpelling) {
@@ -82,3 +85,5 @@ TEST(Versions, AShorterVersionIsCompatibleWithItsLongerForm) {
     EXPECT_FALSE(versions_compatible("1", "13"));  // components, not characters
     EXPECT_FALSE(versions_compatible("", "13"));
 }
+
+}  // namespace GPUDX_UNITY_ID

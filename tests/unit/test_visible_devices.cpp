@@ -3,6 +3,9 @@
 #include "identity/visible_devices.hpp"
 #include "model/snapshot.hpp"
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 using namespace gpudx;
 
 namespace {
@@ -102,3 +105,5 @@ TEST(VisibleDevices, NodeGpusComeInPciOrderFromProcfs) {
     EXPECT_EQ(g[1].uuid, "GPU-40cd403d-66ba-4608-72b9-5be5031085dc");
     EXPECT_EQ(g[1].index, 1u);
 }
+
+}  // namespace GPUDX_UNITY_ID

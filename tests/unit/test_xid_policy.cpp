@@ -27,6 +27,9 @@ void check_kernel_log(const CheckContext&, std::vector<Finding>&);
 void check_driver(const CheckContext&, std::vector<Finding>&);
 }
 
+// Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
+namespace GPUDX_UNITY_ID {
+
 namespace {
 const std::string kH200 = std::string(GPUDX_TEST_FIXTURES) + "/h200x2";
 const std::string kGpu0Uuid = "GPU-992cb470-9027-88f4-48a9-a9a329d6978d";
@@ -790,3 +793,5 @@ TEST(KernelLogRules, AnNvmlXidIsJudgedWhenTheKernelLogCannotBeRead) {
     EXPECT_EQ(nvml[0]->severity, Severity::error);
     EXPECT_NE(nvml[0]->message.find("the kernel log could not be read here"), std::string::npos) << nvml[0]->message;
 }
+
+}  // namespace GPUDX_UNITY_ID

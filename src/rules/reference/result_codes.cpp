@@ -25,11 +25,10 @@ namespace {
 struct TableKind {
     std::string_view table;      // the C type
     std::string_view id_prefix;  // the finding id's first part
-    bool cuda;                   // its texts and numbers are matched after CUDA's own words
 };
 constexpr TableKind kTables[] = {
-    {"CUresult", "cuda", true},         {"cudaError_t", "cudart", true},    {"nvmlReturn_t", "nvml", false},
-    {"ncclResult_t", "nccl", false},    {"hipError_t", "hip", false},       {"hsa_status_t", "hsa", false},
+    {"CUresult", "cuda"},     {"cudaError_t", "cudart"}, {"nvmlReturn_t", "nvml"},
+    {"ncclResult_t", "nccl"}, {"hipError_t", "hip"},     {"hsa_status_t", "hsa"},
 };
 
 const TableKind* table_kind(std::string_view table) {
@@ -250,7 +249,10 @@ std::vector<ResultCodeMatch> match_result_codes(std::string_view line, const std
         }
         size_t end = i;
         while (end < line.size() && is_word_char(line[end])) ++end;
-        if (auto it = idx.by_name.find(line.substr(i, end - i)); it != idx.by_name.end()) add(it->second);
+        // A success or benign code named on the line ("e == cudaSuccess (803 vs. 0)") is no finding and leaves
+        // the line to the other forms.
+        if (auto it = idx.by_name.find(line.substr(i, end - i)); it != idx.by_name.end() && it->second.code->severity)
+            add(it->second);
         i = end;
     }
     if (!out.empty()) return out;
@@ -263,18 +265,20 @@ std::vector<ResultCodeMatch> match_result_codes(std::string_view line, const std
         std::string_view rest = std::string_view(lower).substr(at + marker.size());
         ResultCodeMatch best;
         size_t best_len = 0;
-        for (auto& t : tables) {
-            auto* k = table_kind(t.table);
-            if (!k || !k->cuda) continue;
-            for (auto& c : t.codes) {
-                // Short texts ("no error", "unknown error") say too little to name a code by.
-                if (c.text.size() < 8 || c.text.size() <= best_len) continue;
-                if (rest.find(lowercase(c.text)) != std::string_view::npos) {
-                    best = {&t, &c, "text"};
-                    best_len = c.text.size();
+        // The runtime's table first (a text both tables share names the runtime's code): programs print
+        // cudaGetErrorString far more often.
+        for (std::string_view want : {"cudaError_t", "CUresult"})
+            for (auto& t : tables) {
+                if (t.table != want) continue;
+                for (auto& c : t.codes) {
+                    // Texts under 8 characters say too little to name a code by; benign codes are no finding.
+                    if (!c.severity || c.text.size() < 8 || c.text.size() <= best_len) continue;
+                    if (rest.find(lowercase(c.text)) != std::string_view::npos) {
+                        best = {&t, &c, "text"};
+                        best_len = c.text.size();
+                    }
                 }
             }
-        }
         if (best.code) {
             add(best);
             return out;
