@@ -250,14 +250,18 @@ Result<SignatureTemplate> parse_template(std::string_view src, const std::string
             f.field = std::string(name);
             f.type = *ft;
         }
-        if (!t.parts.empty() && !t.parts.back().literal)
+        // A typed field ends by itself, so {...} may follow it ("pasid:{pasid:int}{...}for process"); any other
+        // two fields need a literal between them to know where the first ends.
+        bool typed_then_skip = f.type == FieldType::skip && !t.parts.empty() && !t.parts.back().literal &&
+                               t.parts.back().type != FieldType::text && t.parts.back().type != FieldType::skip;
+        if (!t.parts.empty() && !t.parts.back().literal && !typed_then_skip)
             return fail(fmt::format("{}: template \"{}\": two fields in a row need a literal between them", where_, src));
         t.parts.push_back(std::move(f));
         i = close + 1;
     }
     size_t first = !t.parts.empty() && t.parts[0].literal ? 0 : 1;
-    bool leading_ok = first == 0 || (t.parts.size() > 1 && (t.parts[0].type == FieldType::name ||
-                                                            t.parts[0].type == FieldType::pci));
+    bool leading_ok = first == 0 || (t.parts.size() > 1 && t.parts[1].literal &&
+                                     (t.parts[0].type == FieldType::name || t.parts[0].type == FieldType::pci));
     if (t.parts.size() <= first || !leading_ok)
         return fail(fmt::format("{}: template \"{}\" must start with a literal (or one {{x:name}} or {{x:pci}} "
                                 "before it)",
