@@ -134,6 +134,62 @@ TEST(Signatures, TemplatesRefuseWhatTheScanCannotFind) {
     EXPECT_NE(parse("failed {x:float}").error().message.find("field type `float`"), std::string::npos);
     EXPECT_NE(parse("failed {x:int}{y:int}").error().message.find("two fields in a row"), std::string::npos);
     EXPECT_NE(parse("failed {x:int").error().message.find("without"), std::string::npos);
+    // {...} may follow a typed field, which ends by itself; never a text field, nor lead a template.
+    EXPECT_EQ(parse("failed {x:int}{...} done").error().message.find("two fields in a row"), std::string::npos);
+    EXPECT_NE(parse("failed {x:text}{...} done").error().message.find("two fields in a row"), std::string::npos);
+    EXPECT_NE(parse("{x:name}{...} failed").error().message.find("must start with a literal"), std::string::npos);
+}
+
+// PyTorch prints the driver's CUDA version as cudaDriverGetVersion encodes it; the finding says the version.
+TEST(Signatures, CudaVersionFieldReadsTheDriverApiEncoding) {
+    auto c = parse_signature_catalogue(R"T(version = "t"
+[[signature]]
+id = "driver.test"
+layer = "driver"
+severity = "error"
+summary = "s"
+meaning = "m"
+message = "CUDA {v}"
+next_step = "n"
+match = "found version {v:cuda_version})"
+examples = ["(found version 11040)."]
+)T",
+                                       "t.toml");
+    ASSERT_TRUE(c) << c.error().message;
+    const Signature& s = c->signatures.front();
+    EXPECT_EQ(match_signature(s, "(found version 11040).")->fields["v"], "11.4");
+    EXPECT_EQ(match_signature(s, "(found version 9000).")->fields["v"], "9.0");
+    EXPECT_EQ(match_signature(s, "(found version 12020).")->fields["v"], "12.2");
+    EXPECT_FALSE(match_signature(s, "(found version 470).")) << "not an encoded CUDA version";
+    auto fs = findings_for("RuntimeError: The NVIDIA driver on your system is too old (found version 11040). Please "
+                           "update your GPU driver\n");
+    const Finding* f = find(fs, "driver.cuda_insufficient_driver");
+    ASSERT_TRUE(f);
+    EXPECT_NE(f->message.find("CUDA 11.4"), std::string::npos) << f->message;
+}
+
+// amdgpu prints a page fault over several lines that repeat its device prefix and indent what follows it: they
+// are one message, whose process, PASID and address the finding names.
+TEST(Signatures, AmdgpuPageFaultJoinsItsIndentedDeviceLines) {
+    const std::string text =
+        "[ 4778.915423] amdgpu 0000:c6:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:3 pasid:32769)\n"
+        "[ 4778.916081] amdgpu 0000:c6:00.0: amdgpu:  for process pt_main_thread pid 12924 thread pt_main_thread pid 12924)\n"
+        "[ 4778.916571] amdgpu 0000:c6:00.0: amdgpu:   in page starting at address 0x0000ae8570611000 from IH client 0x1b (UTCL2)\n"
+        "[ 4778.917054] amdgpu 0000:c6:00.0: amdgpu: VM_L2_PROTECTION_FAULT_STATUS:0x00301031\n"
+        "[ 4778.917532] amdgpu 0000:c6:00.0: amdgpu: \t Faulty UTCL2 client ID: TCP (0x8)\n";
+    auto fs = findings_for(text);
+    const Finding* f = find(fs, "kernel_log.amdgpu_page_fault");
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->severity, Severity::warning);
+    for (const char* fact : {"gfxhub0", "0x0000ae8570611000", "PASID 32769", "pt_main_thread pid 12924", "0000:c6:00.0"})
+        EXPECT_NE(f->message.find(fact), std::string::npos) << fact << ": " << f->message;
+    EXPECT_EQ(std::count_if(fs.begin(), fs.end(), [](auto& x) { return x.id == "kernel_log.amdgpu_page_fault"; }), 1);
+    // A line of another message of the same device (not indented) is not joined to it.
+    auto m = match_signature(sig("kernel_log.amdgpu_page_fault"),
+                             "amdgpu 0000:c6:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:3 "
+                             "pasid:32769)\namdgpu 0000:c6:00.0: amdgpu: for process other pid 1 thread other pid 1)");
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->fields.count("process"), 0u);
 }
 
 TEST(Signatures, FieldsAndBlanks) {

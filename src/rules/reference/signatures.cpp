@@ -43,6 +43,7 @@ std::optional<FieldType> parse_field_type(std::string_view s) {
     if (s == "pci") return FieldType::pci;
     if (s == "name") return FieldType::name;
     if (s == "text") return FieldType::text;
+    if (s == "cuda_version") return FieldType::cuda_version;
     return std::nullopt;
 }
 
@@ -117,6 +118,14 @@ std::optional<std::pair<std::string, size_t>> read_field(std::string_view text, 
             auto a = PciAddress::parse(text.substr(pos, i - pos));
             if (!a) return std::nullopt;
             return std::make_pair(a->str(), i);
+        }
+        case FieldType::cuda_version: {
+            // cudaDriverGetVersion's encoding, as PyTorch prints it ("found version 11040"): 1000 * major + 10 * minor.
+            take(is_digit);
+            if (i == pos || i - pos > 6) return std::nullopt;
+            auto v = parse_uint(text.substr(pos, i - pos));
+            if (!v || *v < 1000) return std::nullopt;
+            return std::make_pair(fmt::format("{}.{}", *v / 1000, (*v % 1000) / 10), i);
         }
         case FieldType::name: {
             take(is_name_char);
@@ -235,19 +244,24 @@ Result<SignatureTemplate> parse_template(std::string_view src, const std::string
             if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return is_name_char(c) && c != '.'; }))
                 return fail(fmt::format("{}: template \"{}\": field `{{{}}}` needs a name (`{{code:int}}`)", where_, src, spec));
             if (!ft)
-                return fail(fmt::format("{}: template \"{}\": field type `{}` is not version, int, hex, pci, name or text",
+                return fail(fmt::format("{}: template \"{}\": field type `{}` is not version, int, hex, pci, name, text or "
+                                        "cuda_version",
                                         where_, src, type));
             f.field = std::string(name);
             f.type = *ft;
         }
-        if (!t.parts.empty() && !t.parts.back().literal)
+        // A typed field ends by itself, so {...} may follow it ("pasid:{pasid:int}{...}for process"); any other
+        // two fields need a literal between them to know where the first ends.
+        bool typed_then_skip = f.type == FieldType::skip && !t.parts.empty() && !t.parts.back().literal &&
+                               t.parts.back().type != FieldType::text && t.parts.back().type != FieldType::skip;
+        if (!t.parts.empty() && !t.parts.back().literal && !typed_then_skip)
             return fail(fmt::format("{}: template \"{}\": two fields in a row need a literal between them", where_, src));
         t.parts.push_back(std::move(f));
         i = close + 1;
     }
     size_t first = !t.parts.empty() && t.parts[0].literal ? 0 : 1;
-    bool leading_ok = first == 0 || (t.parts.size() > 1 && (t.parts[0].type == FieldType::name ||
-                                                            t.parts[0].type == FieldType::pci));
+    bool leading_ok = first == 0 || (t.parts.size() > 1 && t.parts[1].literal &&
+                                     (t.parts[0].type == FieldType::name || t.parts[0].type == FieldType::pci));
     if (t.parts.size() <= first || !leading_ok)
         return fail(fmt::format("{}: template \"{}\" must start with a literal (or one {{x:name}} or {{x:pci}} "
                                 "before it)",
@@ -283,15 +297,43 @@ std::string_view continuation_body(std::string_view line) {
     return trim(t);
 }
 
+// A driver's device prefix ("amdgpu 0000:c6:00.0: amdgpu: ": the driver, the PCI address, and the driver's own
+// tag when one follows), which dev_printk repeats on every line of a message it prints over several lines; empty
+// when the line does not start with one.
+std::string_view device_prefix(std::string_view line) {
+    size_t sp = line.find(' ');
+    if (sp == std::string_view::npos || sp == 0 || !std::all_of(line.begin(), line.begin() + sp, is_name_char)) return {};
+    size_t colon = line.find(": ", sp + 1);
+    if (colon == std::string_view::npos || !PciAddress::parse(line.substr(sp + 1, colon - sp - 1))) return {};
+    size_t end = colon + 2;
+    size_t tag = line.find(": ", end);
+    if (tag != std::string_view::npos && tag > end && std::all_of(line.begin() + end, line.begin() + tag, is_name_char))
+        end = tag + 2;
+    return line.substr(0, end);
+}
+
 // The message starting at lines[i], over at most `count` lines: NVRM prints each line of a long message with
-// its own "NVRM: " prefix (indented, or with the same time, in dmesg and the journal).
+// its own "NVRM: " prefix (indented, or with the same time, in dmesg and the journal); a device's driver (amdgpu's
+// page faults) repeats its device prefix and indents what follows it ("amdgpu 0000:c6:00.0: amdgpu:   in page").
 std::string joined_message(const std::vector<std::string_view>& lines, size_t i, unsigned count, size_t& used) {
     std::string s(lines[i]);
     used = 1;
-    if (count <= 1 || s.find("NVRM:") == std::string::npos) return s;
-    while (used < count && i + used < lines.size() && is_continuation(lines[i + used])) {
+    if (count <= 1) return s;
+    if (s.find("NVRM:") != std::string::npos) {
+        while (used < count && i + used < lines.size() && is_continuation(lines[i + used])) {
+            s += ' ';
+            s += continuation_body(lines[i + used]);
+            ++used;
+        }
+        return s;
+    }
+    std::string_view prefix = device_prefix(lines[i]);
+    if (prefix.empty()) return s;
+    while (used < count && i + used < lines.size()) {
+        std::string_view next = lines[i + used];
+        if (!next.starts_with(prefix) || next.size() == prefix.size() || !is_blank(next[prefix.size()])) break;
         s += ' ';
-        s += continuation_body(lines[i + used]);
+        s += trim(next.substr(prefix.size()));
         ++used;
     }
     return s;

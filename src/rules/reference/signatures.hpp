@@ -19,8 +19,9 @@ struct CheckContext;  // rules/engine/check_context.hpp
 
 // What a {name:type} field reads: version "570.144" (digits and dots), int "-22", hex "0x61" or "61",
 // pci "0000:07:00.0" (normalised; "0000:07:00" too), name (letters, digits, _ - . + /), text (everything up to
-// the next literal, or to the end), and the unnamed {...} that skips up to the next literal.
-enum class FieldType { version, integer, hex, pci, name, text, skip };
+// the next literal, or to the end), cuda_version (a CUDA version as the driver API encodes it, 1000 * major +
+// 10 * minor: "11040" reads as "11.4", "9000" as "9.0"), and the unnamed {...} that skips up to the next literal.
+enum class FieldType { version, integer, hex, pci, name, text, cuda_version, skip };
 
 struct TemplatePart {
     bool literal = true;
