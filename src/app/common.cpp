@@ -23,6 +23,7 @@
 #include "core/text.hpp"
 #include "rules/comparisons/baseline.hpp"
 #include "rules/comparisons/matrix.hpp"
+#include "rules/reference/component_lines.hpp"
 #include "rules/reference/result_codes.hpp"
 
 namespace gpudx::app {
@@ -85,6 +86,7 @@ CollectOptions make_collect_options(const NodeOptions& o, const Root& root) {
     c.since = o.since;
     c.kernel_log_words = catalogue_gate_words(o.signatures ? *o.signatures : builtin_signature_catalogue());
     for (auto& w : result_code_gate_words()) c.kernel_log_words.push_back(w);
+    for (auto& w : component_gate_words()) c.kernel_log_words.push_back(w);
     c.environment = load_environment(root);
     c.driver_deadline = std::chrono::milliseconds(static_cast<long>(o.deadline_s * 1000));
     c.probe_driver = !o.no_driver;

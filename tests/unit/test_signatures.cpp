@@ -14,6 +14,7 @@
 #include "core/root.hpp"
 #include "test_support.hpp"
 #include "rules/engine/check_context.hpp"
+#include "rules/reference/component_lines.hpp"
 #include "rules/reference/signatures.hpp"
 
 // Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
@@ -50,6 +51,7 @@ std::vector<Finding> findings_for(std::string_view text, bool on_h200 = false) {
     Snapshot s = on_h200 ? h200 : Snapshot{};
     KernelLogScanOptions o;
     o.extra_words = catalogue_gate_words(builtin_signature_catalogue());
+    for (auto& w : component_gate_words()) o.extra_words.push_back(w);
     auto log = scan_kernel_log(text, o, "test.log");
     EXPECT_TRUE(log);
     s.kernel_log = *log;
@@ -318,6 +320,41 @@ TEST(Signatures, UnrecognisedVendorLinesAreListed) {
     ASSERT_EQ(unrecognised.size(), 2u);
     EXPECT_NE(unrecognised[0].find("PMU has halted"), std::string::npos);
     EXPECT_NE(unrecognised[1].find("something new"), std::string::npos);
+}
+
+// The fallback: a GPU component's failure line that nothing explains is a warning naming the component, the GPU
+// and the line, one per component and device with the count; a line a signature explains, or one catalogued as
+// harmless, is not reported again.
+TEST(Signatures, UnexplainedComponentFailuresAreWarningsWithTheLine) {
+    auto fs = findings_for("[  10.1] NVRM: GPU0 nvAssertFailedNoLog: Assertion failed: 0 @ kernel_gsp.c:1446\n"
+                           "[  10.2] NVRM: GPU0 nvAssertFailedNoLog: Assertion failed: 0 @ kernel_gsp.c:1446\n"
+                           "[  11.0] NVRM: GPU 0000:00:06.0: kbusFlushSingle: flush timed out after 2000 us\n"
+                           "[  12.0] NVRM: gpuClearFbhubPoisonIntrForBug2924523_GA100: FBHUB Interrupt detected. "
+                           "Clearing it.\n"
+                           "[  13.0] NVRM: GPU 0000:00:06.0: RmInitAdapter failed! (0x62:0x65:1792)\n",
+                           true);
+    std::vector<const Finding*> fallback;
+    for (auto& f : fs)
+        if (f.id == "kernel_log.gpu_component_error") fallback.push_back(&f);
+    ASSERT_EQ(fallback.size(), 2u);
+    EXPECT_EQ(fallback[0]->severity, Severity::warning);
+    EXPECT_NE(fallback[0]->message.find("NVRM reported a failure"), std::string::npos) << fallback[0]->message;
+    EXPECT_NE(fallback[0]->message.find("2 such lines"), std::string::npos) << fallback[0]->message;
+    EXPECT_NE(fallback[0]->message.find("Assertion failed"), std::string::npos);
+    ASSERT_EQ(fallback[1]->subjects.size(), 1u);
+    EXPECT_EQ(fallback[1]->subjects[0].pci, kGpu0);
+    EXPECT_EQ(fallback[1]->subjects[0].uuid, kGpu0Uuid);
+    EXPECT_TRUE(find(fs, "kernel_log.rm_init_adapter"));  // the signature's, not the fallback's
+}
+
+TEST(Signatures, TheH200BootLinesStayHealthy) {
+    auto fs = findings_for("[   9.1] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.148.06\n"
+                           "[  10.0] NVRM: gpuClearFbhubPoisonIntrForBug2924523_GA100: FBHUB Interrupt detected. "
+                           "Clearing it.\n"
+                           "[  11.0] NVRM: Persistence mode is deprecated and will be removed in a future release. "
+                           "Please use nvidia-persistenced instead.\n",
+                           true);
+    EXPECT_TRUE(fs.empty()) << fs.front().id;
 }
 
 TEST(Signatures, SiteCatalogueReplacesAndAdds) {

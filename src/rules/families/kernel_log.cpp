@@ -1,6 +1,7 @@
 // Kernel-log rules: Xids (severity from the Xid policy, chains, repeats, the recovery action of Xid 154), NVSwitch
 // SXids, "fallen off the bus", AER events, IOMMU faults, and Secure Boot / lockdown refusing a module (a
-// module-layer fact found in the log).
+// module-layer fact found in the log), and the fallback for a GPU component's failure line that nothing else
+// explains.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -8,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "rules/engine/families.hpp"
+#include "rules/reference/component_lines.hpp"
 #include "rules/reference/recovery_action.hpp"
 #include "rules/reference/result_codes.hpp"
 #include "rules/reference/signatures.hpp"
@@ -45,6 +47,10 @@ constexpr Rule kRules[] = {
      "Secure Boot or lockdown refused an unsigned module (a warning when nvidia itself is loaded)"},
     {"module.unsigned_loaded", Layer::module, Severity::info, {C::kernel_log},
      "a module loaded without a valid signature and tainted the kernel"},
+    {"kernel_log.gpu_component_error", Layer::kernel_log, Severity::warning, {C::kernel_log},
+     "a line of a GPU component (NVRM, nvidia, nvidia-nvswitch, -peermem, -uvm, -drm, -modeset, -nvlink, the fabric "
+     "manager, amdgpu, kfd) that says failed, error, timeout, fault, hang, reset or a negative errno, and that no "
+     "other rule, signature or result code explains: one warning per component and device, with the line"},
 };
 consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
 
@@ -445,6 +451,58 @@ void check_module_signatures(const CheckContext& ctx, std::vector<Finding>& out)
     }
 }
 
+// The fallback (rules/reference/component_lines.hpp): what no rule explained, but a GPU component says failed.
+void check_unexplained_component_lines(const CheckContext& ctx, const std::vector<bool>& explained,
+                                       std::vector<Finding>& out) {
+    const auto& log = ctx.snapshot.kernel_log;
+    struct Group {
+        ComponentFailureLine what;
+        size_t count = 0;
+        const KernelLogLine* first = nullptr;
+        const KernelLogLine* last = nullptr;
+    };
+    std::vector<Group> groups;
+    for (size_t i = 0; i < log.lines.size(); ++i) {
+        if (i < explained.size() && explained[i]) continue;
+        const auto& line = log.lines[i];
+        auto what = component_failure_line(line.text);
+        if (!what) continue;
+        auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
+            return x.what.component == what->component && x.what.pci == what->pci;
+        });
+        if (g == groups.end()) g = groups.insert(groups.end(), Group{*what, 0, &line, nullptr});
+        ++g->count;
+        g->last = &line;
+    }
+    for (auto& g : groups) {
+        Finding f;
+        f.id = "kernel_log.gpu_component_error";
+        f.layer = Layer::kernel_log;
+        f.severity = Severity::warning;
+        std::string where;
+        if (!g.what.pci.empty()) {
+            f.subjects.push_back(ctx.gpu(g.what.pci));
+            where = " for " + describe(f.subjects.back());
+        }
+        const std::string& text = g.first->text;
+        f.message = fmt::format("{} reported a failure (\"{}\"){} that gpudx has no rule for: \"{}\"{}", g.what.component,
+                                g.what.word, where, text.size() > 240 ? text.substr(0, 240) + "..." : text,
+                                g.count > 1 ? fmt::format(" ({} such lines, first at {}, last at {})", g.count,
+                                                          when(g.first->monotonic_s, g.first->wall_time),
+                                                          when(g.last->monotonic_s, g.last->wall_time))
+                                            : "");
+        f.evidence.push_back({log.source, g.first->text});
+        if (g.count > 1 && g.last->text != g.first->text) f.evidence.push_back({log.source, g.last->text});
+        f.next_step = fmt::format(
+            "Read the lines around it in the kernel log (`dmesg -T | grep -i -C5 '{}'`) for what the {} was doing; if "
+            "it repeats or work on that GPU fails, collect the vendor's report (nvidia-bug-report.sh, or "
+            "amdgpu's `dmesg` with `rocm-smi --showall`) for its support. A line known to be harmless can be "
+            "catalogued as an `ignore` signature in a site file (--signatures).",
+            g.what.component, g.what.component);
+        out.push_back(std::move(f));
+    }
+}
+
 }  // namespace
 
 void check_kernel_log_text(const CheckContext& ctx, std::vector<Finding>& out, std::vector<std::string>* unrecognised) {
@@ -464,6 +522,8 @@ void check_kernel_log_text(const CheckContext& ctx, std::vector<Finding>& out, s
     check_signatures(ctx, catalogue, out, unrecognised, &explained);
     // The libraries' result codes on the lines no signature explained (a signature's wording is the closer one).
     check_result_codes(ctx, builtin_result_code_tables(), explained, out);
+    // Last: a GPU component's failure line that none of the above explained is never passed in silence.
+    check_unexplained_component_lines(ctx, explained, out);
 }
 
 void check_kernel_log(const CheckContext& ctx, std::vector<Finding>& out) { check_kernel_log_text(ctx, out, nullptr); }

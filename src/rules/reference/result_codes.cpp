@@ -306,7 +306,7 @@ std::vector<std::string> result_code_gate_words() {
 }
 
 void check_result_codes(const CheckContext& ctx, const std::vector<ResultCodeTable>& tables,
-                        const std::vector<bool>& explained, std::vector<Finding>& out) {
+                        std::vector<bool>& explained, std::vector<Finding>& out) {
     const auto& log = ctx.snapshot.kernel_log;
     struct Seen {
         ResultCodeMatch match;
@@ -319,6 +319,8 @@ void check_result_codes(const CheckContext& ctx, const std::vector<ResultCodeTab
         if (i < explained.size() && explained[i]) continue;
         for (auto& m : match_result_codes(log.lines[i].text, tables)) {
             if (!m.code->severity) continue;
+            if (explained.size() < log.lines.size()) explained.resize(log.lines.size(), false);
+            explained[i] = true;
             auto it = std::find_if(seen.begin(), seen.end(), [&](auto& s) { return s.match.code == m.code; });
             if (it == seen.end()) {
                 seen.push_back({m, 0, &log.lines[i].text, nullptr});

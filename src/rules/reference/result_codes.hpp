@@ -64,8 +64,8 @@ std::vector<ResultCodeMatch> match_result_codes(std::string_view line, const std
 std::vector<std::string> result_code_gate_words();
 
 // One finding per code named in the kernel log's kept lines (with its count), skipping lines a signature
-// already explained (`explained`, indexed like the log's lines; may be shorter).
+// already explained (`explained`, indexed like the log's lines; may be shorter), and marking the lines it explains.
 void check_result_codes(const CheckContext& ctx, const std::vector<ResultCodeTable>& tables,
-                        const std::vector<bool>& explained, std::vector<Finding>& out);
+                        std::vector<bool>& explained, std::vector<Finding>& out);
 
 }  // namespace gpudx
