@@ -1,4 +1,5 @@
 // gpudx_gen_kernel_log FILE BYTES [SEED]: writes a synthetic kernel log for bench/kernel_log_vs_grep.sh.
+// gpudx_gen_kernel_log --xid-storm FILE LINES: an Xid storm of LINES lines in 29 bursts (bench/xid_storm_vs_grep.sh).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -6,6 +7,16 @@
 #include "kernel_log_synth.hpp"
 
 int main(int argc, char** argv) {
+    if (argc == 4 && std::string(argv[1]) == "--xid-storm") {
+        std::string text;
+        gpudx::bench::append_xid_storm(text, std::strtoull(argv[3], nullptr, 10));
+        std::FILE* f = std::fopen(argv[2], "wb");
+        if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size()) {
+            std::perror(argv[2]);
+            return 1;
+        }
+        return std::fclose(f) == 0 ? 0 : 1;
+    }
     if (argc < 3) {
         std::fprintf(stderr, "usage: %s FILE BYTES [SEED]\n", argv[0]);
         return 64;

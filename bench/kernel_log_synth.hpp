@@ -78,4 +78,38 @@ private:
     double t_ = 30.0;
 };
 
+// An Xid storm as NVIDIA/NVSentinel#1120 saw it (800,000 Xid 95 lines of 29 events): `lines` lines in `events`
+// bursts, each burst one code (95 or 79, alternating) on one of 8 GPUs, its lines alike but for the time.
+inline void append_xid_storm(std::string& out, size_t lines, int events = 29) {
+    char line[256];
+    size_t per_event = (lines + static_cast<size_t>(events) - 1) / static_cast<size_t>(events);
+    double t = 100.0;
+    for (size_t i = 0; i < lines; ++i) {
+        size_t e = i / per_event;
+        unsigned bus = 0x18 + static_cast<unsigned>(e % 8) * 0x10;
+        bool fell = e % 2 == 1;
+        t += (i % per_event == 0) ? 60.0 : 0.000010;
+        int n = fell ? std::snprintf(line, sizeof line,
+                                     "[%12.6f] NVRM: Xid (PCI:0000:%02x:00): 79, pid=%u, name=python3, GPU has fallen off the bus.\n",
+                                     t, bus, 2000u + static_cast<unsigned>(e))
+                     : std::snprintf(line, sizeof line,
+                                     "[%12.6f] NVRM: Xid (PCI:0000:%02x:00): 95, pid=%u, name=python3, Uncontained: FBHUB. "
+                                     "RST: Yes, D-RST: No\n",
+                                     t, bus, 2000u + static_cast<unsigned>(e));
+        out.append(line, static_cast<size_t>(n));
+    }
+}
+
+// A quiet log of about `bytes` bytes: lines no kernel-log topic keeps, the reference the storm is timed against.
+inline void append_quiet(std::string& out, size_t bytes) {
+    char line[256];
+    double t = 100.0;
+    while (out.size() < bytes) {
+        t += 0.000010;
+        int n = std::snprintf(line, sizeof line,
+                              "[%12.6f] EXT4-fs (nvme0n1p2): mounted filesystem with ordered data mode. Quota mode: none.\n", t);
+        out.append(line, static_cast<size_t>(n));
+    }
+}
+
 }  // namespace gpudx::bench

@@ -92,6 +92,7 @@ private:
     // NVML events (main thread only, but for the counter): the recent ones go into every snapshot judged.
     NvmlEventWatcher nvml_watch_{o_.nvml_events};
     std::deque<NvmlEvent> nvml_recent_;
+    NvmlEventCoalescer nvml_coalescer_;
     std::atomic<uint64_t> nvml_events_{0};
 };
 
@@ -213,11 +214,15 @@ bool Agent::diagnose_node(DiagnosisTrigger trigger) {
 bool Agent::take_nvml_events() {
     auto out = nvml_watch_.check(std::chrono::steady_clock::now());
     for (auto& n : out.notes) recorder_.note(std::move(n));
-    if (out.events.empty()) return out.restarted_or_lost;
-    std::vector<AgentEvent> recorded;
+    // A storm is recorded as its first event and then counts (NvmlEventCoalescer), checked on every call so the
+    // end of one is recorded too.
     int64_t t = now_ms();
+    std::vector<AgentEvent> recorded = nvml_coalescer_.take(out.events, t);
+    if (out.events.empty()) {
+        if (!recorded.empty()) recorder_.record(std::move(recorded));
+        return out.restarted_or_lost;
+    }
     for (auto& e : out.events) {
-        recorded.push_back(nvml_agent_event(e, t));
         nvml_recent_.push_back(std::move(e));
         if (nvml_recent_.size() > kKeptNvmlEvents) nvml_recent_.pop_front();
     }

@@ -138,6 +138,38 @@ AgentEvent nvml_agent_event(const NvmlEvent& n, int64_t time_ms) {
     return e;
 }
 
+std::vector<AgentEvent> NvmlEventCoalescer::take(const std::vector<NvmlEvent>& events, int64_t time_ms) {
+    // Keys are GPUs times codes, a few thousand at most; a map past that is started again (fail open: the next
+    // event of each key is recorded as a first one).
+    constexpr size_t kMaxKeys = 8192;
+    std::vector<AgentEvent> out;
+    auto repeated = [&](Seen& s) {
+        AgentEvent e = nvml_agent_event(s.last, time_ms);
+        e.message += fmt::format(" (repeated: {} more since the last one recorded, {} in all)", s.unrecorded, s.total);
+        out.push_back(std::move(e));
+        s.unrecorded = 0;
+        s.recorded_ms = time_ms;
+    };
+    for (const auto& n : events) {
+        if (seen_.size() >= kMaxKeys) seen_.clear();
+        auto key = std::make_tuple(n.uuid, n.pci, n.type, n.data);
+        auto [it, first] = seen_.try_emplace(key);
+        Seen& s = it->second;
+        ++s.total;
+        s.last = n;
+        if (first) {
+            out.push_back(nvml_agent_event(n, time_ms));
+            s.recorded_ms = time_ms;
+            continue;
+        }
+        ++s.unrecorded;
+        if (time_ms - s.recorded_ms >= interval_ms_) repeated(s);
+    }
+    for (auto& [key, s] : seen_)
+        if (s.unrecorded > 0 && time_ms - s.recorded_ms >= interval_ms_) repeated(s);
+    return out;
+}
+
 nlohmann::json event_to_json(const AgentEvent& e) {
     nlohmann::json j = {{"id", e.id},           {"time", utc_iso8601_ms(e.time_ms)},
                         {"time_ms", e.time_ms}, {"kind", to_string(e.kind)},

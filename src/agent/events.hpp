@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -69,6 +70,28 @@ private:
 AgentEvent agent_note(std::string message, int64_t time_ms);
 // An NVML event as the agent records it (kind nvml): "NVML event: Xid 79 on GPU-... (0000:...)".
 AgentEvent nvml_agent_event(const NvmlEvent& e, int64_t time_ms);
+// An NVML event storm (one Xid on one GPU, thousands a second: NVIDIA/NVSentinel#1120 saw 800,000 lines of 29
+// events) recorded as a change: the first event of each GPU, type and value, then at most one event per
+// `interval_ms` for that key saying how many came since the last one recorded. The findings judged from them
+// (kernel_log.xid_from_nvml) are one per GPU and code already; this keeps the event store from a row per event.
+class NvmlEventCoalescer {
+public:
+    explicit NvmlEventCoalescer(int64_t interval_ms = 60'000) : interval_ms_(interval_ms) {}
+    // The events to record for `events` (received at time_ms), and for keys whose repeats since the last recorded
+    // event are due; call it on every check, with or without events, so that the end of a storm is recorded.
+    std::vector<AgentEvent> take(const std::vector<NvmlEvent>& events, int64_t time_ms);
+
+private:
+    struct Seen {
+        int64_t recorded_ms = 0;   // when its last event was recorded
+        uint64_t unrecorded = 0;   // events since then not recorded
+        uint64_t total = 0;
+        NvmlEvent last;
+    };
+    int64_t interval_ms_;
+    std::map<std::tuple<std::string, std::string, NvmlEventType, unsigned long long>, Seen> seen_;
+};
+
 nlohmann::json event_to_json(const AgentEvent& e);
 // Reads back what event_to_json wrote (the client of /v1/events); a missing field is left empty, a kind as
 // read_event_kind reads it.

@@ -44,7 +44,12 @@ nlohmann::json rule_json(const XidPolicy& p, const XidRule& r, int code, bool kn
     nlohmann::json j{{"code", code},         {"known", known},          {"meaning", r.meaning},
                      {"severity", to_string(r.severity)}, {"action", r.action}, {"origin", known ? r.origin : "default"}};
     if (!r.note.empty()) j["note"] = r.note;
-    if (sxid) return j;
+    if (sxid) {
+        j["name"] = r.name;
+        j["class"] = r.sxid_class;
+        return j;
+    }
+    j["causes"] = r.causes;
     j["mnemonic"] = r.mnemonic;
     j["description"] = r.description;
     j["immediate"] = r.immediate;
@@ -71,6 +76,9 @@ std::string explain(const XidPolicy& p, int code, bool sxid) {
     }
     out += fmt::format("{} {}: {}\n", what, code, r.meaning);
     if (!r.mnemonic.empty()) out += fmt::format("  NVIDIA:   {} \"{}\"\n", r.mnemonic, r.description);
+    if (sxid && !r.name.empty())
+        out += fmt::format("  NVIDIA:   \"{}\", {}\n", r.name, r.sxid_class.empty() ? "class not given" : r.sxid_class);
+    if (!r.causes.empty()) out += fmt::format("  causes:   {} (NVIDIA's older Xid listing)\n", join_strings(r.causes, ", "));
     if (!sxid) {
         const XidBucket* b = p.immediate_bucket(code);
         std::string immediate = r.immediate.empty() ? std::string("none given") : r.immediate;
@@ -104,9 +112,11 @@ std::string list_text(const XidPolicy& p) {
     }
     out += fmt::format("{:>5}  {:<8} {:<20} {:<24} {}\n", "other", to_string(p.fallback.severity), "-", "-",
                        "codes not listed");
-    out += fmt::format("\nNVSwitch SXids\n\n{:>5}  {:<8} {}\n", "code", "severity", "meaning (a Fatal line is always an error)");
+    out += fmt::format("\nNVSwitch SXids\n\n{:>5}  {:<8} {:<12} {}\n", "code", "severity", "class",
+                       "meaning (a Fatal line is always an error)");
     for (auto& [code, r] : p.sxids) {
-        out += fmt::format("{:>5}  {:<8} {}", code, to_string(r.severity), r.meaning);
+        out += fmt::format("{:>5}  {:<8} {:<12} {}", code, to_string(r.severity), r.sxid_class.empty() ? "-" : r.sxid_class,
+                           r.meaning);
         if (r.origin != "built-in") out += fmt::format("  [{}]", r.origin);
         out += "\n";
     }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/nvlink_xid.hpp"
 #include "model/kernel_log.hpp"
 
 namespace gpudx {

@@ -59,13 +59,15 @@ struct KernelLogTally {
     // sxid_*: code is the SXid, module the switch's device name
     TallyKind kind = TallyKind::other;
     std::string device;  // normalised PCI address the line names, empty when none
-    std::string module;  // module the line names (module_* kinds), empty when none
+    std::string module;  // module the line names (module_* kinds); for an NVLink 5 Xid (144-150) the unit, fatality
+                         // and link it is counted by ("RLW_RXPIPE Nonfatal Link 11"); empty when none
     int code = 0;        // Xid or SXid code; 0 for other kinds
     uint64_t count = 0;
     std::optional<double> first_monotonic_s, last_monotonic_s;
     std::string first_wall_time, last_wall_time;
     std::string first_text, last_text;
     std::vector<std::string> processes;  // Xid: distinct process names seen, at most 8
+    std::vector<int> links;  // SXid: distinct switch links (ports) its lines name, ascending, at most 64
 };
 
 struct KernelLog {

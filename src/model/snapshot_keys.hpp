@@ -120,7 +120,7 @@ GPUDX_SCHEMA(ModuleLayer, kernel_release, loaded, nvidia_proc_version, nvidia_dr
 GPUDX_SCHEMA(KernelLogLine, monotonic_s, wall_time, text, topic)
 GPUDX_SCHEMA(XidEvent, pci, code, pid, process, text, monotonic_s, wall_time, wall_s, gpu_instance)
 GPUDX_SCHEMA(KernelLogTally, kind, device, module, code, count, first_monotonic_s, last_monotonic_s, first_wall_time,
-             last_wall_time, first_text, last_text, processes)
+             last_wall_time, first_text, last_text, processes, links)
 GPUDX_SCHEMA(KernelLog, source, format, lines_read, lines_skipped, lines_dropped, boots_seen, window, lines_over_cap,
              lines, xids, tallies)
 

@@ -646,3 +646,39 @@ TEST(AgentNvml, SnapshotsCarryTheEventsOnlyWhenThereAreSome) {
 
 }  // namespace
 }  // namespace gpudx
+
+namespace gpudx {
+namespace {
+
+// An NVML Xid storm is recorded as a change: its first event, then one event per interval with the count since the
+// last one recorded, and the storm's tail once it is due, whether or not more events come.
+TEST(NvmlEventCoalescer, AStormIsItsFirstEventThenCounts) {
+    NvmlEventCoalescer c(60'000);
+    NvmlEvent x95{.time = "2026-12-01T00:00:00Z", .index = 0, .uuid = "GPU-992cb470-9027-88f4-48a9-a9a329d6978d",
+                  .pci = "0000:00:06.0", .type = NvmlEventType::xid, .mask = 0, .data = 95};
+    NvmlEvent x48 = x95;
+    x48.data = 48;
+    std::vector<NvmlEvent> burst(10000, x95);
+    burst.push_back(x48);
+    auto first = c.take(burst, 1'000);
+    ASSERT_EQ(first.size(), 2u) << "one event per GPU and code";
+    EXPECT_NE(first[0].message.find("Xid 95 on GPU-992cb470"), std::string::npos) << first[0].message;
+    EXPECT_NE(first[1].message.find("Xid 48"), std::string::npos);
+    EXPECT_TRUE(c.take(std::vector<NvmlEvent>(5000, x95), 30'000).empty()) << "within the interval: counted only";
+    auto due = c.take({}, 61'000);
+    ASSERT_EQ(due.size(), 1u);
+    EXPECT_NE(due[0].message.find("repeated: 14999 more since the last one recorded, 15000 in all"), std::string::npos)
+        << due[0].message;
+    EXPECT_TRUE(c.take({}, 200'000).empty()) << "nothing new: nothing recorded";
+    auto again = c.take({x95}, 200'001);
+    ASSERT_EQ(again.size(), 1u) << "the interval passed: the next one is recorded with its count";
+    EXPECT_NE(again[0].message.find("1 more"), std::string::npos) << again[0].message;
+    // Another GPU's same code is its own first event.
+    NvmlEvent other = x95;
+    other.uuid = "GPU-5fc0bcec-c2e1-38dc-8994-2a9f9f3b709e";
+    other.pci = "0000:48:00.0";
+    EXPECT_EQ(c.take({other}, 200'002).size(), 1u);
+}
+
+}  // namespace
+}  // namespace gpudx

@@ -17,6 +17,8 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -33,6 +35,8 @@ namespace GPUDX_UNITY_ID {
 namespace {
 const std::string kH200 = std::string(GPUDX_TEST_FIXTURES) + "/h200x2";
 const std::string kGpu0Uuid = "GPU-992cb470-9027-88f4-48a9-a9a329d6978d";
+// Xids that both NVIDIA documents (the Ampere+ catalog and the older listing) call unused.
+const std::set<int> kUnusedInBoth = {5, 10, 14, 15, 17, 23, 49, 50, 51, 52, 53, 55};
 
 using test::read_all;
 using test::run_gpudx;
@@ -88,7 +92,7 @@ TEST(XidPolicy, EveryCatalogRowIsParsedFromTheData) {
     EXPECT_NE(std::string(builtin_xid_policy_text()).find("2025-10-29"), std::string::npos)
         << "the policy cites the catalog's date";
     const XidPolicy& p = builtin_xid_policy();
-    int in_use = 0, unused = 0;
+    int in_use = 0, unused = 0, older = 0;
     std::istringstream lines(tsv);
     std::string line;
     while (std::getline(lines, line)) {
@@ -101,7 +105,22 @@ TEST(XidPolicy, EveryCatalogRowIsParsedFromTheData) {
         int code = std::stoi(f[0]);
         if (f[2] == "Unused") {
             ++unused;
-            EXPECT_FALSE(p.knows(code)) << code << " is Unused in the catalog";
+            // Unused from Ampere on: an entry from NVIDIA's older listing, for the GPUs before the catalog, or none
+            // when the older listing calls it unused too.
+            if (!p.knows(code)) {
+                EXPECT_TRUE(kUnusedInBoth.count(code)) << code << " is defined in NVIDIA's older listing but has no entry";
+                continue;
+            }
+            const XidRule& r = p.rule(code);
+            EXPECT_EQ(r.mnemonic, f[1]) << code << ": NVIDIA's name for it";
+            EXPECT_TRUE(r.immediate.empty()) << code << ": the catalog's bucket is for a code it calls Unused";
+            EXPECT_FALSE(r.description.empty() || r.description == "Unused") << code << ": the older listing's words";
+            EXPECT_FALSE(r.generations.empty()) << code;
+            for (auto& g : r.generations)
+                EXPECT_EQ(std::count(p.generations.begin(), p.generations.end(), g), 0)
+                    << code << " is Unused from Ampere on, yet names " << g;
+            EXPECT_FALSE(r.note.empty()) << code;
+            ++older;
             continue;
         }
         ++in_use;
@@ -117,7 +136,104 @@ TEST(XidPolicy, EveryCatalogRowIsParsedFromTheData) {
     EXPECT_EQ(p.generations, (std::vector<std::string>{"Ampere", "Hopper", "Blackwell"}));
     EXPECT_EQ(in_use, 109);
     EXPECT_EQ(unused, 63);
-    EXPECT_EQ(p.rules.size(), 109u) << "a code the catalog does not have in use";
+    EXPECT_EQ(older, 51);
+    EXPECT_EQ(p.rules.size(), 160u) << "a code neither NVIDIA document defines";
+}
+
+// Every Xid from 1 to 172 that NVIDIA defined has an entry; only the ones both documents call unused are left to
+// [default], and the policy's header says which.
+TEST(XidPolicy, EveryDefinedXidFrom1To172HasAnEntry) {
+    const XidPolicy& p = builtin_xid_policy();
+    std::string text(builtin_xid_policy_text());
+    std::string listed;
+    for (int code = 1; code <= 172; ++code) {
+        if (kUnusedInBoth.count(code)) {
+            EXPECT_FALSE(p.knows(code)) << code;
+            listed += (listed.empty() ? "" : ", ") + std::to_string(code);
+            continue;
+        }
+        EXPECT_TRUE(p.knows(code)) << code;
+    }
+    EXPECT_NE(text.find("Codes \"Unused\" in both documents stay at [default] and have no entry: 5, 10, 14, 15, 17, 23, 49, "
+                        "50, 51, 52,\n#    53, 55"),
+              std::string::npos);
+    // The codes V100, T4 and A10 fleets still log are known, with the older GPUs they apply to and their causes.
+    for (int code : {61, 56, 57, 58, 65, 73, 81, 87, 90, 91, 108, 111, 118, 122, 125, 138}) {
+        ASSERT_TRUE(p.knows(code)) << code;
+        EXPECT_EQ(p.rule(code).generations.front(), "Kepler") << code;
+    }
+    EXPECT_EQ(p.rule(57).causes, (std::vector<std::string>{"hw", "driver", "fb"}));
+    EXPECT_EQ(p.rule(57).severity, Severity::error);
+    EXPECT_EQ(p.rule(57).description, "Error programming video memory interface");
+    EXPECT_EQ(p.rule(1).causes, (std::vector<std::string>{"driver", "system_memory", "bus", "fb"}));
+    EXPECT_TRUE(p.rule(61).causes.empty());
+    EXPECT_TRUE(p.rule(79).causes.empty()) << "a catalog entry carries the catalog's fields only";
+}
+
+// NVIDIA's SXid catalogue (fabric manager guide): every code with NVIDIA's name and class; a fatal or always-fatal
+// SXid is an error, a corrected single-bit ECC error is info.
+TEST(XidPolicy, SxidCatalogueHasNvidiasNamesAndClasses) {
+    const XidPolicy& p = builtin_xid_policy();
+    EXPECT_EQ(p.sxids.size(), 93u);
+    std::map<std::string, int> by_class;
+    for (auto& [code, r] : p.sxids) {
+        EXPECT_FALSE(r.name.empty()) << code;
+        EXPECT_FALSE(r.action.empty()) << code;
+        ++by_class[r.sxid_class];
+        if (r.sxid_class != "non-fatal") EXPECT_EQ(r.severity, Severity::error) << code << " is " << r.sxid_class;
+        if (r.name == "Single bit ECC errors") EXPECT_EQ(r.severity, Severity::info) << code;
+    }
+    EXPECT_EQ(by_class["non-fatal"], 30);
+    EXPECT_EQ(by_class["fatal"], 42);
+    EXPECT_EQ(by_class["always-fatal"], 21);
+    EXPECT_EQ(p.sxid(20034).name, "LTSSM Fault Up");
+    EXPECT_EQ(p.sxid(23001).sxid_class, "always-fatal");
+    EXPECT_EQ(p.sxid(11004).severity, Severity::error);  // non-fatal in NVIDIA's guide, but the port stalls: its note
+    EXPECT_FALSE(p.sxid(11004).note.empty());
+}
+
+TEST(XidPolicy, CausesAndClassesAreCheckedWithTheirLine) {
+    const std::string head = "version = \"1\"\n[default]\nseverity = \"warning\"\naction = \"a\"\n";
+    auto cause = parse_xid_policy(head + "[xid.57]\nmeaning = \"m\"\nseverity = \"error\"\naction = \"a\"\n"
+                                         "causes = [\"hw\", \"cosmic_rays\"]\n",
+                                  "p.toml");
+    ASSERT_FALSE(cause);
+    EXPECT_NE(cause.error().message.find("p.toml:9"), std::string::npos) << cause.error().message;
+    EXPECT_NE(cause.error().message.find("cosmic_rays"), std::string::npos);
+    auto cls = parse_xid_policy(head + "[sxid.20034]\nname = \"LTSSM Fault Up\"\nclass = \"deadly\"\nseverity = \"error\"\n"
+                                       "action = \"a\"\n",
+                                "p.toml");
+    ASSERT_FALSE(cls);
+    EXPECT_NE(cls.error().message.find("p.toml:7"), std::string::npos) << cls.error().message;
+    EXPECT_NE(cls.error().message.find("deadly"), std::string::npos);
+    // name and class belong to SXids, causes to Xids.
+    auto misplaced = parse_xid_policy(head + "[xid.79]\nname = \"n\"\nseverity = \"error\"\naction = \"a\"\n", "p.toml");
+    ASSERT_FALSE(misplaced);
+    EXPECT_NE(misplaced.error().message.find("p.toml:6"), std::string::npos) << misplaced.error().message;
+    auto sxid_causes = parse_xid_policy(head + "[sxid.1]\nmeaning = \"m\"\nseverity = \"error\"\naction = \"a\"\n"
+                                               "causes = [\"hw\"]\n",
+                                        "p.toml");
+    ASSERT_FALSE(sxid_causes);
+    auto ok = parse_xid_policy(head + "[sxid.20034]\nname = \"LTSSM Fault Up\"\nclass = \"fatal\"\nseverity = \"error\"\n"
+                                      "action = \"a\"\n[xid.57]\ndescription = \"d\"\ncauses = [\"hw\", \"fb\"]\n"
+                                      "severity = \"error\"\naction = \"a\"\n",
+                               "p.toml");
+    ASSERT_TRUE(ok) << ok.error().message;
+    EXPECT_EQ(ok->sxid(20034).meaning, "LTSSM Fault Up") << "the name when no meaning is given";
+    EXPECT_EQ(ok->rule(57).causes, (std::vector<std::string>{"hw", "fb"}));
+}
+
+TEST(XidPolicy, SiteSxidEntryKeepsNvidiasNameAndClass) {
+    auto dir = scratch("xidpolicy-sxid");
+    auto path = write_file(dir / "site.toml",
+                           "version = \"site-1\"\n[sxid.20034]\nmeaning = \"Link down\"\nseverity = \"warning\"\n"
+                           "action = \"Page the fabric team\"\n");
+    auto p = load_xid_policy_file(path);
+    ASSERT_TRUE(p) << p.error().message;
+    EXPECT_EQ(p->sxid(20034).severity, Severity::warning);
+    EXPECT_EQ(p->sxid(20034).name, "LTSSM Fault Up");
+    EXPECT_EQ(p->sxid(20034).sxid_class, "fatal");
+    std::filesystem::remove_all(dir);
 }
 
 // Where gpudx's severity is not the one the immediate bucket stands for, the data says why.
@@ -389,7 +505,8 @@ TEST(KernelLogRules, AnExampleLineForEachBucketGetsThePolicysSeverityAndNvidiasB
         {45, "NVRM: Xid (PCI:0000:00:06): 45, pid=1818990, name=python3, Ch 00000001"},  // WORKFLOW_XID_45
         {48, "NVRM: Xid (PCI:0000:00:06): 48, pid=7, name=app, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0."},  // WORKFLOW_XID_48
         {74, "NVRM: Xid (PCI:0000:00:06): 74, pid=3, name=nccl, NVLink: fatal error detected on link 11"},  // WORKFLOW_NVLINK_ERR
-        {145, "NVRM: Xid (PCI:0000:00:06): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008 0x00000001 0x00000000 0x00100000 0x00000004)"},  // WORKFLOW_NVLINK5_ERR
+        // A Fatal one: the driver's Nonfatal makes an NVLink 5 Xid a warning (AnNvlink5XidFindingNames...).
+        {149, "NVRM: Xid (PCI:0000:00:06): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x025001c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)"},  // WORKFLOW_NVLINK5_ERR
         {154, "NVRM: Xid (PCI:0000:00:06): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"},  // XID_154
     };
     std::set<std::string> buckets;
@@ -539,7 +656,7 @@ TEST(KernelLogRules, SxidsAreAttributedToTheSwitchAndFatalOnesAreErrors) {
                                "[  39.100000] nvidia-nvswitch0: SXid (PCI:0000:c2:00.0): 20034, Fatal, Link 29 LTSSM Fault Up\n"
                                "[  40.000000] nvidia-nvswitch2: SXid (PCI:0000:c4:00.0): 10002, Severity 5 Engine instance 00 Sub-engine instance 00\n"
                                "[  41.000000] nvidia-nvswitch1: SXid (PCI:0000:c3:00.0): 22013, Link 44 Minion Link DLREQ interrupt\n"
-                               "[  42.000000] nvidia-nvswitch1: SXid (PCI:0000:c3:00.0): 11004, Fatal, Link 02 ingress invalid ACL\n");
+                               "[  42.000000] nvidia-nvswitch1: SXid (PCI:0000:c3:00.0): 11999, Fatal, Link 02 ingress invalid ACL\n");
     std::map<std::string, const Finding*> by_switch;
     for (auto* f : with_id(fs, "kernel_log.sxid")) {
         ASSERT_EQ(f->subjects.size(), 1u);
@@ -557,8 +674,8 @@ TEST(KernelLogRules, SxidsAreAttributedToTheSwitchAndFatalOnesAreErrors) {
     EXPECT_EQ(fatal->severity, Severity::error);
     EXPECT_NE(fatal->message.find("2 times"), std::string::npos);
     // An SXid the policy does not know, said Fatal: still an error.
-    ASSERT_TRUE(by_switch["0000:c3:00.0 11004"]);
-    EXPECT_EQ(by_switch["0000:c3:00.0 11004"]->severity, Severity::error);
+    ASSERT_TRUE(by_switch["0000:c3:00.0 11999"]);
+    EXPECT_EQ(by_switch["0000:c3:00.0 11999"]->severity, Severity::error);
     // Missing severity: reported, not dropped, and it says so.
     for (auto key : {"0000:c4:00.0 10002", "0000:c3:00.0 22013"}) {
         const Finding* f = by_switch[key];
@@ -575,6 +692,146 @@ TEST(KernelLogRules, SxidsAreAttributedToTheSwitchAndFatalOnesAreErrors) {
     EXPECT_FALSE(parse_sxid("nvidia-nvswitch3: SXid (PCI:0000:86:00.0): , Fatal"));
     EXPECT_FALSE(parse_sxid("NVRM: Xid (PCI:0000:86:00): 79, GPU has fallen off the bus."));
     EXPECT_EQ(classify_topic("nvidia-nvswitch3: SXid (PCI:0000:86:00.0): 12028, Non-fatal, x"), LogTopic::sxid);
+}
+
+// NVLink 5 Xids name their unit, link and error: the lines posted in leptonai/gpud#1174 (GB200) and NVIDIA/nccl#2241
+// (B200; tests/corpus/real/xid_149_145_nvlink5_fatal_nonfatal_gpud1174.txt, xid_145_137_..._nccl2241.txt).
+TEST(NvlinkXid, TheLineNamesUnitLinkAndError) {
+    auto rx = parse_nvlink_xid("NVRM: Xid (PCI:0018:01:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008 "
+                               "0x00000001 0x00000000 0x00100000 0x00000004)");
+    ASSERT_TRUE(rx);
+    EXPECT_EQ(rx->unit, "RLW");
+    EXPECT_EQ(rx->subunit, "RXPIPE");
+    EXPECT_EQ(rx->fatal, false);
+    EXPECT_EQ(rx->crossbar, "XC0");
+    EXPECT_EQ(rx->instance, 0);
+    EXPECT_EQ(rx->link, 13);
+    EXPECT_EQ(rx->intrinfo, 0x0409a0c2u);
+    EXPECT_EQ(rx->error_status, 0x00000008u);
+    EXPECT_EQ(rx->describe(), "link 13, unit RLW/RXPIPE, Nonfatal, error status 0x00000008 (interrupt info 0x0409a0c2)");
+    EXPECT_EQ(rx->key(), "RLW_RXPIPE Nonfatal Link 13");
+    auto netir = parse_nvlink_xid("NVRM: Xid (PCI:0019:01:00): 149, NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000 "
+                                  "0x00000000 0x00000000 0x00000000 0x00000000)");
+    ASSERT_TRUE(netir);
+    EXPECT_EQ(netir->unit, "NETIR");
+    EXPECT_TRUE(netir->subunit.empty());
+    EXPECT_EQ(netir->fatal, true);
+    EXPECT_EQ(netir->link, -1);
+    EXPECT_EQ(netir->describe().substr(0, 24), "no single link (Link -1)");
+    auto evt = parse_nvlink_xid("kernel: NVRM: Xid (PCI:0000:00:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x025001c6 "
+                                "0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)");
+    ASSERT_TRUE(evt);
+    EXPECT_EQ(evt->subunit, "LINK_EVT");
+    EXPECT_EQ(evt->link, 0);
+    // The B200 line with its address and words elided by the reporter: unit, fatality and link still read.
+    auto b200 = parse_nvlink_xid("NVRM: Xid (PCI:...): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 11 (...)");
+    ASSERT_TRUE(b200);
+    EXPECT_EQ(b200->link, 11);
+    EXPECT_FALSE(b200->error_status);
+    // Not NVLink 5: another code, or no unit word.
+    EXPECT_FALSE(parse_nvlink_xid("NVRM: Xid (PCI:...): 137, RLW_RXPIPE interrupt hit on link 11 on GPU0: PRIV Error"));
+    EXPECT_FALSE(parse_nvlink_xid("NVRM: Xid (PCI:0000:00:06): 79, pid=1, name=a, GPU has fallen off the bus."));
+    EXPECT_FALSE(parse_nvlink_xid("NVRM: Xid (PCI:0000:00:06): 145, rlw went wrong"));
+    auto pid = parse_nvlink_xid("NVRM: Xid (PCI:0000:00:06): 146, pid=12, name=python3, TLW_TX Fatal XC0 i1 Link 7 (0x1 0x2)");
+    ASSERT_TRUE(pid);
+    EXPECT_EQ(pid->unit, "TLW");
+    EXPECT_EQ(pid->instance, 1);
+    EXPECT_EQ(pid->error_status, 2u);
+}
+
+TEST(KernelLogRules, AnNvlink5XidFindingNamesLinkUnitAndErrorAndTheDriversFatality) {
+    auto fs = findings_for_log(
+        "nvlink5",
+        "[  100.000000] NVRM: Xid (PCI:0000:00:06): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008 0x00000001 "
+        "0x00000000 0x00100000 0x00000004)\n"
+        "[  101.000000] NVRM: Xid (PCI:0000:00:06): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008 0x00000001 "
+        "0x00000000 0x00100000 0x00000004)\n"
+        "[  102.000000] NVRM: Xid (PCI:0000:00:06): 145, RLW_SRC_TRACK Fatal XC0 i0 Link 14 (0x0409a0e2 0x00000001 0x00000000 "
+        "0x00000000 0x00000000 0x00000000)\n"
+        "[  103.000000] NVRM: Xid (PCI:0000:00:07): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x025001c6 0x00000000 0x00000000 "
+        "0x00000000 0x00000000 0x00000000)\n");
+    auto xids = with_id(fs, "kernel_log.xid");
+    ASSERT_EQ(xids.size(), 3u) << "one finding per GPU, code, unit, fatality and link";
+    const Finding* nonfatal = nullptr;
+    const Finding* fatal = nullptr;
+    const Finding* netir = nullptr;
+    for (auto* f : xids) {
+        if (f->message.find("link 13") != std::string::npos) nonfatal = f;
+        if (f->message.find("link 14") != std::string::npos) fatal = f;
+        if (f->message.starts_with("Xid 149")) netir = f;
+    }
+    ASSERT_TRUE(nonfatal && fatal && netir);
+    EXPECT_EQ(nonfatal->severity, Severity::warning) << nonfatal->message;
+    EXPECT_NE(nonfatal->message.find("unit RLW/RXPIPE, Nonfatal, error status 0x00000008"), std::string::npos) << nonfatal->message;
+    EXPECT_NE(nonfatal->message.find("2 times"), std::string::npos) << nonfatal->message;
+    EXPECT_EQ(fatal->severity, Severity::error) << fatal->message;
+    EXPECT_NE(fatal->message.find("unit RLW/SRC_TRACK, Fatal, error status 0x00000001"), std::string::npos) << fatal->message;
+    EXPECT_EQ(fatal->subjects[0].uuid, kGpu0Uuid);
+    EXPECT_EQ(netir->severity, Severity::error);
+    EXPECT_NE(netir->message.find("link 0, unit NETIR/LINK_EVT, Fatal"), std::string::npos) << netir->message;
+    EXPECT_EQ(netir->subjects[0].pci, "0000:00:07.0");
+}
+
+// The switch ports an SXid's lines name, each once, on the real lines of an HGX node (MENTHOS dataset,
+// tests/corpus/real/nvswitch_sxid_fatal_nonfatal_unstated_menthos.txt) and the burst of NVIDIA/nvtrust#124.
+TEST(KernelLogRules, AnSxidFindingNamesTheSwitchAndItsLinks) {
+    EXPECT_EQ(sxid_link("nvidia-nvswitch0: SXid (PCI:0000:c2:00.0): 20034, Fatal, Link 28 LTSSM Fault Up"), 28);
+    EXPECT_EQ(sxid_link("nvidia-nvswitch4: SXid (PCI:0000:c6:00.0): 19084, Non-fatal, Link 29 AN1 Heartbeat Timeout Error (First)"), 29);
+    EXPECT_FALSE(sxid_link("nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Severity 0 Engine instance 44 Sub-engine instance 00"));
+    EXPECT_FALSE(sxid_link("nvidia-nvswitch1: SXid (PCI:0000:84:00.0): 12028, Data {0x000001c0, 0x00bd5c8a}"));
+    EXPECT_FALSE(sxid_link("NVRM: Xid (PCI:0000:00:06): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x1 0x2)"));
+    auto fs = findings_for_log(
+        "sxid-links",
+        "[  38.175561] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Data {0x0000002b, 0x0000002b, 0x00000000, 0x0000002b, "
+        "0x80005302, 0x00000000, 0x00000000, 0x00000000, 0x00000000}\n"
+        "[  38.178720] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 44 Minion Link DLREQ interrupt\n"
+        "[  38.180708] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Severity 0 Engine instance 44 Sub-engine instance 00\n"
+        "[  38.187830] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 45 Minion Link DLREQ interrupt\n"
+        "[  38.194959] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 46 Minion Link DLREQ interrupt\n"
+        "[  38.195000] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 44 Minion Link DLREQ interrupt\n"
+        "[  39.000000] nvidia-nvswitch0: SXid (PCI:0000:c2:00.0): 20034, Fatal, Link 28 LTSSM Fault Up\n"
+        "[  39.100000] nvidia-nvswitch0: SXid (PCI:0000:c2:00.0): 20034, Fatal, Link 29 LTSSM Fault Up\n");
+    auto sx = with_id(fs, "kernel_log.sxid");
+    ASSERT_EQ(sx.size(), 2u);
+    for (auto* f : sx) {
+        if (f->subjects[0].pci == "0000:04:00.0") {
+            EXPECT_NE(f->message.find("NVSwitch nvidia-nvswitch3 (0000:04:00.0) reported SXid 22013"), std::string::npos)
+                << f->message;
+            EXPECT_NE(f->message.find("NVIDIA: non-fatal"), std::string::npos) << f->message;
+            EXPECT_NE(f->message.find("on links 44, 45, 46: 4 times"), std::string::npos) << f->message;
+        } else {
+            EXPECT_EQ(f->subjects[0].pci, "0000:c2:00.0");
+            EXPECT_EQ(f->severity, Severity::error);
+            EXPECT_NE(f->message.find("(LTSSM fault: an NVSwitch link dropped out of its trained state; NVIDIA: fatal), "
+                                      "Fatal, on links 28, 29: 2 times"),
+                      std::string::npos)
+                << f->message;
+        }
+    }
+}
+
+// An Xid storm (NVIDIA/NVSentinel#1120: 800,000 Xid 95 lines of 29 events) is one finding per GPU and code with the
+// exact count and the first and last time, and one escalation, however many lines; kept events stay bounded.
+TEST(KernelLogRules, AnXidStormIsOneFindingWithItsCountAndFirstAndLastTime) {
+    std::string log;
+    log.reserve(200000 * 120);
+    const int kEvents = 29, kLinesPerEvent = 200000 / 29 + 1;
+    size_t lines = 0;
+    for (int e = 0; e < kEvents; ++e)
+        for (int i = 0; i < kLinesPerEvent && lines < 200000; ++i, ++lines)
+            log += fmt::format("[{:12.6f}] NVRM: Xid (PCI:0000:00:06): 95, pid={}, name=python3, Uncontained: FBHUB. RST: Yes, D-RST: No\n",
+                               100.0 + e * 60.0 + i * 0.000001, 1000 + e);
+    auto fs = findings_for_log("storm95", log);
+    auto xids = with_id(fs, "kernel_log.xid");
+    ASSERT_EQ(xids.size(), 1u);
+    EXPECT_NE(xids[0]->message.find("200000 times, first at 100.000000 s after boot, last at"), std::string::npos)
+        << xids[0]->message;
+    EXPECT_EQ(xids[0]->subjects[0].uuid, kGpu0Uuid);
+    EXPECT_LE(xids[0]->evidence.size(), 4u) << "the first and last lines, not every line";
+    EXPECT_EQ(with_id(fs, "kernel_log.xid_repeated").size(), 1u);
+    std::string ids;
+    for (auto& f : fs) ids += f.id + " ";
+    EXPECT_LE(fs.size(), 3u) << "every finding of the storm: " << ids;
 }
 
 // NVML's recovery action per GPU (the stand-in serves each value in tests/scenarios/recovery-action-*): a finding
@@ -703,7 +960,7 @@ TEST(XidCommand, TheCatalogsCodesAndBucketsAndBadCodes) {
     auto [rc3, list] = run_gpudx("xid --list --format json");
     EXPECT_EQ(rc3, 0);
     auto l = nlohmann::json::parse(list);
-    EXPECT_EQ(l["codes"].size(), 109u);
+    EXPECT_EQ(l["codes"].size(), 160u);
     EXPECT_TRUE(l["buckets"].contains("RESET_GPU"));
     EXPECT_EQ(l["sxids"].size(), builtin_xid_policy().sxids.size());
     auto [rc4, text] = run_gpudx("xid --list");
@@ -712,10 +969,17 @@ TEST(XidCommand, TheCatalogsCodesAndBucketsAndBadCodes) {
     auto [rc5, sx] = run_gpudx("xid --sxid 20034");
     EXPECT_EQ(rc5, 0);
     EXPECT_NE(sx.find("SXid 20034"), std::string::npos) << sx;
-    // Unused in the catalog: unknown, with the default treatment.
+    EXPECT_NE(sx.find("\"LTSSM Fault Up\", fatal"), std::string::npos) << sx;
+    // Unused in both NVIDIA documents: unknown, with the default treatment.
     auto [rc6, unused] = run_gpudx("xid 14");
     EXPECT_EQ(rc6, 0);
     EXPECT_NE(unused.find("unknown to this policy"), std::string::npos);
+    // Unused in the Ampere+ catalog, defined in the older listing: its causes and the older GPUs.
+    auto [rc9, old] = run_gpudx("xid 57");
+    EXPECT_EQ(rc9, 0);
+    EXPECT_NE(old.find("causes:   hw, driver, fb"), std::string::npos) << old;
+    EXPECT_NE(old.find("GPUs:     Kepler, Maxwell, Pascal, Volta, Turing"), std::string::npos) << old;
+    EXPECT_NE(old.find("severity: error"), std::string::npos) << old;
     // Bad codes: usage error 64 with a message that says what a code is.
     for (auto bad : {"-1", "99999999999", "0", "abc", "100000", "4.5"}) {
         auto [c, o] = run_gpudx(std::string("xid -- ") + bad);

@@ -22,6 +22,7 @@ namespace {
 
 constexpr size_t kDetectBytes = 64 * 1024;
 constexpr size_t kMaxProcesses = 8;
+constexpr size_t kMaxLinks = 64;  // an NVSwitch has at most 64 NVLink ports
 
 }  // namespace
 
@@ -139,8 +140,8 @@ struct KernelLogScanner::State {
         tally_index.clear();
     }
 
-    void tally(TallyKind kind, const std::string& device, const std::string& module, int code,
-               const ParsedLogLine& pl, const std::string& text, const std::string& process) {
+    KernelLogTally& tally(TallyKind kind, const std::string& device, const std::string& module, int code,
+                          const ParsedLogLine& pl, const std::string& text, const std::string& process) {
         auto key = std::make_tuple(kind, device, module, code);
         auto [it, inserted] = tally_index.try_emplace(key, log.tallies.size());
         if (inserted) {
@@ -162,6 +163,7 @@ struct KernelLogScanner::State {
         if (!process.empty() && t.processes.size() < kMaxProcesses &&
             std::find(t.processes.begin(), t.processes.end(), process) == t.processes.end())
             t.processes.push_back(process);
+        return t;
     }
 
     bool outside_window(const ParsedLogLine& pl) {
@@ -228,11 +230,23 @@ struct KernelLogScanner::State {
                 ev->monotonic_s = pl.monotonic_s;
                 ev->wall_time = kept.wall_time;
                 if (!kept.wall_time.empty()) ev->wall_s = parse_wall_time(kept.wall_time, current_utc_year());
-                tally(TallyKind::xid, ev->pci, {}, ev->code, pl, kept.text, ev->process);
+                // An NVLink 5 Xid is counted per unit, fatality and link, so that each finding names one of them.
+                std::string detail;
+                if (is_nvlink5_xid(ev->code))
+                    if (auto d = parse_nvlink_xid(pl.message)) detail = d->key();
+                tally(TallyKind::xid, ev->pci, detail, ev->code, pl, kept.text, ev->process);
                 push_capped(log.xids, std::move(*ev), options.max_kept_xids, nullptr);
             }
         }
-        for (auto& e : classify_events(pl.message)) tally(e.kind, e.device, e.module, e.code, pl, kept.text, {});
+        for (auto& e : classify_events(pl.message)) {
+            auto& t = tally(e.kind, e.device, e.module, e.code, pl, kept.text, {});
+            if (!is_sxid(e.kind)) continue;
+            // The switch ports a storm of one SXid touched, each once.
+            if (auto link = sxid_link(pl.message)) {
+                auto at = std::lower_bound(t.links.begin(), t.links.end(), *link);
+                if ((at == t.links.end() || *at != *link) && t.links.size() < kMaxLinks) t.links.insert(at, *link);
+            }
+        }
         push_capped(log.lines, std::move(kept), options.max_kept_lines, &log.lines_over_cap);
     }
 

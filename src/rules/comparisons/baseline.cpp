@@ -176,6 +176,14 @@ NodeRecord make_node_record(const Snapshot& s) {
         if (!bucket || bucket->recovery.empty()) continue;
         auto pci = t.device.empty() ? std::string() : normalize_pci(t.device);
         auto g = by_pci_uuid(r, pci);
+        // One entry per GPU and code: an NVLink 5 Xid is tallied per unit and link, and those add up here.
+        auto same = std::find_if(r.recovery_xids.begin(), r.recovery_xids.end(),
+                                 [&](const RecordedXid& x) { return x.pci == pci && x.code == t.code; });
+        if (same != r.recovery_xids.end()) {
+            same->count += t.count;
+            same->last_text = t.last_text;
+            continue;
+        }
         r.recovery_xids.push_back({g, pci, t.code, bucket->recovery, t.count, t.last_text});
     }
     return r;

@@ -3,6 +3,7 @@
 // module-layer fact found in the log), and the fallback for a GPU component's failure line that nothing else
 // explains.
 #include <algorithm>
+#include <initializer_list>
 #include <map>
 #include <set>
 
@@ -14,6 +15,7 @@
 #include "rules/reference/result_codes.hpp"
 #include "rules/reference/signatures.hpp"
 #include "rules/reference/xid_policy.hpp"
+#include "core/nvlink_xid.hpp"
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
 
@@ -24,8 +26,10 @@ using C = Collector;
 constexpr Rule kRules[] = {
     {"kernel_log.xid", Layer::kernel_log, Severity::warning, {C::kernel_log},
      "an NVIDIA Xid, with the meaning, severity and action the Xid policy gives its code (the policy's default, "
-     "a warning, for an unlisted code); an Xid 154 takes the severity of the recovery action it states, an Xid "
-     "\"caused by previous Xid N\" is attributed to N (info)"},
+     "a warning, for an unlisted code), one per GPU and code however many lines (a storm: the count, first and last "
+     "time); an Xid 154 takes the severity of the recovery action it states, an Xid \"caused by previous Xid N\" is "
+     "attributed to N (info); an NVLink 5 Xid (144-150) is one per unit and link, names the link, unit and error "
+     "status from its line, and is at most a warning when the driver says Nonfatal"},
     {"kernel_log.xid_from_nvml", Layer::kernel_log, Severity::warning, {C::kernel_log},
      "an Xid that NVML delivered to the agent (nvmlEventTypeXidCriticalError) and the kernel log it reads does not "
      "show (no /dev/kmsg in the container, a ring buffer that wrapped): judged by the Xid policy as kernel_log.xid"},
@@ -33,8 +37,9 @@ constexpr Rule kRules[] = {
      "an Xid code repeating on one GPU past its threshold in the window (per code or per NVIDIA bucket in the Xid "
      "policy): escalated, with the bucket's next step (a reset that did not hold becomes CHECK_MECHANICALS)"},
     {"kernel_log.sxid", Layer::kernel_log, Severity::warning, {C::kernel_log, C::pcie},
-     "an NVSwitch SXid, attributed to the switch by its PCI address: an error when the driver says Fatal, else the "
-     "SXid policy's severity (also when the report states no severity, which it says)"},
+     "an NVSwitch SXid, attributed to the switch by its PCI address with the ports (links) its lines name and "
+     "NVIDIA's class for the code (fabric manager guide: non-fatal, fatal, always-fatal): an error when the driver "
+     "says Fatal, else the SXid policy's severity (also when the report states no severity, which it says)"},
     {"kernel_log.fallen_off_bus", Layer::kernel_log, Severity::error, {C::kernel_log, C::pcie},
      "the kernel log says a GPU fell off the bus"},
     {"kernel_log.aer_corrected", Layer::kernel_log, Severity::warning, {C::kernel_log, C::pcie},
@@ -173,9 +178,22 @@ void check_xids(const CheckContext& ctx, const XidPolicy& policy, std::vector<Fi
             next_step = fmt::format("Act on Xid {} on this GPU (`gpudx xid {}`): the driver says it caused this one.",
                                     *cause, *cause);
         }
+        // NVLink 5 (144-150): the line names the unit, the link and whether the driver found it fatal. NVIDIA's
+        // decode table gives most errors the driver calls non-fatal no immediate action (IGNORE), so such a line
+        // is at most a warning; repeats still escalate (kernel_log.xid_repeated).
+        std::string decoded;
+        if (is_nvlink5_xid(t.code))
+            if (auto d = parse_nvlink_xid(t.last_text)) {
+                decoded = "; " + d->describe();
+                if (d->fatal == false && severity > Severity::warning && !stated) {
+                    severity = Severity::warning;
+                    decoded += " (the driver calls it non-fatal: a warning)";
+                }
+            }
         Finding f = rule("kernel_log.xid").finding(severity, {});
         if (!t.device.empty()) f.subjects.push_back(ctx.gpu(t.device));
-        f.message = fmt::format("Xid {} ({}) on {}: {}{}", t.code, meaning, gpu_named(ctx, t.device), first_last(t), detail);
+        f.message = fmt::format("Xid {} ({}) on {}{}: {}{}", t.code, meaning, gpu_named(ctx, t.device), decoded,
+                                first_last(t), detail);
         if (!t.processes.empty()) {
             std::string procs;
             for (auto& p : t.processes) procs += (procs.empty() ? "" : ", ") + p;
@@ -293,6 +311,17 @@ void check_xid_repeats(const CheckContext& ctx, const XidPolicy& policy, std::ve
     }
 }
 
+// The switch ports (links) a report's lines name, as ", on link 28" or ", on links 24, 25, 28".
+std::string links_text(std::initializer_list<const KernelLogTally*> tallies) {
+    std::set<int> links;
+    for (auto* t : tallies)
+        if (t) links.insert(t->links.begin(), t->links.end());
+    if (links.empty()) return {};
+    std::string out;
+    for (int n : links) out += (out.empty() ? "" : ", ") + std::to_string(n);
+    return fmt::format(", on link{} {}", links.size() > 1 ? "s" : "", out);
+}
+
 // SXids, per switch and code: the report's lines say Fatal or Non-fatal; its "Severity N"/"Data" lines belong to
 // it. A report whose lines state neither is still reported, with the policy's severity, and says so.
 void check_sxids(const CheckContext& ctx, const XidPolicy& policy, std::vector<Finding>& out) {
@@ -328,8 +357,10 @@ void check_sxids(const CheckContext& ctx, const XidPolicy& policy, std::vector<F
         Finding f = rule("kernel_log.sxid").finding(severity, {});
         if (!pci.empty()) f.subjects.push_back(GpuRef{{}, pci, SubjectKind::nvswitch});
         std::string name = main->module.empty() ? std::string("NVSwitch") : "NVSwitch " + main->module;
-        f.message = fmt::format("{} ({}) reported SXid {} ({}), {}: {}", name, pci.empty() ? "address not stated" : pci,
-                                code, known ? sxid.meaning : "not in the SXid policy", stated, first_last(*main));
+        std::string what = known ? sxid.meaning : "not in the SXid policy";
+        if (known && !sxid.sxid_class.empty()) what += "; NVIDIA: " + sxid.sxid_class;
+        f.message = fmt::format("{} ({}) reported SXid {} ({}), {}{}: {}", name, pci.empty() ? "address not stated" : pci,
+                                code, what, stated, links_text({r.fatal, r.nonfatal, r.unstated, r.detail}), first_last(*main));
         if (r.fatal && r.nonfatal) f.message += fmt::format("; also non-fatal {} time(s)", r.nonfatal->count);
         add_occurrences(f, log.source, *main);
         if (r.detail && r.detail != main) f.evidence.push_back({log.source, r.detail->last_text});

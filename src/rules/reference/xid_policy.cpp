@@ -187,9 +187,10 @@ Result<XidRule> read_rule(const toml::table& t, int code, const std::string& ori
                           RuleKind kind, const std::map<std::string, XidBucket>& buckets) {
     TableReader r(t, origin, context);
     Result<void> keys = kind == RuleKind::xid
-                            ? r.only({"mnemonic", "description", "immediate", "investigatory", "generations", "meaning",
-                                      "severity", "action", "note", "repeats", "within_s"})
-                            : r.only({"meaning", "severity", "action", "note"});
+                            ? r.only({"mnemonic", "description", "immediate", "investigatory", "generations", "causes",
+                                      "meaning", "severity", "action", "note", "repeats", "within_s"})
+                        : kind == RuleKind::sxid ? r.only({"name", "class", "meaning", "severity", "action", "note"})
+                                                 : r.only({"meaning", "severity", "action", "note"});
     if (!keys) return std::unexpected(keys.error());
     XidRule rule;
     rule.code = code;
@@ -197,7 +198,8 @@ Result<XidRule> read_rule(const toml::table& t, int code, const std::string& ori
     std::optional<std::string> v;
     for (auto [key, field] : {std::pair{"mnemonic", &rule.mnemonic}, std::pair{"description", &rule.description},
                               std::pair{"immediate", &rule.immediate}, std::pair{"investigatory", &rule.investigatory},
-                              std::pair{"meaning", &rule.meaning}, std::pair{"note", &rule.note}}) {
+                              std::pair{"meaning", &rule.meaning}, std::pair{"note", &rule.note},
+                              std::pair{"name", &rule.name}, std::pair{"class", &rule.sxid_class}}) {
         GPUDX_TRY(v, r.text(key));
         *field = v.value_or("");
     }
@@ -216,6 +218,23 @@ Result<XidRule> read_rule(const toml::table& t, int code, const std::string& ori
     std::optional<std::vector<std::string>> generations;
     GPUDX_TRY(generations, r.strings("generations"));
     if (generations) rule.generations = std::move(*generations);
+    std::optional<std::vector<std::string>> causes;
+    GPUDX_TRY(causes, r.strings("causes"));
+    if (causes) {
+        for (auto& c : *causes)
+            if (std::find(std::begin(kXidCauses), std::end(kXidCauses), c) == std::end(kXidCauses))
+                return fail(fmt::format("{}: cause \"{}\" in {} is not one of hw, driver, user_app, system_memory, bus, "
+                                        "thermal, fb",
+                                        r.line("causes"), c, context),
+                            origin);
+        rule.causes = std::move(*causes);
+    }
+    if (!rule.sxid_class.empty() &&
+        std::find(std::begin(kSxidClasses), std::end(kSxidClasses), rule.sxid_class) == std::end(kSxidClasses))
+        return fail(fmt::format("{}: class \"{}\" in {} is not non-fatal, fatal or always-fatal", r.line("class"),
+                                rule.sxid_class, context),
+                    origin);
+    if (rule.meaning.empty()) rule.meaning = rule.name;
     if (rule.meaning.empty()) rule.meaning = rule.description;
     if (kind != RuleKind::fallback && rule.meaning.empty())
         return fail(fmt::format("{}: {} has no `meaning` (or `description`)", where(origin, t.source()), context), origin);
@@ -403,9 +422,16 @@ Result<XidPolicy> load_xid_policy_file(const std::string& path) {
                                                  std::pair{&r.investigatory, &into.investigatory}})
             if (site_field->empty()) *site_field = *builtin_field;
         if (r.generations.empty()) r.generations = into.generations;
+        if (r.causes.empty()) r.causes = into.causes;
         into = r;
     }
-    for (auto& [code, r] : site->sxids) merged.sxids[code] = r;
+    for (auto& [code, r] : site->sxids) {
+        XidRule& into = merged.sxids[code];
+        // NVIDIA's name and class stay when the site entry only sets gpudx's severity and words.
+        if (r.name.empty()) r.name = into.name;
+        if (r.sxid_class.empty()) r.sxid_class = into.sxid_class;
+        into = r;
+    }
     return merged;
 }
 

@@ -40,6 +40,10 @@ struct XidRule {
     // The GPUs the entry applies to: its own `generations`, else the policy's (the catalog's scope) for an entry
     // of the catalog; empty for gpudx's own entries and the defaults.
     std::vector<std::string> generations;
+    // The causes NVIDIA's older Xid listing marks for the code (kXidCauses), for the codes gpudx takes from it.
+    std::vector<std::string> causes;
+    std::string name;        // SXid: NVIDIA's name for it in the fabric manager guide
+    std::string sxid_class;  // SXid: NVIDIA's class (kSxidClasses), empty when the policy gives none
     std::string meaning;        // gpudx's words (the description when the policy gives none)
     Severity severity = Severity::warning;
     std::string action;
@@ -79,6 +83,12 @@ Result<XidPolicy> parse_xid_policy(std::string_view text, const std::string& ori
 // A site policy file: its entries replace the built-in ones code by code (buckets by name), and may name the
 // buckets either declares.
 Result<XidPolicy> load_xid_policy_file(const std::string& path);
+
+// The cause columns of NVIDIA's older Xid listing, in its order: HW error, driver error, user application error,
+// system memory corruption, bus error, thermal issue, frame-buffer corruption.
+inline constexpr std::string_view kXidCauses[] = {"hw", "driver", "user_app", "system_memory", "bus", "thermal", "fb"};
+// The fabric manager guide's sections of SXids.
+inline constexpr std::string_view kSxidClasses[] = {"non-fatal", "fatal", "always-fatal"};
 
 // Xid and SXid codes are positive and at most this (the driver prints them as decimal numbers of up to 5 digits).
 inline constexpr int kMaxXidCode = 99999;
