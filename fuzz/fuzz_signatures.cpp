@@ -1,6 +1,8 @@
 // The signature catalogue TOML (rules/reference/signatures.hpp) and its templates: a site file is refused with its
 // file name, or parses into signatures whose own examples match; any text matched against the built-in
-// catalogue yields fields that print.
+// catalogue yields fields that print; the fallback reads any line without fault, and an address it names is one.
+#include "core/pci_address.hpp"
+#include "rules/reference/component_lines.hpp"
 #include "rules/reference/signatures.hpp"
 #include "fuzz.hpp"
 
@@ -22,5 +24,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (auto m = match_signature(s, in))
             for (auto& [k, v] : m->fields) j.push_back({s.id, k, v});
     fuzz::require_printable(j);
+    if (auto line = component_failure_line(in)) {
+        FUZZ_REQUIRE(!line->component.empty() && !line->word.empty());
+        FUZZ_REQUIRE(line->pci.empty() || PciAddress::parse(line->pci).has_value());
+    }
     return 0;
 }

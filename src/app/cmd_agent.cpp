@@ -35,6 +35,7 @@ struct AgentCmdOptions {
     std::optional<unsigned> expect_gpus;
     std::string xid_policy;
     std::string signatures;
+    std::vector<std::string> error_codes;
     DrainCliOptions drain;
     bool no_nvml_events = false;
 };
@@ -96,7 +97,7 @@ int run_agent_command(const AgentCmdOptions& o) {
     a.state_dir = o.state_dir;
     JudgeFiles judge_files;
     NodeOptions node = o.node;
-    load_judge_files(o.xid_policy, o.signatures, judge_files, a.diagnose, node);
+    load_judge_files(o.xid_policy, o.signatures, o.error_codes, judge_files, a.diagnose, node);
     Root root(o.node.root);
     a.collect = make_collect_options(node, root);
     a.kernel_log_words = a.collect.kernel_log_words;
@@ -178,6 +179,8 @@ CommandRegistrar register_agent{
          cmd.add_option("--xid-policy", o->xid_policy, "Xid severities from this TOML file (as for diagnose)")
              ->type_name("FILE");
          cmd.add_option("--signatures", o->signatures, "Site signature catalogue (TOML, as for diagnose)")
+             ->type_name("FILE");
+         cmd.add_option("--error-codes", o->error_codes, "Site result-code table (TOML, as for diagnose; repeatable)")
              ->type_name("FILE");
          add_drain_options(cmd, o->drain,
                            "Slurm: drain this node at once on an error finding; resume it when healthy again, only "

@@ -28,6 +28,7 @@ struct DiagnoseCmdOptions {
     std::optional<unsigned> expect_gpus;
     std::string xid_policy;
     std::string signatures;
+    std::vector<std::string> error_codes;
     std::string baseline;
     DrainCliOptions drain;
     std::vector<int> pids;
@@ -83,7 +84,7 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
     DiagnoseOptions dopts;
     JudgeFiles judge_files;
     NodeOptions node = o.node;
-    load_judge_files(o.xid_policy, o.signatures, judge_files, dopts, node);
+    load_judge_files(o.xid_policy, o.signatures, o.error_codes, judge_files, dopts, node);
     if (o.from.empty() && !resolve_processes(o, node)) return kExitUnknown;
     Snapshot s = load_or_collect(o.from, node);
     dopts.expect_gpus = o.expect_gpus;
@@ -137,6 +138,9 @@ CommandRegistrar register_diagnose{
          cmd.add_option("--signatures", o->signatures,
                         "Site signature catalogue (TOML, format of data/signatures.toml; see `gpudx explain --list`): "
                         "its signatures replace built-in ones of the same id")
+             ->type_name("FILE");
+         cmd.add_option("--error-codes", o->error_codes,
+                        "Site result-code table (TOML, format of data/error-codes/*.toml; repeatable): its codes replace the built-in ones of the same name or are added; a name or number that disagrees with the library's header is refused")
              ->type_name("FILE");
          cmd.add_option("--pid", o->pids,
                                     "Also judge this process as it sees the GPU stack (repeatable): what it has mapped, "

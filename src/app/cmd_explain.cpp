@@ -29,6 +29,7 @@ struct ExplainCmdOptions {
     bool here = false;
     bool list = false;
     std::string signatures_file;
+    std::vector<std::string> error_code_files;
     std::string xid_policy_file;
 };
 
@@ -72,7 +73,7 @@ int exit_code_of(const std::vector<Finding>& findings) {
     return warn ? 2 : 0;
 }
 
-std::string list_text(const SignatureCatalogue& c) {
+std::string list_text(const SignatureCatalogue& c, const std::vector<ResultCodeTable>& result_tables) {
     std::string out = fmt::format("Signature catalogue {}\n", c.version);
     for (auto& s : c.signatures) {
         out += fmt::format("\n{}  [{}, {}{}]\n  {}\n  meaning: {}\n", s.id, s.severity ? to_string(*s.severity) : "ignore",
@@ -80,7 +81,7 @@ std::string list_text(const SignatureCatalogue& c) {
         if (s.severity) out += fmt::format("  next step: {}\n", s.next_step);
         for (auto& t : s.templates) out += fmt::format("  matches: {}\n", t.source);
     }
-    for (auto& t : builtin_result_code_tables()) {
+    for (auto& t : result_tables) {
         out += fmt::format("\nResult codes: {} {} ({} codes, {})\n", t.table, t.version, t.codes.size(), t.origin);
         for (auto& c : t.codes)
             out += fmt::format("  {} {}  [{}, {}]{}\n", c.number, result_code_id(t, c),
@@ -90,7 +91,7 @@ std::string list_text(const SignatureCatalogue& c) {
     return out;
 }
 
-nlohmann::json list_json(const SignatureCatalogue& c) {
+nlohmann::json list_json(const SignatureCatalogue& c, const std::vector<ResultCodeTable>& result_tables) {
     nlohmann::json sigs = nlohmann::json::array();
     for (auto& s : c.signatures) {
         nlohmann::json j{{"id", s.id},         {"layer", to_string(s.layer)},
@@ -106,7 +107,7 @@ nlohmann::json list_json(const SignatureCatalogue& c) {
         sigs.push_back(std::move(j));
     }
     nlohmann::json tables = nlohmann::json::array();
-    for (auto& t : builtin_result_code_tables()) {
+    for (auto& t : result_tables) {
         nlohmann::json codes = nlohmann::json::array();
         for (auto& c : t.codes)
             codes.push_back({{"id", result_code_id(t, c)}, {"name", c.name}, {"number", c.number}, {"text", c.text},
@@ -152,15 +153,24 @@ int run_explain(const ExplainCmdOptions& o) {
         site = std::move(*c);
         catalogue = &site;
     }
+    std::vector<ResultCodeTable> site_tables;
+    const std::vector<ResultCodeTable>* result_tables = &builtin_result_code_tables();
+    if (!o.error_code_files.empty()) {
+        auto t = result_code_tables_with_site(o.error_code_files);
+        if (!t) throw UsageError{t.error().message};
+        site_tables = std::move(*t);
+        result_tables = &site_tables;
+    }
     if (o.list) {
-        if (o.format == "json") write_output("", list_json(*catalogue).dump(2) + "\n", OutputKind::data);
-        else write_output("", list_text(*catalogue), OutputKind::text);
+        if (o.format == "json") write_output("", list_json(*catalogue, *result_tables).dump(2) + "\n", OutputKind::data);
+        else write_output("", list_text(*catalogue, *result_tables), OutputKind::text);
         return 0;
     }
     if (o.text && !o.file.empty()) throw UsageError{"explain: give a FILE or --text, not both"};
     XidPolicy xid_policy;
     DiagnoseOptions dopts;
     dopts.signatures = catalogue;
+    dopts.result_codes = result_tables;
     if (!o.xid_policy_file.empty()) {
         auto p = load_xid_policy_file(o.xid_policy_file);
         if (!p) throw UsageError{p.error().message};
@@ -240,6 +250,9 @@ CommandRegistrar register_explain{
                         "Site signature catalogue (TOML, format of data/signatures.toml); replaces built-in ids")
              ->type_name("FILE");
          cmd.add_option("--xid-policy", o->xid_policy_file, "Xid severities from this TOML file (data/xid-policy.toml)")
+             ->type_name("FILE");
+         cmd.add_option("--error-codes", o->error_code_files,
+                        "Site result-code table (TOML, format of data/error-codes/*.toml; repeatable): its codes replace the built-in ones of the same name or are added; a name or number that disagrees with the library's header is refused")
              ->type_name("FILE");
          add_node_options(cmd, o->node);
          cmd.footer(

@@ -169,8 +169,9 @@ std::optional<Matrix> load_matrix_option(const std::string& path) {
     return std::move(*m);
 }
 
-void load_judge_files(const std::string& xid_policy, const std::string& signatures, JudgeFiles& files,
-                      DiagnoseOptions& diagnose, NodeOptions& node) {
+void load_judge_files(const std::string& xid_policy, const std::string& signatures,
+                      const std::vector<std::string>& error_codes, JudgeFiles& files, DiagnoseOptions& diagnose,
+                      NodeOptions& node) {
     if (!xid_policy.empty()) {
         auto p = load_xid_policy_file(xid_policy);
         if (!p) throw UsageError{p.error().message};
@@ -183,6 +184,12 @@ void load_judge_files(const std::string& xid_policy, const std::string& signatur
         files.signatures = std::move(*c);
         node.signatures = &files.signatures;
         diagnose.signatures = &files.signatures;
+    }
+    if (!error_codes.empty()) {
+        auto t = result_code_tables_with_site(error_codes);
+        if (!t) throw UsageError{t.error().message};
+        files.result_codes = std::move(*t);
+        diagnose.result_codes = &files.result_codes;
     }
 }
 

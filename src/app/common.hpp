@@ -15,6 +15,7 @@
 #include "model/snapshot.hpp"
 #include "render/report_format.hpp"
 #include "rules/engine/check_context.hpp"
+#include "rules/reference/result_codes.hpp"
 #include "rules/reference/signatures.hpp"
 #include "rules/reference/xid_policy.hpp"
 
@@ -70,14 +71,16 @@ SlurmDrainOptions slurm_drain_options(const DrainCliOptions& o);
 struct JudgeFiles {
     XidPolicy xid_policy;
     SignatureCatalogue signatures;
+    std::vector<ResultCodeTable> result_codes;
 };
 // --baseline FILE and --matrix FILE, as diagnose and the agent take them: nullopt when the option is empty; a file
 // that cannot be read or parsed is a UsageError naming it.
 std::optional<NodeRecord> load_baseline_option(const std::string& path);
 std::optional<Matrix> load_matrix_option(const std::string& path);
 
-void load_judge_files(const std::string& xid_policy, const std::string& signatures, JudgeFiles& files,
-                      DiagnoseOptions& diagnose, NodeOptions& node);
+void load_judge_files(const std::string& xid_policy, const std::string& signatures,
+                      const std::vector<std::string>& error_codes, JudgeFiles& files, DiagnoseOptions& diagnose,
+                      NodeOptions& node);
 
 // What a command prints, which decides what write_output does to it on the way out.
 enum class OutputKind {

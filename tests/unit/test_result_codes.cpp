@@ -5,6 +5,7 @@
 #include "abi/cuda.hpp"
 #include "abi/nvml.hpp"
 #include "rules/reference/result_codes.hpp"
+#include "test_support.hpp"
 
 // Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
 namespace GPUDX_UNITY_ID {
@@ -112,6 +113,73 @@ TEST(ResultCodes, ABrokenTableIsRefusedWithItsFileAndLine) {
     EXPECT_EQ(bad_layer.error().message, "site.toml:3: A: unknown layer \"moon\"");
     EXPECT_FALSE(parse_result_code_table("table = \"int\"\nversion = \"1\"\n" + code, "site.toml"));
     EXPECT_TRUE(parse_result_code_table(head + code, "site.toml"));
+}
+
+// A site table over the built-in ones: it may say what a code means on its nodes and add a code (a newer library's),
+// never rename one or renumber one; each refusal names the file and line.
+TEST(ResultCodes, ASiteTableReplacesAndAddsButCannotRenameOrRenumber) {
+    auto dir = test::scratch("site-codes");
+    const std::string head = "table = \"nvmlReturn_t\"\nversion = \"site 1\"\n";
+    auto code = [](std::string name, int number, std::string meaning) {
+        return "\n[[code]]\nname = \"" + name + "\"\nnumber = " + std::to_string(number) +
+               "\ntext = \"t\"\nlayer = \"driver\"\nseverity = \"error\"\nmeaning = \"" + meaning +
+               "\"\nnext_step = \"call the on-call\"\n";
+    };
+    auto good = test::write_file(dir / "good.toml", head + code("NVML_ERROR_DRIVER_NOT_LOADED", 9, "our image lost it") +
+                                                        code("NVML_ERROR_FROM_THE_FUTURE", 990, "new"));
+    auto t = result_code_tables_with_site({good});
+    ASSERT_TRUE(t) << t.error().message;
+    const ResultCodeTable* nvml = nullptr;
+    for (auto& x : *t)
+        if (x.table == "nvmlReturn_t") nvml = &x;
+    ASSERT_TRUE(nvml);
+    EXPECT_NE(nvml->version.find("site 1"), std::string::npos) << nvml->version;
+    size_t builtin_count = 0;
+    for (auto& x : builtin_result_code_tables())
+        if (x.table == "nvmlReturn_t") builtin_count = x.codes.size();
+    EXPECT_EQ(nvml->codes.size(), builtin_count + 1);
+    auto matches = match_result_codes("nvml error: NVML_ERROR_DRIVER_NOT_LOADED", *t);
+    ASSERT_EQ(matches.size(), 1u);
+    EXPECT_EQ(matches[0].code->meaning, "our image lost it");
+    EXPECT_EQ(matches[0].code->origin, good);
+    EXPECT_EQ(match_result_codes("NVML_ERROR_FROM_THE_FUTURE", *t).size(), 1u);
+    // The built-in tables are untouched.
+    EXPECT_NE(match_result_codes("NVML_ERROR_DRIVER_NOT_LOADED", builtin_result_code_tables())[0].code->meaning,
+              "our image lost it");
+
+    auto renumbered = test::write_file(dir / "renumbered.toml", head + code("NVML_ERROR_DRIVER_NOT_LOADED", 99, "m"));
+    auto r = result_code_tables_with_site({renumbered});
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find(renumbered + ":4:"), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("is 9"), std::string::npos) << r.error().message;
+
+    auto renamed = test::write_file(dir / "renamed.toml", head + code("NVML_ERROR_NOT_LOADED_AT_ALL", 9, "m"));
+    auto n = result_code_tables_with_site({renamed});
+    ASSERT_FALSE(n);
+    EXPECT_NE(n.error().message.find(renamed + ":4:"), std::string::npos) << n.error().message;
+    EXPECT_NE(n.error().message.find("NVML_ERROR_DRIVER_NOT_LOADED"), std::string::npos) << n.error().message;
+
+    auto twice = test::write_file(dir / "twice.toml", head + code("NVML_ERROR_FROM_THE_FUTURE", 990, "a") +
+                                                          code("NVML_ERROR_FROM_THE_FUTURE", 991, "b"));
+    auto d = result_code_tables_with_site({twice});
+    ASSERT_FALSE(d);
+    EXPECT_NE(d.error().message.find(twice + ":13:"), std::string::npos) << d.error().message;
+
+    auto missing = result_code_tables_with_site({(dir / "absent.toml").string()});
+    ASSERT_FALSE(missing);
+    EXPECT_NE(missing.error().message.find("absent.toml"), std::string::npos);
+}
+
+// The same through the command: a bad site table is a usage error (64) that names the file and line.
+TEST(ResultCodes, ExplainRefusesABadSiteTableWithItsLine) {
+    auto dir = test::scratch("site-codes-cli");
+    auto bad = test::write_file(dir / "bad.toml", "table = \"CUresult\"\nversion = \"1\"\n\n[[code]]\nname = "
+                                                  "\"CUDA_ERROR_SYSTEM_NOT_READY\"\nnumber = 803\ntext = \"x\"\n"
+                                                  "layer = \"driver\"\nseverity = \"error\"\nmeaning = \"m\"\n"
+                                                  "next_step = \"n\"\n");
+    auto [status, out] = test::run_gpudx("explain --error-codes " + bad + " --text 'CUDA error 802'");
+    EXPECT_EQ(status, 64) << out;
+    EXPECT_NE(out.find(bad + ":4:"), std::string::npos) << out;
 }
 
 }  // namespace GPUDX_UNITY_ID

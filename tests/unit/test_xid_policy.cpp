@@ -599,6 +599,24 @@ std::string repeated(int code, int pci_device, int count, double every_s, double
     return out;
 }
 
+// A storm on one GPU pushes an earlier GPU's repeats out of the kept events (the newest 10,000); the tallies still
+// count them, and escalation reads them: GPU 0000:00:06.0's 12 Xid 39 in 11 minutes, then 10,500 on 0000:00:07.0.
+TEST(KernelLogRules, RepeatsPushedOutByAStormStillEscalate) {
+    auto fs = findings_for_log("storm", repeated(39, 6, 12, 60) + repeated(39, 7, 10500, 0.5, 2000));
+    auto esc = with_id(fs, "kernel_log.xid_repeated");
+    ASSERT_EQ(esc.size(), 2u);
+    std::set<std::string> gpus;
+    for (auto* f : esc) gpus.insert(f->subjects.at(0).pci);
+    EXPECT_TRUE(gpus.count("0000:00:06.0"));
+    EXPECT_TRUE(gpus.count("0000:00:07.0"));
+    for (auto* f : esc)
+        if (f->subjects[0].pci == "0000:00:06.0")
+            EXPECT_NE(f->message.find("12 times in 660 s, so at least 12 within 3600 s"), std::string::npos) << f->message;
+    // Spread thin, a storm's count is no proof of a burst: 12 a day apart on the first GPU do not escalate.
+    auto thin = findings_for_log("thin", repeated(39, 6, 12, 86400) + repeated(39, 7, 10500, 0.5, 12 * 86400));
+    for (auto* f : with_id(thin, "kernel_log.xid_repeated")) EXPECT_NE(f->subjects.at(0).pci, "0000:00:06.0");
+}
+
 TEST(KernelLogRules, RepeatsPastTheThresholdEscalatePerGpuAndCode) {
     // RESET_GPU: 2 within an hour escalate, with CHECK_MECHANICALS.
     auto twice = findings_for_log("rep1", repeated(46, 6, 2, 1800));

@@ -12,12 +12,14 @@ namespace gpudx {
 
 struct XidPolicy;           // rules/reference/xid_policy.hpp
 struct SignatureCatalogue;  // rules/reference/signatures.hpp
+struct ResultCodeTable;     // rules/reference/result_codes.hpp
 
 struct DiagnoseOptions {
     std::optional<unsigned> expect_gpus;  // --expect-gpus N
     std::string since;                    // kernel-log window; empty: current boot
     const XidPolicy* xid_policy = nullptr;  // null: the built-in default
     const SignatureCatalogue* signatures = nullptr;  // null: the built-in catalogue
+    const std::vector<ResultCodeTable>* result_codes = nullptr;  // null: the built-in tables (--error-codes)
     // Findings from comparisons made outside the rule families (the node record of `--baseline`): they
     // count toward the layers, the boundary and the verdict like any other.
     std::vector<Finding> extra_findings;

@@ -3,6 +3,7 @@
 // module-layer fact found in the log), and the fallback for a GPU component's failure line that nothing else
 // explains.
 #include <algorithm>
+#include <cmath>
 #include <initializer_list>
 #include <map>
 #include <set>
@@ -271,6 +272,7 @@ void check_xid_repeats(const CheckContext& ctx, const XidPolicy& policy, std::ve
     std::map<std::pair<std::string, int>, std::vector<const XidEvent*>> by_gpu_code;
     for (auto& e : log.xids)
         if (!caused_by(e.text)) by_gpu_code[{e.pci, e.code}].push_back(&e);
+    std::set<std::pair<std::string, int>> escalated;
     for (auto& [key, events] : by_gpu_code) {
         auto& [pci, code] = key;
         auto esc = policy.escalation(code);
@@ -307,6 +309,41 @@ void check_xid_repeats(const CheckContext& ctx, const XidPolicy& policy, std::ve
                               fmt::format("{}: {} repeats within {:.0f} s escalate to {}", code, esc->repeats,
                                           esc->within_s, to_string(esc->severity))});
         f.next_step = for_gpu(esc->action, ctx, pci);
+        out.push_back(std::move(f));
+        escalated.insert(key);
+    }
+    // A storm longer than the kept events (the log keeps the newest Xid events, and tallies count every one): the
+    // tally's count over its first-to-last span. Cut the span into windows of the threshold's length; one of them
+    // holds at least count / windows events, so that many within the window is certain, not an average. Only when
+    // the events were capped: otherwise the events above are the whole story ("caused by" lines left out of it).
+    uint64_t tallied = 0;
+    for (auto& t : log.tallies)
+        if (t.kind == TallyKind::xid) tallied += t.count;
+    if (tallied <= log.xids.size()) return;
+    for (auto& t : log.tallies) {
+        if (t.kind != TallyKind::xid || escalated.count({t.device, t.code})) continue;
+        auto esc = policy.escalation(t.code);
+        if (!esc || t.count < esc->repeats) continue;
+        std::optional<double> span;
+        if (t.first_monotonic_s && t.last_monotonic_s) span = *t.last_monotonic_s - *t.first_monotonic_s;
+        uint64_t windows = !span ? 1 : std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(*span / esc->within_s)));
+        uint64_t certain = (t.count + windows - 1) / windows;
+        if (certain < esc->repeats) continue;
+        const XidRule& xid = policy.rule(t.code);
+        const XidBucket* bucket = policy.immediate_bucket(t.code);
+        Finding f = rule("kernel_log.xid_repeated").finding(std::max(esc->severity, xid.severity), {});
+        if (!t.device.empty()) f.subjects.push_back(ctx.gpu(t.device));
+        f.message = fmt::format("Xid {} ({}) repeats on {}: {} times {}, so at least {} within {:.0f} s (threshold {}, "
+                                "bucket {}): escalated",
+                                t.code, xid.meaning, gpu_named(ctx, t.device), t.count,
+                                span ? fmt::format("in {:.0f} s", *span) : std::string("in the window"), certain,
+                                esc->within_s, esc->repeats, bucket ? bucket->name : std::string("none"));
+        f.evidence.push_back({log.source, t.last_text});
+        if (t.first_text != t.last_text) f.evidence.push_back({log.source, t.first_text});
+        f.evidence.push_back({"xid policy " + policy.version,
+                              fmt::format("{}: {} repeats within {:.0f} s escalate to {}", t.code, esc->repeats,
+                                          esc->within_s, to_string(esc->severity))});
+        f.next_step = for_gpu(esc->action, ctx, t.device);
         out.push_back(std::move(f));
     }
 }
@@ -552,7 +589,8 @@ void check_kernel_log_text(const CheckContext& ctx, std::vector<Finding>& out, s
     std::vector<bool> explained;
     check_signatures(ctx, catalogue, out, unrecognised, &explained);
     // The libraries' result codes on the lines no signature explained (a signature's wording is the closer one).
-    check_result_codes(ctx, builtin_result_code_tables(), explained, out);
+    check_result_codes(ctx, ctx.options.result_codes ? *ctx.options.result_codes : builtin_result_code_tables(),
+                       explained, out);
     // Last: a GPU component's failure line that none of the above explained is never passed in silence.
     check_unexplained_component_lines(ctx, explained, out);
 }

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "core/input_file.hpp"
 #include "core/text.hpp"
 #include "core/toml.hpp"
 #include "rules/engine/check_context.hpp"
@@ -116,21 +118,6 @@ std::string lowercase(std::string_view s) {
     return out;
 }
 
-// Every code of every table by the names programs print: name and aliases.
-struct NameIndex {
-    std::map<std::string, ResultCodeMatch, std::less<>> by_name;
-};
-
-NameIndex make_index(const std::vector<ResultCodeTable>& tables) {
-    NameIndex idx;
-    for (auto& t : tables)
-        for (auto& c : t.codes) {
-            idx.by_name.try_emplace(c.name, ResultCodeMatch{&t, &c, "name"});
-            for (auto& a : c.aliases) idx.by_name.try_emplace(a, ResultCodeMatch{&t, &c, "name"});
-        }
-    return idx;
-}
-
 // What programs print right before a CUDA code's text: PyTorch's "CUDA error: out of memory", NCCL's "Cuda
 // failure 'invalid argument'", "CUDA driver error: ...", "CUDA runtime error: ...". Lower case.
 constexpr std::string_view kCudaTextMarkers[] = {"cuda error: ", "cuda error ", "cuda failure ", "cuda driver error",
@@ -231,17 +218,33 @@ std::string result_code_id(const ResultCodeTable& table, const ResultCode& code)
     return fmt::format("{}.{}", k ? k->id_prefix : std::string_view("code"), code.name);
 }
 
-std::vector<ResultCodeMatch> match_result_codes(std::string_view line, const std::vector<ResultCodeTable>& tables) {
+ResultCodeMatcher::ResultCodeMatcher(const std::vector<ResultCodeTable>& tables) : tables_(&tables) {
+    for (auto& t : tables)
+        for (auto& c : t.codes) {
+            by_name_.try_emplace(c.name, ResultCodeMatch{&t, &c, "name"});
+            for (auto& a : c.aliases) by_name_.try_emplace(a, ResultCodeMatch{&t, &c, "name"});
+        }
+    // The runtime's table first (a text both tables share names the runtime's code): programs print
+    // cudaGetErrorString far more often. Texts under 8 characters say too little to name a code by; benign codes
+    // are no finding.
+    for (std::string_view want : {"cudaError_t", "CUresult"})
+        for (auto& t : tables)
+            if (t.table == want)
+                for (auto& c : t.codes)
+                    if (c.severity && c.text.size() >= 8) cuda_texts_.push_back({lowercase(c.text), {&t, &c, "text"}});
+}
+
+const ResultCodeMatcher& ResultCodeMatcher::builtin() {
+    static const ResultCodeMatcher m(builtin_result_code_tables());
+    return m;
+}
+
+std::vector<ResultCodeMatch> ResultCodeMatcher::match(std::string_view line) const {
     std::vector<ResultCodeMatch> out;
     auto add = [&](ResultCodeMatch m) {
         if (std::none_of(out.begin(), out.end(), [&](auto& o) { return o.code == m.code; })) out.push_back(m);
     };
     // By name: every identifier of the line looked up whole.
-    // The built-in tables' index is made once; other tables (a test's) get theirs per call.
-    static const NameIndex builtin = make_index(builtin_result_code_tables());
-    NameIndex own;
-    if (&tables != &builtin_result_code_tables()) own = make_index(tables);
-    const NameIndex& idx = &tables == &builtin_result_code_tables() ? builtin : own;
     for (size_t i = 0; i < line.size();) {
         if (!is_word_char(line[i])) {
             ++i;
@@ -251,36 +254,24 @@ std::vector<ResultCodeMatch> match_result_codes(std::string_view line, const std
         while (end < line.size() && is_word_char(line[end])) ++end;
         // A success or benign code named on the line ("e == cudaSuccess (803 vs. 0)") is no finding and leaves
         // the line to the other forms.
-        if (auto it = idx.by_name.find(line.substr(i, end - i)); it != idx.by_name.end() && it->second.code->severity)
+        if (auto it = by_name_.find(line.substr(i, end - i)); it != by_name_.end() && it->second.code->severity)
             add(it->second);
         i = end;
     }
     if (!out.empty()) return out;
     std::string lower = lowercase(line);
     if (lower.find("cuda") == std::string::npos) return out;
-    // By text, after CUDA's own words: the longest confirmed text of the two CUDA tables found after the marker.
+    // By text, after CUDA's own words: the longest confirmed text of the two CUDA tables found after the marker
+    // (the first of equal length: the runtime's).
     for (auto marker : kCudaTextMarkers) {
         size_t at = lower.find(marker);
         if (at == std::string::npos) continue;
         std::string_view rest = std::string_view(lower).substr(at + marker.size());
-        ResultCodeMatch best;
-        size_t best_len = 0;
-        // The runtime's table first (a text both tables share names the runtime's code): programs print
-        // cudaGetErrorString far more often.
-        for (std::string_view want : {"cudaError_t", "CUresult"})
-            for (auto& t : tables) {
-                if (t.table != want) continue;
-                for (auto& c : t.codes) {
-                    // Texts under 8 characters say too little to name a code by; benign codes are no finding.
-                    if (!c.severity || c.text.size() < 8 || c.text.size() <= best_len) continue;
-                    if (rest.find(lowercase(c.text)) != std::string_view::npos) {
-                        best = {&t, &c, "text"};
-                        best_len = c.text.size();
-                    }
-                }
-            }
-        if (best.code) {
-            add(best);
+        const CudaText* best = nullptr;
+        for (auto& t : cuda_texts_)
+            if ((!best || t.lower.size() > best->lower.size()) && rest.find(t.lower) != std::string_view::npos) best = &t;
+        if (best) {
+            add(best->match);
             return out;
         }
     }
@@ -292,11 +283,49 @@ std::vector<ResultCodeMatch> match_result_codes(std::string_view line, const std
             if (form == "(" && !std::string_view(lower).substr(at + 1 + std::to_string(n).size()).starts_with(" vs. 0)"))
                 continue;
             const ResultCodeTable* t = nullptr;
-            if (auto* c = cuda_code_numbered(tables, n, &t)) {
+            if (auto* c = cuda_code_numbered(*tables_, n, &t)) {
                 add({t, c, "number"});
                 return out;
             }
         }
+    }
+    return out;
+}
+
+std::vector<ResultCodeMatch> match_result_codes(std::string_view line, const std::vector<ResultCodeTable>& tables) {
+    if (&tables == &builtin_result_code_tables()) return ResultCodeMatcher::builtin().match(line);
+    return ResultCodeMatcher(tables).match(line);
+}
+
+Result<std::vector<ResultCodeTable>> result_code_tables_with_site(const std::vector<std::string>& paths) {
+    std::vector<ResultCodeTable> out = builtin_result_code_tables();
+    for (auto& path : paths) {
+        auto text = read_input_file(path, 16u << 20);
+        if (!text)
+            return fail(fmt::format("{}: cannot read the result-code table: {}", path, text.error().message), path,
+                        text.error().sys_errno);
+        auto site = parse_result_code_table(*text, path);
+        if (!site) return std::unexpected(site.error());
+        auto table = std::find_if(out.begin(), out.end(), [&](auto& t) { return t.table == site->table; });
+        for (auto& c : site->codes) {
+            c.origin = path;
+            // A site may say what a code means on its nodes and what to do; what the library calls it and which
+            // number it has are the header's facts, and a site file that disagrees has a typo.
+            for (auto& known : table->codes) {
+                if (known.name == c.name && known.number != c.number)
+                    return fail(fmt::format("{}:{}: {} is {} in {} (built-in line {}), not {}", path, c.line, c.name,
+                                            known.number, site->table, known.line, c.number),
+                                path);
+                if (known.number == c.number && known.name != c.name)
+                    return fail(fmt::format("{}:{}: {} {} is {} (built-in line {}), not {}", path, c.line, site->table,
+                                            c.number, known.name, known.line, c.name),
+                                path);
+            }
+            auto same = std::find_if(table->codes.begin(), table->codes.end(), [&](auto& k) { return k.name == c.name; });
+            if (same != table->codes.end()) *same = c;
+            else table->codes.push_back(c);
+        }
+        table->version = fmt::format("site {} ({}) over built-in {}", site->version, path, table->version);
     }
     return out;
 }
@@ -315,9 +344,12 @@ void check_result_codes(const CheckContext& ctx, const std::vector<ResultCodeTab
         const std::string* last = nullptr;
     };
     std::vector<Seen> seen;
+    std::optional<ResultCodeMatcher> own;
+    if (&tables != &builtin_result_code_tables()) own.emplace(tables);
+    const ResultCodeMatcher& matcher = own ? *own : ResultCodeMatcher::builtin();
     for (size_t i = 0; i < log.lines.size(); ++i) {
         if (i < explained.size() && explained[i]) continue;
-        for (auto& m : match_result_codes(log.lines[i].text, tables)) {
+        for (auto& m : matcher.match(log.lines[i].text)) {
             if (!m.code->severity) continue;
             if (explained.size() < log.lines.size()) explained.resize(log.lines.size(), false);
             explained[i] = true;
@@ -344,7 +376,8 @@ void check_result_codes(const CheckContext& ctx, const std::vector<ResultCodeTab
         f.evidence.push_back({log.source, *s.last});
         if (s.count > 1 && *s.first != *s.last) f.evidence.push_back({log.source, *s.first});
         f.evidence.push_back({fmt::format("{} table {}", s.match.table->table, s.match.table->version),
-                              fmt::format("{} by its {} ({}, line {})", c.name, s.match.how, s.match.table->origin, c.line)});
+                              fmt::format("{} by its {} ({}, line {})", c.name, s.match.how,
+                                          c.origin.empty() ? s.match.table->origin : c.origin, c.line)});
         f.next_step = c.next_step;
         out.push_back(std::move(f));
     }

@@ -10,6 +10,7 @@
 // memory", "Cuda failure 'invalid argument'"), and by a CUDA code's number where the line speaks of CUDA
 // ("error 802", "(803 vs. 0)", "code=2(").
 #include <optional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +35,7 @@ struct ResultCode {
     std::string meaning, next_step;
     std::vector<std::string> aliases;  // other spellings programs print
     int line = 0;                      // where it is declared, for errors and --list
+    std::string origin;                // a site file's path when it declared this code; empty: the table's
 };
 
 struct ResultCodeTable {
@@ -58,8 +60,31 @@ struct ResultCodeMatch {
     const ResultCode* code = nullptr;
     std::string how;  // "name", "text", "number"
 };
-// The codes one line names, at most one per code.
+// Matches lines against a set of tables: their names and texts indexed once (lower-cased texts included), so a
+// scan pays it once, not per line. The tables must outlive it.
+class ResultCodeMatcher {
+public:
+    explicit ResultCodeMatcher(const std::vector<ResultCodeTable>& tables);
+    static const ResultCodeMatcher& builtin();  // over builtin_result_code_tables(), made on first use
+    // The codes one line names, at most one per code.
+    std::vector<ResultCodeMatch> match(std::string_view line) const;
+
+private:
+    struct CudaText {
+        std::string lower;  // the code's text, lower case
+        ResultCodeMatch match;
+    };
+    const std::vector<ResultCodeTable>* tables_;
+    std::map<std::string, ResultCodeMatch, std::less<>> by_name_;
+    std::vector<CudaText> cuda_texts_;  // the runtime's, then the driver API's
+};
+// One line against `tables` (the built-in ones' matcher is made once; other tables get one per call).
 std::vector<ResultCodeMatch> match_result_codes(std::string_view line, const std::vector<ResultCodeTable>& tables);
+
+// The built-in tables with site files over them (--error-codes FILE, in order): a site code replaces the built-in
+// one of the same name, or is added. Refused with FILE:LINE: what parse_result_code_table refuses, and a code whose
+// name the built-in table gives another number, or whose number it gives another name.
+Result<std::vector<ResultCodeTable>> result_code_tables_with_site(const std::vector<std::string>& paths);
 // The words the kernel-log scanner keeps a line for, so that program output reaches the match.
 std::vector<std::string> result_code_gate_words();
 
