@@ -7,6 +7,7 @@
 #include <random>
 
 #include "collect/collectors.hpp"
+#include "collect/kernel_log/lexing.hpp"
 #include "collect/kernel_log_parse.hpp"
 #include "core/root.hpp"
 #include "core/text.hpp"
@@ -562,6 +563,26 @@ TEST(KernelLogCollector, CaptureWithoutDmesgHasNoData) {
     EXPECT_EQ(st.state, CollectorState::no_data);
     EXPECT_NE(st.message.find("dmesg.txt"), std::string::npos);
     std::filesystem::remove_all(dir);
+}
+
+// The scanner's many-word lookup says what a word-by-word search says, for words of any length and case.
+TEST(KernelLogScanner, WordSetFindsWhatAWordByWordSearchFinds) {
+    const std::vector<std::string> words = {"NVRM", "nvidia-peermem", "x", "Failed to initialize NVML", "kfd",
+                                            "nvidia:", "CUDA", "cudaErrorNoDevice", "hsa_status_error", "ab"};
+    kernel_log_lexing::WordSetCi set;
+    for (auto& w : words) set.add(w);
+    set.add("NVRM");  // a repeat is one word
+    std::mt19937 rng(7);
+    const std::string alphabet = "abxNVRMnvrmkfdCUDA:-_ errolsi";
+    for (int n = 0; n < 20000; ++n) {
+        std::string line;
+        for (size_t len = rng() % 40; line.size() < len;) line += alphabet[rng() % alphabet.size()];
+        if (n % 7 == 0) line.insert(rng() % (line.size() + 1), words[rng() % words.size()]);
+        bool expected = false;
+        for (auto& w : words) expected = expected || to_lower(line).find(to_lower(w)) != std::string::npos;
+        ASSERT_EQ(set.any_in(line), expected) << line;
+    }
+    EXPECT_FALSE(kernel_log_lexing::WordSetCi{}.any_in("anything"));
 }
 
 }  // namespace GPUDX_UNITY_ID

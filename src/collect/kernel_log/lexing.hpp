@@ -10,6 +10,9 @@
 #include <cstdint>
 #include <ctime>
 #include <string_view>
+#include <utility>
+#include <vector>
+#include <string>
 
 namespace gpudx::kernel_log_lexing {
 
@@ -47,6 +50,54 @@ inline bool contains_word_ci(std::string_view hay, std::string_view needle) {
     }
     return false;
 }
+
+// Many words (the signature catalogue's gates, some hundreds) looked for in one line at once: each word filed under
+// its first two bytes, so a line costs one pass over its positions, whatever the number of words. Any case.
+class WordSetCi {
+public:
+    void add(std::string_view word) {
+        std::string w;
+        for (char c : word) w += lower(c);
+        if (w.empty() || std::find(words_.begin(), words_.end(), w) != words_.end()) return;
+        words_.push_back(std::move(w));
+        const std::string& added = words_.back();
+        auto index = static_cast<uint32_t>(words_.size() - 1);
+        if (added.size() == 1) {
+            single_.push_back(index);
+            return;
+        }
+        uint16_t key = pair_key(added[0], added[1]);
+        present_[key >> 6] |= uint64_t{1} << (key & 63);
+        by_pair_.insert(std::upper_bound(by_pair_.begin(), by_pair_.end(), std::pair{key, index}), {key, index});
+    }
+    bool empty() const { return words_.empty(); }
+    bool any_in(std::string_view hay) const {
+        for (uint32_t i : single_)
+            if (find_ci(hay, words_[i]) != std::string_view::npos) return true;
+        for (size_t at = 0; at + 1 < hay.size(); ++at) {
+            uint16_t key = pair_key(hay[at], hay[at + 1]);
+            if (!(present_[key >> 6] >> (key & 63) & 1)) continue;
+            auto first = std::lower_bound(by_pair_.begin(), by_pair_.end(), std::pair<uint16_t, uint32_t>{key, 0});
+            for (auto it = first; it != by_pair_.end() && it->first == key; ++it) {
+                const std::string& w = words_[it->second];
+                if (w.size() > hay.size() - at) continue;
+                size_t k = 2;
+                while (k < w.size() && lower(hay[at + k]) == w[k]) ++k;
+                if (k == w.size()) return true;
+            }
+        }
+        return false;
+    }
+
+private:
+    static uint16_t pair_key(char a, char b) {
+        return static_cast<uint16_t>(static_cast<uint8_t>(lower(a)) << 8 | static_cast<uint8_t>(lower(b)));
+    }
+    std::vector<std::string> words_;
+    std::vector<uint32_t> single_;                       // one-byte words, looked for directly
+    std::vector<std::pair<uint16_t, uint32_t>> by_pair_;  // (first two bytes, word), sorted
+    std::array<uint64_t, 1024> present_{};              // which first-two-bytes any word has
+};
 
 inline bool starts_with_ci(std::string_view s, std::string_view lower_prefix) {
     if (s.size() < lower_prefix.size()) return false;

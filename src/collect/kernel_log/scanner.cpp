@@ -34,7 +34,7 @@ struct KernelLogScanner::State {
     KernelLogScanOptions options;
     kernel_log_prefilter::BlockScanner block_scanner = kernel_log_prefilter::pick_block_scanner();
     std::unique_ptr<Prefilter> prefilter;
-    std::vector<std::string> extra_words;  // lower case
+    WordSetCi extra_words;
     std::optional<SinceSpec> since;
     KernelLogFormat format = KernelLogFormat::unknown;
     bool detecting = true;
@@ -251,7 +251,7 @@ struct KernelLogScanner::State {
     }
 
     bool holds_extra_word(std::string_view message) const {
-        return std::any_of(extra_words.begin(), extra_words.end(), [&](auto& w) { return contains_ci(message, w); });
+        return extra_words.any_in(message);
     }
 
     void keep_catalogue_line(const ParsedLogLine& pl) {
@@ -300,11 +300,7 @@ KernelLogScanner::KernelLogScanner(KernelLogScanOptions options) : state_(std::m
     s.options = std::move(options);
     s.options.max_line_bytes = std::max(s.options.max_line_bytes, kMinMaxLineBytes);
     s.prefilter = std::make_unique<kernel_log_prefilter::Prefilter>(s.options.extra_words);
-    for (auto& w : s.options.extra_words) {
-        std::string lw;
-        for (char c : w) lw += lower(c);
-        if (!lw.empty()) s.extra_words.push_back(std::move(lw));
-    }
+    for (auto& w : s.options.extra_words) s.extra_words.add(w);
     if (!trim(s.options.since).empty()) {
         auto spec = parse_since(s.options.since);
         if (spec) {

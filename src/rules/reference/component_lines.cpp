@@ -10,7 +10,8 @@ namespace gpudx {
 
 namespace {
 
-char lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
+// ASCII only: kernel messages are bytes, and the locale must not change what matches.
+char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; }
 bool alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
 
 // `needle` in lower case; the position of its first occurrence in any case.
