@@ -27,7 +27,8 @@ case, gpudx, src, work = sys.argv[1:5]
 gen_fleet = sys.argv[5] if len(sys.argv) > 5 else None
 LONG_TASK_MS = 1000
 DOC_SHOTS = {"h200x2": "node-h200x2.png", "accept-8gpu": "accept-8gpu.png", "fleet-10000": "fleet-10000.png",
-             "agent": "agent.png", "scenario-gpu-missing": "node-gpu-missing.png"}
+             "agent": "agent.png", "scenario-gpu-missing": "node-gpu-missing.png",
+             "h200x2-events": "accept-events-h200x2.png"}
 failures = []
 
 
@@ -72,9 +73,9 @@ def expect_node(snapshot, diagnosis):
     return {s for s in strings if s}, errors
 
 
-def check(browser, name, url, strings=(), errors=(), allowed=None, max_bytes=None, also=()):
+def check(browser, name, url, strings=(), errors=(), allowed=None, max_bytes=None, also=(), start=None):
     shot = os.path.join(work, "screens", name + ".png")
-    r = cdp.open_page(browser, url, screenshot=shot)
+    r = cdp.open_page(browser, url, screenshot=shot, start=start, max_height=1800)
     dom = r["dom"]
     problems = []
     if r["console"]:
@@ -139,6 +140,7 @@ def pages(browser):
     strings, errors = expect_node(snap, diag)
     check(browser, "h200x2", "file://" + out, strings, errors,
           also=['id="topology"', 'id="accept"', "Xid 79 on the GPU", "failure boundary" if diag["boundary"] else ""])
+    check(browser, "h200x2-events", "file://" + out, strings, errors, start="#accept")
 
     # Every scenario's snapshot.
     for path in sorted(glob.glob(os.path.join(golden, "*.snapshot.json"))):
@@ -197,7 +199,7 @@ def pages(browser):
     strings, errors = expect_node(hostile, diag)
     if not any("alert(1)" in json.dumps(f) for f in diag["findings"]):
         fail("hostile: no finding names the process, so its name is not on the page")
-    r = check(browser, "accept-8gpu", "file://" + out, set(uuids) | set(pcis) | strings, errors,
+    r = check(browser, "accept-8gpu", "file://" + out, set(uuids) | set(pcis) | strings, errors, start="#accept",
               also=["&lt;script&gt;alert('host')&lt;/script&gt;node&lt;b&gt;7&lt;/b&gt;", "&lt;script&gt;alert(1)&lt;/script&gt;", ">98.5<", ">96.5<",
                     "GPU to GPU copy rates"])
     if "<b>7" in r["dom"]:

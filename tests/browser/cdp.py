@@ -116,9 +116,10 @@ class Browser:
             self.events.append(m)
 
 
-def open_page(browser, url, screenshot=None, width=1280, max_height=2400, scale=0.75):
+def open_page(browser, url, screenshot=None, width=1280, max_height=2400, scale=0.75, start=None):
     """Loads `url` in a new tab; returns what the page did: console and log entries, the URLs it requested, its DOM,
-    the longest task of its renderer (ms), its load time (s), and writes its screenshot (PNG) when asked."""
+    the longest task of its renderer (ms), its load time (s), and writes its screenshot (PNG) when asked: from the top,
+    or from the element `start` (a CSS selector) names."""
     target = browser.call("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = browser.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
     for domain in ("Page", "Runtime", "Log", "Network", "DOM"):
@@ -159,7 +160,12 @@ def open_page(browser, url, screenshot=None, width=1280, max_height=2400, scale=
     scripts = browser.call("DOM.querySelectorAll", {"nodeId": root, "selector": "script"}, session=session)["nodeIds"]
     if screenshot:
         size = browser.call("Page.getLayoutMetrics", session=session)["cssContentSize"]
-        clip = {"x": 0, "y": 0, "width": width, "height": min(size["height"], max_height), "scale": scale}
+        top = 0
+        if start:
+            node = browser.call("DOM.querySelector", {"nodeId": root, "selector": start}, session=session)["nodeId"]
+            if node:
+                top = browser.call("DOM.getBoxModel", {"nodeId": node}, session=session)["model"]["border"][1]
+        clip = {"x": 0, "y": top, "width": width, "height": min(size["height"] - top, max_height), "scale": scale}
         shot = browser.call("Page.captureScreenshot", {"format": "png", "clip": clip, "captureBeyondViewport": True},
                             session=session)
         with open(screenshot, "wb") as f:
