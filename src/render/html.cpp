@@ -59,6 +59,7 @@ dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:6
 .finding .next{background:var(--soft);padding:4px 8px;margin:6px 0}.finding table{width:100%}
 tr.disagree td{background:#ffebee}td.bad{color:var(--red);font-weight:600}
 .chart{overflow-x:auto;margin:6px 0}.chart svg{display:block}
+.rcs{display:flex;flex-wrap:wrap;gap:0 18px;align-items:flex-start}.rc{max-width:100%}
 svg text{font-family:system-ui,"DejaVu Sans",sans-serif}
 .sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
 details{margin:6px 0}summary{cursor:pointer;font-weight:600}

@@ -219,7 +219,7 @@ std::string node_heatmap(const FleetReport& r, const std::vector<Check>& checks,
                                   "height=\"{:.0f}\" aria-label=\"nodes against the checks they fail\">\n",
                                   kLabelW + cols * kCell + 40, kHead + shown * kCell + 10);
     for (size_t j = 0; j < cols; ++j)
-        svg += fmt::format("<text transform=\"translate({:.1f} {:.0f}) rotate(-55)\" font-size=\"10\">{}</text>\n",
+        svg += fmt::format("<text transform=\"translate({:.1f} {:.0f}) rotate(-80)\" font-size=\"10\">{}</text>\n",
                            kLabelW + j * kCell + kCell / 2 + 3, kHead - 4, esc(checks[j].id));
     std::string table = "<table class=\"sr\"><caption>Nodes and the checks they fail</caption><tr><th>node</th><th>class"
                         "</th><th>checks failed</th></tr>\n";

@@ -148,6 +148,7 @@ std::string topology_section(const NodePage& page) {
     out += "<p>Each root complex with the bridges down to its GPUs, NICs and NVSwitches; on each link the width and rate "
            "it trained at. <span style=\"color:#c62828\">Red, dashed</span>: trained below its maximum. A GPU outlined "
            "in red: a finding or a disagreement names it.</p>\n";
+    out += "<div class=\"rcs\">\n";
     std::string table = "<table class=\"topology\"><caption class=\"sr\">The drawn topology as a table</caption>\n<tr>"
                         "<th>root complex</th><th>device</th><th>kind</th><th>upstream</th><th>UUID</th><th>link now</th>"
                         "<th>link max</th><th>NUMA</th><th>slot</th><th>driver</th></tr>\n";
@@ -216,9 +217,9 @@ std::string topology_section(const NodePage& page) {
                 d.numa_node && *d.numa_node >= 0 ? std::to_string(*d.numa_node) : "—", esc(d.slot.empty() ? "—" : d.slot),
                 esc(d.driver.empty() ? "none" : d.driver));
         }
-        out += "<h3>Root complex " + esc(rc) + "</h3>\n" + svg + "</svg></div>\n";
+        out += "<div class=\"rc\"><h3>Root complex " + esc(rc) + "</h3>\n" + svg + "</svg></div></div>\n";
     }
-    out += "<details open><summary>The same as a table</summary>\n" + table + "</table>\n</details>\n";
+    out += "</div>\n<details open><summary>The same as a table</summary>\n" + table + "</table>\n</details>\n";
     size_t others = devices.size() - shown.size();
     if (others > 0) out += fmt::format("<p>{} other PCIe device(s) not drawn (no GPU, NIC or NVSwitch below them).</p>\n", others);
     return out + "</section>\n";

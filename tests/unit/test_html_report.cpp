@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "agent/endpoints.hpp"
+#include "agent/events.hpp"
 #include "identity/page_identity.hpp"
 #include "model/node_page.hpp"
 #include "render/html.hpp"
@@ -244,6 +246,69 @@ TEST(NodePageHtml, DrawsEventsPerGpuAndTheNode) {
     EXPECT_NE(out.find("Xid 79 &lt;script&gt;"), std::string::npos);
     EXPECT_NE(out.find("node (no GPU)"), std::string::npos);
     EXPECT_NE(out.find("2025-12-02 00:14:03Z"), std::string::npos);
+}
+
+TEST(NodePageHtml, MarksALinkTrainedBelowItsMaximum) {
+    Snapshot s = golden_snapshot("h200x2.snapshot.json");
+    std::string slow;
+    for (auto& d : s.pcie.devices)
+        if (d.is_gpu && slow.empty()) {
+            d.link_current.width = 8;
+            d.link_current.speed_gts = 16.0;
+            slow = d.address;
+        }
+    ASSERT_FALSE(slow.empty());
+    auto out = render_node_page_html(node_page_of(s, diagnose(s, {})));
+    EXPECT_NE(out.find("x8 16.0 GT/s (max x16 32.0 GT/s)"), std::string::npos);
+    EXPECT_NE(out.find("stroke-dasharray"), std::string::npos);
+    // Its row of the topology table is marked too.
+    auto row = out.find("<tr data-pci=\"" + slow + "\"");
+    ASSERT_NE(row, std::string::npos);
+    EXPECT_NE(out.substr(row, 600).find("class=\"bad\">x8 16.0 GT/s"), std::string::npos);
+    // The healthy capture has none.
+    Snapshot healthy = golden_snapshot("h200x2.snapshot.json");
+    EXPECT_EQ(render_node_page_html(node_page_of(healthy, diagnose(healthy, {}))).find("stroke-dasharray=\"6 4\""),
+              std::string::npos);
+}
+
+TEST(AgentPage, ServesTheLatestDiagnosisWithItsEvents) {
+    auto dir = test::scratch("agent-page");
+    Recorder recorder(EventStoreOptions{(dir / "events.db").string()});
+    recorder.open();
+    Publication publication;
+    Endpoints endpoints(publication, recorder, [] { return AgentStatus{}; });
+    // Before the first diagnosis: a page that says so, never one that looks healthy.
+    auto early = endpoints.handle(HttpRequest{"/", {}});
+    EXPECT_EQ(early.status, 200);
+    EXPECT_EQ(early.content_type, "text/html; charset=utf-8");
+    EXPECT_NE(early.body.find("has not finished its first one"), std::string::npos);
+    EXPECT_EQ(early.body.find("no problem found"), std::string::npos);
+
+    Snapshot s = golden_snapshot("gpu-missing.snapshot.json");
+    auto p = std::make_shared<Published>();
+    p->snapshot = s;
+    p->diagnosis = diagnose(s, {});
+    p->time_ms = now_ms();
+    publication.publish(p);
+    AgentEvent e = agent_note("Xid <script>79</script> on the GPU", now_ms());
+    recorder.record({e});
+    for (const char* path : {"/", "/report.html"}) {
+        auto res = endpoints.handle(HttpRequest{path, {}});
+        EXPECT_EQ(res.status, 200) << path;
+        EXPECT_EQ(res.content_type, "text/html; charset=utf-8");
+        bool csp = false;
+        for (auto& [k, v] : res.headers) csp = csp || (k == "Content-Security-Policy" && v.find("default-src 'none'") == 0);
+        EXPECT_TRUE(csp) << path;
+        for (auto& pci : s.pcie.gpus) EXPECT_NE(res.body.find(pci), std::string::npos) << pci;
+        for (auto& f : p->diagnosis.findings) {
+            if (f.severity == Severity::error) {
+                EXPECT_NE(res.body.find("data-finding=\"" + f.id + "\""), std::string::npos) << f.id;
+            }
+        }
+        EXPECT_NE(res.body.find("Xid &lt;script&gt;79&lt;/script&gt; on the GPU"), std::string::npos);
+        EXPECT_NE(res.body.find("http-equiv=\"refresh\""), std::string::npos);
+    }
+    std::filesystem::remove_all(dir);
 }
 
 TEST(FleetHtml, EmptyFleetSaysSo) {
