@@ -61,7 +61,7 @@ struct TreeNode {
     int depth = 0;
 };
 
-constexpr double kBoxW = 168, kBoxH = 52, kColW = 184, kRowH = 96, kMargin = 12;
+constexpr double kBoxW = 196, kBoxH = 52, kColW = 212, kRowH = 96, kMargin = 12;
 
 struct Drawing {
     std::vector<TreeNode> nodes;
@@ -100,6 +100,19 @@ std::string topology_section(const NodePage& page) {
     for (auto& f : page.diagnosis.findings)
         if (f.severity != Severity::info)
             for (auto& g : f.subjects) flagged.insert(g.pci);
+    // NVLink as NVML lists it per GPU: links up of links present; a GPU with a link down is marked.
+    std::map<std::string, std::pair<size_t, size_t>> nvlinks;  // pci -> (active, total)
+    for (auto& d : page.snapshot->nvml.devices) {
+        if (d.nvlinks.empty()) continue;
+        size_t active = 0;
+        for (auto& l : d.nvlinks) active += l.active;
+        nvlinks[d.pci] = {active, d.nvlinks.size()};
+        if (active < d.nvlinks.size()) flagged.insert(d.pci);
+    }
+    auto nvlink_text = [&](const std::string& pci) {
+        auto it = nvlinks.find(pci);
+        return it == nvlinks.end() ? std::string() : fmt::format("NVLink {}/{} up", it->second.first, it->second.second);
+    };
 
     // What is drawn: GPUs, NVSwitches and NICs, with every bridge on their way up to the root complex.
     std::set<std::string> shown;
@@ -147,11 +160,11 @@ std::string topology_section(const NodePage& page) {
 
     out += "<p>Each root complex with the bridges down to its GPUs, NICs and NVSwitches; on each link the width and rate "
            "it trained at. <span style=\"color:#c62828\">Red, dashed</span>: trained below its maximum. A GPU outlined "
-           "in red: a finding or a disagreement names it.</p>\n";
+           "in red: a finding or a disagreement names it, or an NVLink of it is down.</p>\n";
     out += "<div class=\"rcs\">\n";
     std::string table = "<table class=\"topology\"><caption class=\"sr\">The drawn topology as a table</caption>\n<tr>"
                         "<th>root complex</th><th>device</th><th>kind</th><th>upstream</th><th>UUID</th><th>link now</th>"
-                        "<th>link max</th><th>NUMA</th><th>slot</th><th>driver</th></tr>\n";
+                        "<th>link max</th><th>NVLink</th><th>NUMA</th><th>slot</th><th>driver</th></tr>\n";
     for (auto& [rc, drawing] : complexes) {
         drawing.place(0, 0);
         double width = std::max(1.0, drawing.next_leaf) * kColW + 2 * kMargin;
@@ -186,7 +199,10 @@ std::string topology_section(const NodePage& page) {
                                : k == NodeKind::nic ? "#e8f5e9" : k == NodeKind::root_complex ? "#eeeeee" : "#fafafa";
             std::string line1 = kind_label(k), line2 = n.label, line3;
             if (n.dev) {
-                if (k == NodeKind::gpu) line3 = short_id(uuid_of.count(n.dev->address) ? uuid_of[n.dev->address] : "");
+                if (k == NodeKind::gpu) {
+                    line3 = short_id(uuid_of.count(n.dev->address) ? uuid_of[n.dev->address] : "");
+                    if (auto nv = nvlink_text(n.dev->address); !nv.empty()) line3 += ", " + nv;
+                }
                 else line3 = n.dev->device_name.empty() ? n.dev->vendor_name : n.dev->device_name;
                 if (n.dev->numa_node && *n.dev->numa_node >= 0 && n.children.empty())
                     line1 += fmt::format(" · NUMA {}", *n.dev->numa_node);
@@ -202,19 +218,20 @@ std::string topology_section(const NodePage& page) {
                                y + 29, esc(line2));
             if (!line3.empty())
                 svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\">{}</text>\n", x + 6, y + 44,
-                                   esc(line3.size() > 26 ? line3.substr(0, 25) + "…" : line3));
+                                   esc(line3.size() > 32 ? line3.substr(0, 31) + "…" : line3));
             svg += "</g>\n";
             if (!n.dev) continue;
             const auto& d = *n.dev;
             table += fmt::format(
                 "<tr data-pci=\"{}\"><td class=\"mono\">{}</td><td class=\"mono\">{}</td><td>{}</td><td class=\"mono\">{}"
-                "</td><td class=\"mono\">{}</td><td class=\"{}\">{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td>"
-                "<td>{}</td></tr>\n",
+                "</td><td class=\"mono\">{}</td><td class=\"{}\">{}</td><td>{}</td><td class=\"{}\">{}</td><td class=\"num\">"
+                "{}</td><td>{}</td><td>{}</td></tr>\n",
                 esc(d.address), esc(rc), esc(d.address), kind_label(k), esc(d.parent.empty() ? "—" : d.parent),
                 esc(k == NodeKind::gpu && uuid_of.count(d.address) ? uuid_of[d.address] : ""),
                 degraded(d) ? "bad" : "", esc(link_text(d.link_current).empty() ? "—" : link_text(d.link_current)),
                 esc(link_text(d.link_max).empty() ? "—" : link_text(d.link_max)),
-                d.numa_node && *d.numa_node >= 0 ? std::to_string(*d.numa_node) : "—", esc(d.slot.empty() ? "—" : d.slot),
+                nvlinks.count(d.address) && nvlinks[d.address].first < nvlinks[d.address].second ? "bad" : "",
+                esc(nvlink_text(d.address).empty() ? "—" : nvlink_text(d.address)), d.numa_node && *d.numa_node >= 0 ? std::to_string(*d.numa_node) : "—", esc(d.slot.empty() ? "—" : d.slot),
                 esc(d.driver.empty() ? "none" : d.driver));
         }
         out += "<div class=\"rc\"><h3>Root complex " + esc(rc) + "</h3>\n" + svg + "</svg></div></div>\n";

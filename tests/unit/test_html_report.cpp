@@ -271,6 +271,19 @@ TEST(NodePageHtml, MarksALinkTrainedBelowItsMaximum) {
               std::string::npos);
 }
 
+TEST(NodePageHtml, MarksAGpuWithAnNvlinkDown) {
+    Snapshot s = golden_snapshot("fabric-registration-failed.snapshot.json");
+    ASSERT_FALSE(s.nvml.devices.empty());
+    auto& dev = s.nvml.devices.front();
+    ASSERT_GE(dev.nvlinks.size(), 2u);
+    size_t total = dev.nvlinks.size();
+    auto before = render_node_page_html(node_page_of(s, diagnose(s, {})));
+    EXPECT_NE(before.find(fmt::format("NVLink {0}/{0} up", total)), std::string::npos);
+    dev.nvlinks[1].active = false;
+    auto out = render_node_page_html(node_page_of(s, diagnose(s, {})));
+    EXPECT_NE(out.find(fmt::format("class=\"bad\">NVLink {}/{} up", total - 1, total)), std::string::npos);
+}
+
 TEST(AgentPage, ServesTheLatestDiagnosisWithItsEvents) {
     auto dir = test::scratch("agent-page");
     Recorder recorder(EventStoreOptions{(dir / "events.db").string()});
