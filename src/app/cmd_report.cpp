@@ -18,7 +18,7 @@ namespace {
 
 struct ReportCmdOptions {
     NodeOptions node;
-    std::string from, accept, events, output;
+    std::string from, accept, accept_reference, events, output;
     std::optional<unsigned> expect_gpus;
     std::string baseline, matrix, xid_policy, signatures;
 };
@@ -63,7 +63,7 @@ bool looks_like_diagnosis(const nlohmann::json& j) {
 struct Built {
     Snapshot snapshot;
     NodePage page;
-    AcceptReport accept;
+    AcceptReport accept, accept_reference;
 };
 
 void build_page(const ReportCmdOptions& o, Built& b) {
@@ -83,6 +83,11 @@ void build_page(const ReportCmdOptions& o, Built& b) {
         auto r = load_accept_report(o.accept);
         if (!r) throw UsageError{o.accept + ": " + r.error().message};
         b.accept = std::move(*r);
+    }
+    if (!o.accept_reference.empty()) {
+        auto r = load_accept_report(o.accept_reference);
+        if (!r) throw UsageError{o.accept_reference + ": " + r.error().message};
+        b.accept_reference = std::move(*r);
     }
 
     std::vector<std::string> missing;
@@ -125,6 +130,10 @@ void build_page(const ReportCmdOptions& o, Built& b) {
     if (!o.accept.empty()) {
         b.page.accept = &b.accept;
         b.page.accept_source = o.accept;
+        if (!o.accept_reference.empty()) {
+            b.page.accept_reference = &b.accept_reference;
+            b.page.accept_reference_source = o.accept_reference;
+        }
     }
     b.page.events = std::move(events);
 }
@@ -160,6 +169,10 @@ CommandRegistrar register_report{
          exclude_node_sources(from, cmd);
          cmd.add_option("--accept", o->accept, "Draw this acceptance record (gpudx accept -o FILE) too")
              ->type_name("FILE");
+         cmd.add_option("--accept-reference", o->accept_reference,
+                        "Draw each of --accept's figures against this earlier record of the node (a tick per bar)")
+             ->type_name("FILE")
+             ->needs("--accept");
          cmd.add_option("--events", o->events,
                         "Draw the agent's events from this file (a saved answer of its /v1/events) as a timeline")
              ->type_name("FILE");

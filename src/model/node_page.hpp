@@ -64,6 +64,10 @@ struct NodePage {
     std::string allocation;  // the variables the job's view was read from ("CUDA_VISIBLE_DEVICES=1"), or empty
     const AcceptReport* accept = nullptr;
     std::string accept_source;
+    // An earlier run of the same node to compare with (`--accept-reference`): its figures are drawn as a tick on
+    // each bar. Null when none.
+    const AcceptReport* accept_reference = nullptr;
+    std::string accept_reference_source;
     std::optional<std::vector<PageEvent>> events;  // nullopt: none given; empty: none happened
     size_t events_left_out = 0;                    // older events not drawn (the agent's page keeps the latest)
     // What the inputs did not hold: fields an older gpudx did not write, parts no input gave. Each rendered as said.

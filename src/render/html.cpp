@@ -297,7 +297,7 @@ std::string render_node_page_html(const NodePage& p) {
     out += findings_section(p);
     out += identity_section(p);
     out += html::topology_section(p);
-    if (p.accept) out += html::accept_section(*p.accept, p.accept_source);
+    if (p.accept) out += html::accept_section(*p.accept, p.accept_source, p.accept_reference, p.accept_reference_source);
     else out += "<section id=\"accept\">\n<h2>Acceptance run</h2>\n<p>None given (<code>gpudx report --accept "
                 "FILE</code>, a record of <code>gpudx accept</code>).</p>\n</section>\n";
     out += html::events_section(p);

@@ -49,18 +49,29 @@ std::string gpu_label(const std::pair<std::string, std::string>& g) {
     return short_id(g.first) + " " + g.second;
 }
 
+// A GPU's figure of one sub-test in a record; nullopt when the record has none.
+std::optional<double> figure_of(const AcceptReport& r, const Bandwidth& b, const std::string& uuid) {
+    for (auto& t : r.tests) {
+        if (t.id != b.test || t.subjects.empty() || t.subjects[0] != uuid) continue;
+        if (auto it = t.figures.find(b.figure); it != t.figures.end()) return it->second;
+    }
+    return std::nullopt;
+}
+
 std::string bars(const AcceptReport& r, const std::vector<std::pair<std::string, std::string>>& gpus,
-                 const Bandwidth& b) {
+                 const Bandwidth& b, const AcceptReport* reference) {
     struct Bar {
         std::string uuid, pci;
         std::optional<double> value;
         std::optional<double> floor;
         TestStatus status = TestStatus::not_run;
         std::string reason;
+        std::optional<double> before;  // the reference run's figure
     };
     std::vector<Bar> rows;
     for (auto& g : gpus) {
-        Bar bar{g.first, g.second, std::nullopt, r.thresholds.*b.floor, TestStatus::not_run, "not in the record"};
+        Bar bar{g.first, g.second, std::nullopt, r.thresholds.*b.floor, TestStatus::not_run, "not in the record",
+                reference ? figure_of(*reference, b, g.first) : std::nullopt};
         for (auto& t : r.tests) {
             if (t.id != b.test || t.subjects.empty() || t.subjects[0] != g.first) continue;
             bar.status = t.status;
@@ -74,7 +85,7 @@ std::string bars(const AcceptReport& r, const std::vector<std::pair<std::string,
     double scale = 0;
     bool any_floor = false;
     for (auto& x : rows) {
-        scale = std::max({scale, x.value.value_or(0), x.floor.value_or(0)});
+        scale = std::max({scale, x.value.value_or(0), x.floor.value_or(0), x.before.value_or(0)});
         any_floor = any_floor || x.floor.has_value();
     }
     if (scale <= 0) scale = 1;
@@ -83,9 +94,9 @@ std::string bars(const AcceptReport& r, const std::vector<std::pair<std::string,
     double height = rows.size() * kRow + 30;
     std::string svg = fmt::format("<h3>{}</h3>\n<div class=\"chart\"><svg xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" "
                                   "width=\"{:.0f}\" height=\"{:.0f}\" aria-label=\"{} per GPU\">\n",
-                                  esc(b.title), kLabelW + kPlotW + 90, height, esc(b.title));
+                                  esc(b.title), kLabelW + kPlotW + (reference ? 260 : 90), height, esc(b.title));
     std::string table = fmt::format("<table class=\"sr\"><caption>{} per GPU</caption><tr><th>GPU UUID"
-                                    "</th><th>PCI address</th><th>GB/s</th><th>floor GB/s</th><th>status</th><th>reason"
+                                    "</th><th>PCI address</th><th>GB/s</th><th>floor GB/s</th><th>reference run GB/s</th><th>status</th><th>reason"
                                     "</th></tr>\n",
                                     esc(b.title));
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -109,14 +120,25 @@ std::string bars(const AcceptReport& r, const std::vector<std::pair<std::string,
                                "stroke-width=\"2\" stroke-dasharray=\"3 2\"/>\n",
                                fx, y - 2, y + kRow - 4);
         }
+        if (x.before) {
+            // The reference run's figure: a blue tick; a drop of more than 5 % from it is said in red beside the bar.
+            double bx = kLabelW + *x.before / scale * kPlotW;
+            svg += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.0f}\" y2=\"{2:.0f}\" stroke=\"{3}\" "
+                               "stroke-width=\"3\"><title>reference run: {4} GB/s</title></line>\n",
+                               bx, y - 3, y + kRow - 3, kBlue, number(*x.before));
+            if (x.value && *x.value < *x.before * 0.95)
+                svg += fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\" font-size=\"11\" fill=\"{}\">{:.0f}% below the reference run"
+                                   "</text>\n",
+                                   kLabelW + kPlotW + 50, y + 12, kRed, 100 * (1 - *x.value / *x.before));
+        }
         table += fmt::format("<tr><td class=\"mono\">{}</td><td class=\"mono\">{}</td><td class=\"num\">{}</td><td class="
-                             "\"num\">{}</td><td>{}</td><td>{}</td></tr>\n",
+                             "\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>\n",
                              esc(x.uuid), esc(x.pci), x.value ? number(*x.value) : "—", x.floor ? number(*x.floor) : "—",
-                             to_string(x.status), esc(x.reason));
+                             x.before ? number(*x.before) : "—", to_string(x.status), esc(x.reason));
     }
     svg += fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\" font-size=\"11\" fill=\"#555\">{}</text>\n", kLabelW, height - 4,
-                       any_floor ? "dashed line: the floor the run was held to" : "no floor in this record: the bars "
-                                                                                 "compare the GPUs with each other");
+                       std::string(any_floor ? "dashed line: the floor the run was held to" : "no floor in this record")
+                           + (reference ? "; blue tick: the reference run" : any_floor ? "" : ": the bars compare the GPUs with each other"));
     // The figures as a table: for screen readers and grep; the bars show them to the eye.
     return svg + "</svg></div>\n" + table + "</table>\n";
 }
@@ -228,7 +250,8 @@ std::string memory_table(const AcceptReport& r) {
 
 }  // namespace
 
-std::string accept_section(const AcceptReport& r, std::string_view source) {
+std::string accept_section(const AcceptReport& r, std::string_view source, const AcceptReport* reference,
+                           std::string_view reference_source) {
     std::string v = r.verdict.empty() ? "unknown" : r.verdict;
     std::string out = "<section id=\"accept\">\n<h2>Acceptance run</h2>\n";
     out += fmt::format("<p class=\"verdict v-{0}\"><span class=\"badge s-{0}\">{0}</span> {1} run of {2} GPU(s) on {3}, "
@@ -244,7 +267,10 @@ std::string accept_section(const AcceptReport& r, std::string_view source) {
                            return a;
                        }()));
     auto gpus = gpus_of(r);
-    for (auto& b : kBandwidths) out += bars(r, gpus, b);
+    if (reference)
+        out += fmt::format("<p>Compared with the reference run {} of {} (blue ticks).</p>\n", esc(reference_source),
+                           esc(reference->started_at));
+    for (auto& b : kBandwidths) out += bars(r, gpus, b, reference);
     out += p2p_heatmap(r, gpus);
     out += memory_table(r);
     out += "<details><summary>Every sub-test</summary>\n<table><tr><th>test</th><th>GPUs</th><th>status</th><th>required"

@@ -33,7 +33,9 @@ std::string number(double v);
 
 // The sections of the node page, each a function of render/html_*.cpp.
 std::string topology_section(const NodePage& page);
-std::string accept_section(const AcceptReport& r, std::string_view source);
+// `reference`: an earlier run whose figures each bar is drawn against; may be null.
+std::string accept_section(const AcceptReport& r, std::string_view source, const AcceptReport* reference,
+                           std::string_view reference_source);
 std::string events_section(const NodePage& page);
 
 }  // namespace gpudx::html

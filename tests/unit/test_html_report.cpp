@@ -231,6 +231,26 @@ TEST(NodePageHtml, DrawsTheAcceptanceRunForAnyNumberOfGpus) {
     }
 }
 
+TEST(NodePageHtml, DrawsAnAcceptanceRunAgainstAnEarlierOne) {
+    AcceptReport now = synthetic_accept(4), before = synthetic_accept(4);
+    for (auto& t : before.tests)
+        if (t.id == "gpu.d2d") t.figures["d2d_gbps"] = 4400;
+    NodePage page;
+    page.accept = &now;
+    page.accept_reference = &before;
+    page.accept_reference_source = "before<1>.json";
+    auto out = render_node_page_html(page);
+    EXPECT_NE(out.find("before&lt;1&gt;.json"), std::string::npos);
+    EXPECT_NE(out.find("reference run: 4400 GB/s"), std::string::npos);
+    // GPU 1 (1234.5 GB/s) fell 72 % from 4400; the others (about 4300) by less than 5 %: not called out.
+    EXPECT_NE(out.find("72% below the reference run"), std::string::npos);
+    size_t called = 0;
+    for (size_t pos = 0; (pos = out.find("below the reference run", pos)) != std::string::npos; ++pos) ++called;
+    EXPECT_EQ(called, 1u);
+    page.accept_reference = nullptr;
+    EXPECT_EQ(render_node_page_html(page).find("reference run:"), std::string::npos);
+}
+
 TEST(NodePageHtml, DrawsEventsPerGpuAndTheNode) {
     Snapshot s = golden_snapshot("h200x2.snapshot.json");
     NodePage page = node_page_of(s, diagnose(s, {}));
