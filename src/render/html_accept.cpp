@@ -184,7 +184,7 @@ std::string p2p_heatmap(const AcceptReport& r, const std::vector<std::pair<std::
                                   "not tested; a red border: the pair failed.</p>\n<div class=\"chart\"><svg xmlns=\"http:"
                                   "//www.w3.org/2000/svg\" role=\"img\" width=\"{:.0f}\" height=\"{:.0f}\" aria-label=\"GPU "
                                   "to GPU copy rates, {} GPUs\">\n",
-                                  number(max), size + 10, size + 10, n);
+                                  number(max), size + 10 + (n <= 32 ? 120 : 20), size + 10, n);
     auto label = [&](size_t i) { return n <= 32 ? fmt::format("{} {}", i, gpu_label(gpus[i])) : std::to_string(i); };
     for (size_t i = 0; i < n; ++i) {
         svg += fmt::format("<text x=\"{:.0f}\" y=\"{:.1f}\" font-size=\"{:.0f}\" text-anchor=\"end\">{}</text>\n", label_w - 4,
