@@ -37,8 +37,9 @@ SANITIZE_CONFIGURE = cmake -S . -B $(SANITIZE_BUILD) -G Ninja $(SANITIZER_CMAKE_
 # at the normal suite's parallelism. Left to the normal build (docs/reliability.md says why): the shell-driven
 # end-to-end tests (label e2e: the same library code, reached through the binary, each run paying the sanitizer
 # runtime's start), the tests against third-party programs (integration), the packages (package, deploy), the
-# ENOSYS runs (portability: the same code with system calls refused) and the layer check (a CMake script).
-SANITIZE_TESTS ?= -LE '^(integration|e2e|package|deploy|portability|layers)$$'
+# ENOSYS runs (portability: the same code with system calls refused), the layer check (a CMake script) and the
+# pages in Chromium (browser: the binary's HTML, checked by a browser, not by the sanitizers).
+SANITIZE_TESTS ?= -LE '^(integration|e2e|browser|package|deploy|portability|layers)$$'
 
 .PHONY: all deps build run test test-integration bench release clean
 .PHONY: test-sanitize test-tsan fuzz sanitize-build tsan-build
@@ -66,10 +67,11 @@ test: build
 
 # Against the real programs operators run (Slurm daemons, promtool, node_exporter, cpack/dpkg-deb): installs
 # them, then runs the tests labelled `integration`. GPUDX_REQUIRE_INTEGRATION=1 turns their "skipped, not
-# installed" into a failure, so this target cannot pass by skipping. Slurm's test needs root.
+# installed" into a failure, so this target cannot pass by skipping. Slurm's test needs root. The pages in Chromium
+# (label browser) are held to the same rule.
 test-integration: build
-	bash scripts/install-deps.sh --with-integration
-	cd $(BUILD) && GPUDX_REQUIRE_INTEGRATION=1 ctest --output-on-failure -L integration
+	bash scripts/install-deps.sh --with-integration --with-browser
+	cd $(BUILD) && GPUDX_REQUIRE_INTEGRATION=1 ctest --output-on-failure -L '^(integration|browser)$$'
 
 # The clang build the ASan + UBSan suite and the fuzz targets share (docs/reliability.md): everything the suite
 # runs and every fuzz target. A target of its own so that .ci/run can compile it while the normal suite runs.

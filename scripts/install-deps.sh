@@ -21,7 +21,10 @@ for arg in "$@"; do
     # make test-sanitize and make fuzz (one clang build): clang 16 compiles and brings the ASan runtime, clang
     # 14's libFuzzer runtime links the fuzz targets (fuzz/CMakeLists.txt says why).
     --with-fuzz) packages+=(clang-16 libclang-rt-16-dev libclang-rt-14-dev) ;;
-    *) echo "install-deps.sh: unknown option $arg (--with-integration, --with-release, --with-fuzz)" >&2; exit 64 ;;
+    # tests/browser: Debian's headless-capable Chromium opens the HTML pages (docs/report.md).
+    --with-browser) packages+=(chromium) ;;
+    *) echo "install-deps.sh: unknown option $arg (--with-integration, --with-release, --with-fuzz, --with-browser)" >&2
+       exit 64 ;;
   esac
 done
 

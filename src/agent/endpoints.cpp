@@ -3,10 +3,15 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <deque>
+
+#include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
 #include "core/text.hpp"
+#include "identity/page_identity.hpp"
+#include "render/html.hpp"
 #include "render/agent_metrics.hpp"
 #include "render/report.hpp"
 #include "render/report_format.hpp"
@@ -118,7 +123,61 @@ HttpResponse Endpoints::events_response(const HttpRequest& r) {
     return res;
 }
 
+HttpResponse Endpoints::page_response() {
+    // The page of the latest diagnosis with the events of the last week, the newest kReportEvents of them: a node
+    // with a storm of events still answers with a page of bounded size.
+    constexpr size_t kReportEvents = 2000;
+    constexpr int64_t kReportPeriodMs = 7LL * 24 * 3600 * 1000;
+    auto p = publication_.latest();
+    HttpResponse res;
+    res.content_type = "text/html; charset=utf-8";
+    // The same policy as the page's own meta tag, from the server too: nothing loads, nothing runs.
+    res.headers.emplace_back("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:");
+    res.headers.emplace_back("Cache-Control", "no-store");
+    std::deque<AgentEvent> latest;
+    size_t left_out = 0;
+    int64_t cursor = 0;
+    for (;;) {
+        auto page = recorder_.page(now_ms() - kReportPeriodMs, cursor, kEventPage);
+        if (!page) break;
+        for (auto& e : *page) {
+            latest.push_back(e);
+            cursor = e.id;
+            if (latest.size() > kReportEvents) {
+                latest.pop_front();
+                ++left_out;
+            }
+        }
+        if (page->size() < kEventPage) break;
+    }
+    for (auto& e : recorder_.unstored(now_ms() - kReportPeriodMs, kReportEvents)) latest.push_back(e);
+    std::vector<PageEvent> events;
+    for (auto& e : latest) events.push_back(page_event_of(e));
+    if (!p) {
+        // Before the first diagnosis: a page that says so, never one that looks healthy.
+        NodePage page;
+        page.node = "this node";
+        page.source = "the agent, before its first diagnosis";
+        page.generated_by = std::string("gpudx ") + GPUDX_VERSION + " agent";
+        page.missing.push_back("diagnosis: the agent has not finished its first one yet");
+        page.events = std::move(events);
+        page.events_left_out = left_out;
+        page.refresh_s = 5;
+        res.body = render_node_page_html(page);
+        return res;
+    }
+    NodePage page = node_page_of(p->snapshot, p->diagnosis);
+    page.source = fmt::format("the agent's diagnosis of {} ({})", utc_iso8601_ms(p->time_ms), to_string(p->trigger));
+    page.generated_by += " agent";
+    page.events = std::move(events);
+    page.events_left_out = left_out;
+    page.refresh_s = 60;
+    res.body = render_node_page_html(page);
+    return res;
+}
+
 HttpResponse Endpoints::handle(const HttpRequest& r) {
+    if (r.path == "/" || r.path == "/report.html") return page_response();
     if (r.path == "/metrics") {
         auto p = publication_.latest();
         HttpResponse res;
@@ -134,7 +193,7 @@ HttpResponse Endpoints::handle(const HttpRequest& r) {
         return res;
     }
     nlohmann::json unknown = {{"error", "no such endpoint: " + r.path},
-                              {"endpoints", {"/metrics", "/v1/status", "/v1/events"}}};
+                              {"endpoints", {"/", "/report.html", "/metrics", "/v1/status", "/v1/events"}}};
     return {404, "application/json", json_text(unknown) + "\n", {}};
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // The agent's endpoints, answered from the HTTP adapter's threads (agent/http.hpp): /metrics, /v1/status and
-// /v1/events (docs/agent.md). They read what the main loop published (the latest diagnosis, rendered once when
+// /v1/events (docs/agent.md), and the node page at /. They read what the main loop published (the latest diagnosis, rendered once when
 // it is made), the recorder's events, and what the agent knows of itself; they never wait on a diagnosis.
 #include <array>
 #include <functional>
@@ -53,6 +53,8 @@ public:
 private:
     HttpResponse status_response(const HttpRequest& r);
     HttpResponse events_response(const HttpRequest& r);
+    // / and /report.html: the node page of the latest diagnosis and the recent events (docs/report.md).
+    HttpResponse page_response();
 
     const Publication& publication_;
     Recorder& recorder_;

@@ -179,6 +179,10 @@ nlohmann::json event_to_json(const AgentEvent& e) {
     return j;
 }
 
+PageEvent page_event_of(const AgentEvent& e) {
+    return PageEvent{e.time_ms, e.kind, e.finding, e.severity, e.gpu_uuid, e.gpu_pci, e.message};
+}
+
 AgentEvent event_from_json(const nlohmann::json& j) {
     auto text = [&](const nlohmann::json& o, const char* key) {
         auto it = o.find(key);

@@ -15,6 +15,7 @@
 #include "model/agent_status.hpp"
 #include "model/driver.hpp"
 #include "model/finding.hpp"
+#include "model/node_page.hpp"
 
 namespace gpudx {
 
@@ -96,6 +97,8 @@ nlohmann::json event_to_json(const AgentEvent& e);
 // Reads back what event_to_json wrote (the client of /v1/events); a missing field is left empty, a kind as
 // read_event_kind reads it.
 AgentEvent event_from_json(const nlohmann::json& j);
+// The event as the node page's timeline draws it (render/html.hpp).
+PageEvent page_event_of(const AgentEvent& e);
 // An event's kind as the store or a JSON answer names it. A name this gpudx does not know (written by a newer
 // one) is not taken for another kind: the event is the agent's news, its message saying the kind it was
 // written with, so it is still listed, and nothing counts it as a finding or a drain.

@@ -11,6 +11,7 @@
 #include "rules/engine/diagnose.hpp"
 #include "fleet/fleet.hpp"
 #include "render/fleet.hpp"
+#include "render/html.hpp"
 
 namespace gpudx::app {
 namespace {
@@ -54,6 +55,8 @@ int run_fleet_report(const FleetCmdOptions& o) {
         write_output(o.output, fleet_report_to_json(report).dump(2) + "\n", OutputKind::data);
     else if (o.format == "csv")
         write_output(o.output, render_fleet_csv(report), OutputKind::data);
+    else if (o.format == "html")  // one page, aggregated per class; --limit bounds the nodes it lists
+        write_output(o.output, render_fleet_html(report, {.node_rows = o.limit ? o.limit * 4 : 200}), OutputKind::data);
     else {
         bool coloured = o.output.empty() && stdout_is_terminal();
         write_output(o.output, render_fleet_text(report, {o.limit, coloured}), text_output(coloured));
@@ -70,12 +73,15 @@ CommandRegistrar register_fleet{
          report->add_option("--matrix", o->matrix, "The matrix TOML file")->required()->type_name("FILE");
          report->add_option("SNAPSHOT", o->inputs, "Snapshot JSON files, or directories searched for *.json")
              ->required();
-         report->add_option("--format", o->format, "text (default), json, csv")
-             ->check(CLI::IsMember({"text", "json", "csv"}));
+         report->add_option("--format", o->format,
+                            "text (default), json, csv, html (one self-contained page: heat maps of classes and nodes "
+                            "against checks, versions per class; docs/report.md)")
+             ->check(CLI::IsMember({"text", "json", "csv", "html"}));
          report->add_option("-o,--output", o->output, "Write to FILE (atomically) instead of stdout")->type_name("FILE");
          report->add_option("-j,--jobs", o->jobs, "Parsing threads (default: the CPUs, at most 8)")
              ->check(CLI::Range(1u, 64u));
-         report->add_option("--limit", o->limit, "Text: most entries shown per list, 0 for all")->capture_default_str()
+         report->add_option("--limit", o->limit,
+                            "Text: most entries shown per list, 0 for all; html: 4 times as many nodes drawn (200 for 0)")->capture_default_str()
              ->check(non_negative_number());
          report->add_option("--today", o->today, "Date to judge review_by against (default: today, UTC)")
              ->type_name("YYYY-MM-DD");
@@ -86,7 +92,8 @@ CommandRegistrar register_fleet{
              "Exit codes: 0 every node within its class, 1 a node lost cards or has a card of another model,\n"
              "2 other divergence, unclassified nodes, overdue reviews or skipped files, 64 usage error.\n\n"
              "Examples:\n  gpudx fleet report --matrix /etc/gpudx/matrix.toml /srv/gpudx/snapshots\n"
-             "  gpudx fleet report --matrix examples/matrix.toml --format csv -o drift.csv snaps/*.json");
+             "  gpudx fleet report --matrix examples/matrix.toml --format csv -o drift.csv snaps/*.json\n"
+             "  gpudx fleet report --matrix examples/matrix.toml --format html -o fleet.html snaps/");
          return [o, report]() -> int { return report->parsed() ? run_fleet_report(*o) : kExitUsage; };
      }}};
 

@@ -12,6 +12,7 @@ struct GatherCmdOptions {
     std::string output;
     bool directory = false;
     bool no_commands = false;
+    bool no_report = false;
     NodeOptions node;
 };
 
@@ -28,6 +29,8 @@ int run_gather(const GatherCmdOptions& o) {
     g.run_commands = !o.no_commands;
     Root live("/");
     g.collect = make_collect_options(o.node, live);
+    if (!o.no_report)
+        g.front_page = [](const Snapshot& s) { return render_node_report(s, "gpudx gather, at the capture"); };
     auto r = gather(g);
     // A full disk (or an I/O error) under the capture is exit 74, naming the file; a place that cannot be
     // written at all (no permission, not empty) is a usage error.
@@ -59,6 +62,8 @@ CommandRegistrar register_gather{{"gather", "Capture what gpudx reads on this no
                               ->capture_default_str()
                               ->check(CLI::Range(0.05, 600.0));
                           cmd.add_flag("--no-driver", o->node.no_driver, "Do not load NVML or the CUDA driver");
+                          cmd.add_flag("--no-report", o->no_report,
+                                       "Do not put the node page (report.html, as gpudx report) beside the capture");
                           cmd.add_option("--pid", o->node.pids,
                                          "Also capture this process's view (repeatable): its /proc/PID files and what "
                                          "it reads in its own root, replayed by `diagnose --root OUT --pid PID`")
@@ -69,7 +74,7 @@ CommandRegistrar register_gather{{"gather", "Capture what gpudx reads on this no
                               ->type_name("DIR");
                           cmd.footer(
                               "Captures every file, link and device node the collectors read (sysfs, procfs, /etc, "
-                              "/dev),\nthe kernel log, the GPU-related environment variables, and command outputs, "
+                              "/dev),\nthe node page (report.html, at the top: read it first), the kernel log, the GPU-related environment variables, and command outputs, "
                               "in the format\ndescribed in docs/capture-format.md, and what NVML and the CUDA driver answered "
                               "(_driver/answers.json),\nwhich the stand-in libraries of tests/standins replay.\n\n"
                               "The capture is written into a temporary folder (inside the output folder, beside the "

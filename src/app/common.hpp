@@ -52,6 +52,10 @@ Snapshot collect_node(const NodeOptions& o);
 // takes --from reads. A file that cannot be read as a snapshot is a usage error naming it.
 Snapshot load_or_collect(const std::string& from, const NodeOptions& node);
 
+// The node page (`gpudx report`'s HTML) of a snapshot diagnosed with the built-in rules: what `gather` puts beside
+// its capture. `source` says where the snapshot came from.
+std::string render_node_report(const Snapshot& s, const std::string& source);
+
 // --drain, --node and --scontrol, as `diagnose` and `agent` take them.
 struct DrainCliOptions {
     bool drain = false;

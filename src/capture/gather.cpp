@@ -480,9 +480,14 @@ Result<GatherSummary> gather(const GatherOptions& options) {
         writer.write_text("/_driver/answers.json", record_driver_answers(snapshot.nvml, snapshot.cuda, snapshot.rocm_smi).dump(1) + "\n");
         summary.commands.push_back("_driver/answers.json (NVML and CUDA answers)");
     }
+    if (options.front_page) {
+        writer.write_text("/report.html", options.front_page(snapshot));
+        summary.commands.push_back("report.html (the node page: open it first)");
+    }
     writer.write_text("/_commands/README", "Captured by gpudx " GPUDX_VERSION
                                            " gather at " + snapshot.collected_at +
-                                               ". Replay with: gpudx diagnose --root <this directory>\n"
+                                               ". Open report.html beside _commands/ first (the node as gpudx saw it).\n"
+                                               "Replay with: gpudx diagnose --root <this directory>\n"
                                                "Format: docs/capture-format.md in the gpudx repository.\n");
 
     if (auto failed = writer.failure()) return std::unexpected(*failed);

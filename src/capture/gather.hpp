@@ -1,10 +1,12 @@
 #pragma once
 // `gpudx gather`: capture what the collectors read on this node as a tree that `--root` replays
 // (docs/capture-format.md).
+#include <functional>
 #include <string>
 
 #include "collect/context.hpp"
 #include "core/error.hpp"
+#include "model/snapshot.hpp"
 
 namespace gpudx {
 
@@ -13,6 +15,10 @@ struct GatherOptions {
     bool as_directory = false;
     CollectOptions collect;   // how the snapshot that drives the capture is taken
     bool run_commands = true; // nvidia-smi -q -x, ldconfig -p, uname -a when present
+    // The node page of the snapshot the capture was made from (`gpudx report`'s HTML), written as report.html at
+    // the top of the capture, the first thing whoever unpacks it reads. The caller renders it: the rules and the
+    // renderers are not the capture's to call. Empty: no page.
+    std::function<std::string(const Snapshot&)> front_page;
 };
 
 struct GatherSummary {

@@ -5,6 +5,19 @@ set -euo pipefail
 gpudx=$1 work=$2
 rm -rf "$work"; mkdir -p "$work"
 "$gpudx" gather --dir "$work/capture" --no-driver --no-commands 2>"$work/gather.log"
+# The node page sits at the top of the capture, the first thing whoever unpacks it reads, naming every GPU the
+# capture's own snapshot found by its PCI address.
+[[ -s $work/capture/report.html ]] || { echo "gather wrote no report.html" >&2; exit 1; }
+grep -q 'Content-Security-Policy' "$work/capture/report.html" || { echo "report.html: no security policy" >&2; exit 1; }
+python3 - "$work/capture" <<'PY'
+import json, sys
+snap = json.load(open(sys.argv[1] + "/_commands/gpudx-snapshot.json"))
+page = open(sys.argv[1] + "/report.html").read()
+missing = [g for g in snap["pcie"]["gpus"] if g not in page]
+sys.exit(f"report.html does not name {missing}" if missing else 0)
+PY
+"$gpudx" gather --dir "$work/no-report" --no-driver --no-commands --no-report 2>/dev/null
+[[ ! -e $work/no-report/report.html ]] || { echo "gather --no-report wrote report.html" >&2; exit 1; }
 "$gpudx" snapshot --no-driver > "$work/live.json"
 "$gpudx" snapshot --no-driver --root "$work/capture" > "$work/replay.json"
 python3 - "$work/live.json" "$work/replay.json" "$work/capture" <<'PY'

@@ -108,6 +108,16 @@ def main():
         (["accept", "--from", a.work], ["--from", a.work, "Is a directory"]),
         (["gather", "--dir", "-"], ["--dir", "standard output"]),
         (["diagnose", "--root", os.path.join(a.work, "missing")], ["--root", "not a directory"]),
+        # gpudx report: the inputs of the page, each named with what is wrong (and the line of broken JSON).
+        (["report", "--from", bad_record], [bad_record, "line 3"]),
+        (["report", "--from", a.work], [a.work, "cannot read the saved snapshot or diagnosis: Is a directory"]),
+        (["report", "--from", snapshot, "--accept", snapshot], [snapshot, "not a gpudx accept record"]),
+        (["report", "--from", snapshot, "--events", bad_record], [bad_record, "line 3"]),
+        (["report", "--from", snapshot, "--events", snapshot], [snapshot, "not the agent's events"]),
+        (["report", "--from", write(os.path.join(a.work, "diag.json"), '{"verdict": "fine", "findings": []}')],
+         ["diag.json", "verdict \"fine\" is not one gpudx writes"]),
+        (["report", "--from", snapshot, "--root", a.fixture], ["--from", "excludes", "--root"]),
+        (["fleet", "report", "--matrix", bad_matrix, "--format", "pdf", a.work], ["--format", "pdf"]),
     ]
 
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "GPUDX_STANDIN_SCENARIO")}
