@@ -21,6 +21,7 @@ struct ReportCmdOptions {
     std::string from, accept, accept_reference, events, output;
     std::optional<unsigned> expect_gpus;
     std::string baseline, matrix, xid_policy, signatures;
+    std::vector<std::string> error_codes;
 };
 
 constexpr size_t kMaxInputBytes = 256u << 20;
@@ -72,7 +73,7 @@ void build_page(const ReportCmdOptions& o, Built& b) {
     DiagnoseOptions dopts;
     JudgeFiles judge_files;
     NodeOptions node = o.node;
-    load_judge_files(o.xid_policy, o.signatures, judge_files, dopts, node);
+    load_judge_files(o.xid_policy, o.signatures, o.error_codes, judge_files, dopts, node);
     dopts.expect_gpus = o.expect_gpus;
     dopts.since = o.node.since;
 
@@ -184,6 +185,8 @@ CommandRegistrar register_report{
              ->type_name("FILE");
          cmd.add_option("--xid-policy", o->xid_policy, "Xid severities from this TOML file")->type_name("FILE");
          cmd.add_option("--signatures", o->signatures, "Site signature catalogue (TOML)")->type_name("FILE");
+         cmd.add_option("--error-codes", o->error_codes, "Site result-code table (TOML, as for diagnose; repeatable)")
+             ->type_name("FILE");
          cmd.footer(
              "One HTML file with its style and drawings inside: no script, nothing fetched from anywhere, readable\n"
              "offline and printable (docs/report.md). From a saved file made by an older gpudx, the page lists the\n"
