@@ -177,24 +177,20 @@ std::string node_heatmap(const FleetReport& r, const std::vector<Check>& checks,
     };
     std::map<std::pair<std::string, std::string>, Row> rows;
     for (auto& c : r.classes) {
-        for (auto& u : c.unhealthy) {
-            auto& row = rows[{c.name, u.node}];
-            row.node = u.node;
-            row.node_class = c.name;
-            for (auto& f : u.findings) {
-                auto& s = row.failed[f.id];
-                s = std::max(s, f.severity);
+        // Unhealthy and diverging nodes alike: a row per node, each check at the worst severity it had.
+        auto add_rows = [&](auto& nodes) {
+            for (auto& n : nodes) {
+                auto& row = rows[{c.name, n.node}];
+                row.node = n.node;
+                row.node_class = c.name;
+                for (auto& f : n.findings) {
+                    auto& s = row.failed[f.id];
+                    s = std::max(s, f.severity);
+                }
             }
-        }
-        for (auto& d : c.diverging) {
-            auto& row = rows[{c.name, d.node}];
-            row.node = d.node;
-            row.node_class = c.name;
-            for (auto& f : d.findings) {
-                auto& s = row.failed[f.id];
-                s = std::max(s, f.severity);
-            }
-        }
+        };
+        add_rows(c.unhealthy);
+        add_rows(c.diverging);
     }
     std::vector<Row> sorted;
     for (auto& [k, row] : rows) {
