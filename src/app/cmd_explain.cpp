@@ -13,7 +13,6 @@
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "rules/engine/check_context.hpp"
-#include "rules/reference/component_lines.hpp"
 #include "rules/reference/result_codes.hpp"
 #include "rules/reference/signatures.hpp"
 #include "rules/reference/xid_policy.hpp"
@@ -39,9 +38,7 @@ constexpr size_t kUnrecognisedShown = 20;
 
 KernelLogScanOptions scan_options(const SignatureCatalogue& catalogue) {
     KernelLogScanOptions o;
-    o.extra_words = catalogue_gate_words(catalogue);
-    for (auto& w : result_code_gate_words()) o.extra_words.push_back(w);
-    for (auto& w : component_gate_words()) o.extra_words.push_back(w);
+    o.extra_words = kernel_log_text_words(catalogue);
     o.every_boot = true;
     o.max_kept_lines = kMaxKeptLines;
     o.max_kept_xids = kMaxKeptLines;

@@ -23,7 +23,6 @@
 #include "core/text.hpp"
 #include "rules/comparisons/baseline.hpp"
 #include "rules/comparisons/matrix.hpp"
-#include "rules/reference/component_lines.hpp"
 #include "rules/reference/result_codes.hpp"
 
 namespace gpudx::app {
@@ -84,9 +83,7 @@ CollectOptions make_collect_options(const NodeOptions& o, const Root& root) {
     CollectOptions c;
     if (!o.kernel_log.empty()) c.kernel_log_file = o.kernel_log;
     c.since = o.since;
-    c.kernel_log_words = catalogue_gate_words(o.signatures ? *o.signatures : builtin_signature_catalogue());
-    for (auto& w : result_code_gate_words()) c.kernel_log_words.push_back(w);
-    for (auto& w : component_gate_words()) c.kernel_log_words.push_back(w);
+    c.kernel_log_words = kernel_log_text_words(o.signatures ? *o.signatures : builtin_signature_catalogue());
     c.environment = load_environment(root);
     c.driver_deadline = std::chrono::milliseconds(static_cast<long>(o.deadline_s * 1000));
     c.probe_driver = !o.no_driver;

@@ -14,7 +14,6 @@
 #include "core/root.hpp"
 #include "test_support.hpp"
 #include "rules/engine/check_context.hpp"
-#include "rules/reference/component_lines.hpp"
 #include "rules/reference/signatures.hpp"
 
 // Each file's tests and helpers in a namespace of their own: one per file in a unity build (tests/CMakeLists.txt).
@@ -50,8 +49,7 @@ std::vector<Finding> findings_for(std::string_view text, bool on_h200 = false) {
     }();
     Snapshot s = on_h200 ? h200 : Snapshot{};
     KernelLogScanOptions o;
-    o.extra_words = catalogue_gate_words(builtin_signature_catalogue());
-    for (auto& w : component_gate_words()) o.extra_words.push_back(w);
+    o.extra_words = kernel_log_text_words(builtin_signature_catalogue());
     auto log = scan_kernel_log(text, o, "test.log");
     EXPECT_TRUE(log);
     s.kernel_log = *log;

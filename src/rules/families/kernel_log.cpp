@@ -267,6 +267,27 @@ double event_time(const XidEvent& e) {
     return static_cast<double>(e.wall_s.value_or(0));
 }
 
+std::string bucket_name(const XidPolicy& policy, int code) {
+    const XidBucket* bucket = policy.immediate_bucket(code);
+    return bucket ? bucket->name : std::string("none");
+}
+
+// An Xid code escalated on one GPU (its message is the caller's: what was counted, and how): the severity, the GPU,
+// the latest line and an earlier one, the policy's threshold and the escalation's next step.
+Finding xid_escalated(const CheckContext& ctx, const XidPolicy& policy, int code, const XidEscalation& esc,
+                      const std::string& pci, const std::string& last_text, const std::string* earlier_text) {
+    Finding f = rule("kernel_log.xid_repeated").finding(std::max(esc.severity, policy.rule(code).severity), {});
+    if (!pci.empty()) f.subjects.push_back(ctx.gpu(pci));
+    const auto& source = ctx.snapshot.kernel_log.source;
+    f.evidence.push_back({source, last_text});
+    if (earlier_text) f.evidence.push_back({source, *earlier_text});
+    f.evidence.push_back({"xid policy " + policy.version, fmt::format("{}: {} repeats within {:.0f} s escalate to {}",
+                                                                      code, esc.repeats, esc.within_s,
+                                                                      to_string(esc.severity))});
+    f.next_step = for_gpu(esc.action, ctx, pci);
+    return f;
+}
+
 void check_xid_repeats(const CheckContext& ctx, const XidPolicy& policy, std::vector<Finding>& out) {
     const auto& log = ctx.snapshot.kernel_log;
     std::map<std::pair<std::string, int>, std::vector<const XidEvent*>> by_gpu_code;
@@ -292,23 +313,13 @@ void check_xid_repeats(const CheckContext& ctx, const XidPolicy& policy, std::ve
             }
         }
         if (!found) continue;
-        const XidRule& xid = policy.rule(code);
-        const XidBucket* bucket = policy.immediate_bucket(code);
-        Severity severity = std::max(esc->severity, xid.severity);
-        Finding f = rule("kernel_log.xid_repeated").finding(severity, {});
-        if (!pci.empty()) f.subjects.push_back(ctx.gpu(pci));
         size_t n = last - first + 1;
+        Finding f = xid_escalated(ctx, policy, code, *esc, pci, events[last]->text, n > 1 ? &events[first]->text : nullptr);
         std::string span = timed ? fmt::format("{} times within {:.0f} s", n, event_time(*events[last]) - event_time(*events[first]))
                                  : fmt::format("{} times in the window (the log gives no times)", n);
         f.message = fmt::format("Xid {} ({}) repeats on {}: {} (threshold {} within {:.0f} s, bucket {}): escalated",
-                                code, xid.meaning, gpu_named(ctx, pci), span, esc->repeats, esc->within_s,
-                                bucket ? bucket->name : std::string("none"));
-        f.evidence.push_back({log.source, events[last]->text});
-        if (n > 1) f.evidence.push_back({log.source, events[first]->text});
-        f.evidence.push_back({"xid policy " + policy.version,
-                              fmt::format("{}: {} repeats within {:.0f} s escalate to {}", code, esc->repeats,
-                                          esc->within_s, to_string(esc->severity))});
-        f.next_step = for_gpu(esc->action, ctx, pci);
+                                code, policy.rule(code).meaning, gpu_named(ctx, pci), span, esc->repeats, esc->within_s,
+                                bucket_name(policy, code));
         out.push_back(std::move(f));
         escalated.insert(key);
     }
@@ -329,21 +340,13 @@ void check_xid_repeats(const CheckContext& ctx, const XidPolicy& policy, std::ve
         uint64_t windows = !span ? 1 : std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(*span / esc->within_s)));
         uint64_t certain = (t.count + windows - 1) / windows;
         if (certain < esc->repeats) continue;
-        const XidRule& xid = policy.rule(t.code);
-        const XidBucket* bucket = policy.immediate_bucket(t.code);
-        Finding f = rule("kernel_log.xid_repeated").finding(std::max(esc->severity, xid.severity), {});
-        if (!t.device.empty()) f.subjects.push_back(ctx.gpu(t.device));
+        Finding f = xid_escalated(ctx, policy, t.code, *esc, t.device, t.last_text,
+                                  t.first_text != t.last_text ? &t.first_text : nullptr);
         f.message = fmt::format("Xid {} ({}) repeats on {}: {} times {}, so at least {} within {:.0f} s (threshold {}, "
                                 "bucket {}): escalated",
-                                t.code, xid.meaning, gpu_named(ctx, t.device), t.count,
+                                t.code, policy.rule(t.code).meaning, gpu_named(ctx, t.device), t.count,
                                 span ? fmt::format("in {:.0f} s", *span) : std::string("in the window"), certain,
-                                esc->within_s, esc->repeats, bucket ? bucket->name : std::string("none"));
-        f.evidence.push_back({log.source, t.last_text});
-        if (t.first_text != t.last_text) f.evidence.push_back({log.source, t.first_text});
-        f.evidence.push_back({"xid policy " + policy.version,
-                              fmt::format("{}: {} repeats within {:.0f} s escalate to {}", t.code, esc->repeats,
-                                          esc->within_s, to_string(esc->severity))});
-        f.next_step = for_gpu(esc->action, ctx, t.device);
+                                esc->within_s, esc->repeats, bucket_name(policy, t.code));
         out.push_back(std::move(f));
     }
 }
@@ -593,6 +596,13 @@ void check_kernel_log_text(const CheckContext& ctx, std::vector<Finding>& out, s
                        explained, out);
     // Last: a GPU component's failure line that none of the above explained is never passed in silence.
     check_unexplained_component_lines(ctx, explained, out);
+}
+
+std::vector<std::string> kernel_log_text_words(const SignatureCatalogue& catalogue) {
+    std::vector<std::string> words = catalogue_gate_words(catalogue);
+    for (auto& w : result_code_gate_words()) words.push_back(w);
+    for (auto& w : component_gate_words()) words.push_back(w);
+    return words;
 }
 
 void check_kernel_log(const CheckContext& ctx, std::vector<Finding>& out) { check_kernel_log_text(ctx, out, nullptr); }

@@ -99,5 +99,8 @@ void check_signatures(const CheckContext& ctx, const SignatureCatalogue& catalog
 // The whole kernel-log rule family (rules/families/kernel_log.cpp: the parser's events, then the catalogue), as
 // `gpudx diagnose` runs it; `gpudx explain` also asks for the unrecognised lines.
 void check_kernel_log_text(const CheckContext& ctx, std::vector<Finding>& out, std::vector<std::string>* unrecognised);
+// Every word the kernel-log scanner must keep lines for so that check_kernel_log_text sees them: the catalogue's
+// gates, the result codes' words and the fallback's components (KernelLogScanOptions::extra_words).
+std::vector<std::string> kernel_log_text_words(const SignatureCatalogue& catalogue);
 
 }  // namespace gpudx
