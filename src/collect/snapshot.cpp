@@ -1,7 +1,11 @@
+#include <array>
 #include <chrono>
 #include <ctime>
 #include <exception>
 #include <future>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -34,6 +38,32 @@ struct HostCollector {
     HostCollector{Collector::name, [](const CollectContext& ctx, Snapshot& s) { return collect_##name(ctx, s.name); }},
 constexpr HostCollector kHostCollectors[] = {GPUDX_HOST_COLLECTORS(GPUDX_HOST_COLLECTOR_ROW)};
 #undef GPUDX_HOST_COLLECTOR_ROW
+
+// The host collectors at the same time, one thread each (the first on the caller's): each fills only its own
+// layer of `s`, so they share nothing but read-only state, and a node's diagnosis costs its slowest source (the
+// kernel log, usually) rather than their sum. The statuses keep the registry's order, so snapshots read the same.
+// Must run after start_driver_probes: no fork may happen while these threads exist (core/child_probe.hpp).
+void run_host_collectors_side_by_side(const CollectContext& ctx, Snapshot& s) {
+    constexpr size_t n = std::size(kHostCollectors);
+    std::array<CollectorStatus, n> statuses;
+    auto run = [&](size_t i) {
+        const HostCollector& host = kHostCollectors[i];
+        statuses[i] = run_collector(host.id, [&] { return host.collect(ctx, s); });
+    };
+    std::vector<std::thread> threads;
+    threads.reserve(n);
+    for (size_t i = 1; i < n; ++i) {
+        try {
+            threads.emplace_back(run, i);
+        } catch (const std::system_error&) {
+            break;  // no more threads: the rest run here, after the first
+        }
+    }
+    run(0);
+    for (size_t i = 1 + threads.size(); i < n; ++i) run(i);
+    for (auto& t : threads) t.join();
+    for (auto& st : statuses) s.collectors.push_back(std::move(st));
+}
 
 }  // namespace
 
@@ -100,8 +130,7 @@ Snapshot take_snapshot(const Root& root, const CollectOptions& options) {
         });
     }
 
-    for (auto& host : kHostCollectors)
-        s.collectors.push_back(run_collector(host.id, [&] { return host.collect(ctx, s); }));
+    run_host_collectors_side_by_side(ctx, s);
 
     if (!options.pids.empty())
         s.collectors.push_back(run_collector(Collector::processes, [&] {

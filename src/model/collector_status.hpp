@@ -12,10 +12,10 @@ namespace gpudx {
 // The sources of evidence a snapshot is collected from, named in it as their statuses are ("kernel_log",
 // "nvml"); rules declare which ones they read. Declared here, once:
 //
-// The host collectors, in the order take_snapshot runs them: each reads one layer of the node into the
-// snapshot's member of its name (Snapshot::pcie ...) with collect_<name>(ctx, layer), defined in its own file of
-// collect/ and registered from this list (collect/collectors.hpp). A new one is a row here, its layer in the
-// snapshot, its file and its test.
+// The host collectors, in the order a snapshot lists them (take_snapshot runs them side by side): each reads one
+// layer of the node into the snapshot's member of its name (Snapshot::pcie ...) with collect_<name>(ctx, layer),
+// defined in its own file of collect/ and registered from this list (collect/collectors.hpp). A new one is a row
+// here, its layer in the snapshot, its file and its test; it may read nothing another collector writes.
 #define GPUDX_HOST_COLLECTORS(X) X(host) X(pcie) X(module) X(kernel_log) X(libraries) X(devices) X(environment)
 // Then the driver libraries, each probed in a child under its deadline (collect_driver), and the processes of
 // diagnose --pid / --slurm-job.
