@@ -15,23 +15,18 @@ gpudx=$build/gpudx
 gen=$build/bench/gpudx_gen_kernel_log
 log=${GPUDX_BENCH_LOG:-/tmp/gpudx-bench-kernel.log}
 runs=${GPUDX_BENCH_RUNS:-3}
-# The words gpudx keeps lines for: the parser's own (src/collect/kernel_log/prefilter.cpp, kBuiltinPatterns) and
-# the signature catalogue's gates (data/signatures.toml, as `gpudx explain --list --format json` lists them),
-# regex metacharacters escaped for grep -E.
-builtin='NVRM|Xid|amdgpu|kfd|IOMMU|DMAR|AMD-Vi|AER|pcie|lockdown|module verification|unsigned module|key was rejected|fallen off the bus|Linux version|-- Boot|-- Reboot --'
+# The words gpudx keeps lines for: the parser's own topics and the catalogue's (signature gates, result-code and
+# component words), as `gpudx explain --list --format json` lists them (kernel_log_words), regex metacharacters
+# escaped for grep -E.
 
 for tool in "$gpudx" "$gen"; do
   [[ -x $tool ]] || { echo "missing $tool: build it with 'ninja -C $build gpudx gpudx_gen_kernel_log'" >&2; exit 1; }
 done
 
-if [[ ${GPUDX_BENCH_BUILTIN_ONLY:-0} == 1 ]]; then
-  pattern=$builtin
-else
-  pattern=$builtin'|'$("$gpudx" explain --list --format json | python3 -c '
+pattern=$("$gpudx" explain --list --format json | python3 -c '
 import json, re, sys
-gates = {g for s in json.load(sys.stdin)["signatures"] for g in s["gates"]}
-print("|".join(re.sub(r"([][.*+?(){}|^$\\])", r"\\\1", g) for g in sorted(gates)))')
-fi
+words = json.load(sys.stdin)["kernel_log_words"]
+print("|".join(re.sub(r"([][.*+?(){}|^$\\])", r"\\\1", w) for w in sorted(set(words))))')
 
 bytes=$((size_mb * 1024 * 1024))
 if [[ ! -s $log ]] || (( $(stat -c %s "$log") < bytes )) || (( $(stat -c %s "$log") > bytes + 4096 )); then

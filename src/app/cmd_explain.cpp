@@ -114,7 +114,10 @@ nlohmann::json list_json(const SignatureCatalogue& c, const std::vector<ResultCo
                              {"next_step", c.next_step}});
         tables.push_back({{"table", t.table}, {"version", t.version}, {"origin", t.origin}, {"codes", std::move(codes)}});
     }
-    return {{"catalogue_version", c.version}, {"signatures", std::move(sigs)}, {"result_codes", std::move(tables)}};
+    return {{"catalogue_version", c.version},
+            {"signatures", std::move(sigs)},
+            {"result_codes", std::move(tables)},
+            {"kernel_log_words", kernel_log_scanner_words(kernel_log_text_words(c))}};
 }
 
 std::string report_text(const std::string& source, const KernelLog& log, const std::vector<Finding>& findings,

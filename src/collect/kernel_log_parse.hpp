@@ -90,6 +90,10 @@ struct KernelLogScanOptions {
     bool every_boot = false;  // pasted text (`gpudx explain`): no boot is history
 };
 
+// Every word whose lines the scanner keeps, any case: the parser's own topics and `extra_words`. A line holding
+// none of them is counted and never parsed (`gpudx explain --list --format json` lists them as kernel_log_words).
+std::vector<std::string> kernel_log_scanner_words(const std::vector<std::string>& extra_words);
+
 // Streams a log through a prefilter that finds candidate lines in the whole buffer (SIMD where the CPU has
 // it) and parses only those. Feed bytes in any chunking; finish() returns the layer.
 class KernelLogScanner {

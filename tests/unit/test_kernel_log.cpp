@@ -8,6 +8,7 @@
 
 #include "collect/collectors.hpp"
 #include "collect/kernel_log/lexing.hpp"
+#include "collect/kernel_log/prefilter.hpp"
 #include "collect/kernel_log_parse.hpp"
 #include "core/root.hpp"
 #include "core/text.hpp"
@@ -275,6 +276,70 @@ TEST(KernelLogScan, PrefilterKeepsExactlyWhatAPlainScanKeeps) {
     auto chunked = scan_in_chunks(text, {1, 13, 4096, 31, 65537});
     EXPECT_EQ(chunked.lines.size(), expected);
     EXPECT_EQ(chunked.lines_read, 5000u);
+}
+
+// Every block scanner this CPU runs (AVX2, SSSE3, portable) keeps exactly the lines a plain search for each word
+// keeps, with the catalogue's kind of extra words too: phrases with punctuation, two- and three-byte words,
+// upper case, words that share their rarest triples, a word at the very start and end of a block.
+TEST(KernelLogScan, EveryBlockScannerKeepsWhatAPlainSearchKeeps) {
+    namespace pf = kernel_log_prefilter;
+    const std::vector<std::string> extra = {": ring",          "*ERROR* amdgpu: ring", "CUDA",      "nccl",
+                                            "NVML_",           "ok",                   "hipError", ": not ready",
+                                            "warning: event",  "Q9",                   "(0x",       "[drm] gpu hang",
+                                            "segfault at",     "out of memory",        "-- ",       "ring"};
+    std::vector<std::string> words = kernel_log_scanner_words(extra);
+    pf::Prefilter prefilter(extra);
+    const std::vector<std::string> builtin_whole = {"kfd", "xid", "sxid", "aer"};
+    auto plain_keeps = [&](std::string_view line) {
+        for (auto& w : words) {
+            std::string lw;
+            for (char c : w) lw += kernel_log_lexing::lower(c);
+            bool whole = std::find(builtin_whole.begin(), builtin_whole.end(), lw) != builtin_whole.end();
+            if (whole ? kernel_log_lexing::contains_word_ci(line, lw) : kernel_log_lexing::contains_ci(line, lw))
+                return true;
+        }
+        return false;
+    };
+    const std::vector<std::string> pieces = {"CUDA", "cuda", "nCcL", "nvml_", "NVML", ": Ring", ":ring", "OK", "o",
+                                             "k", "HIPERROR", "hip", ": not read", "Warning: Event", "q9", "Q",
+                                             "(0X", "(0", "[DRM] GPU HANG", "segfault at", "out of mem", "-- ", "--",
+                                             "xid", "Xid5", "aerial", "AER:", "kfd", "nvrm", "r", "in", "g ",
+                                             "\t", "0000:3b:00.0", "warning", "ring"};
+    std::mt19937 rng(7);
+    std::string text;
+    for (int i = 0; i < 6000; ++i) {
+        std::string line;
+        for (int k = static_cast<int>(rng() % 6); k > 0; --k) {
+            line += pieces[rng() % pieces.size()];
+            if (rng() % 3) line += std::string(rng() % 4, rng() % 2 ? ' ' : 'x');
+        }
+        text += line + "\n";
+    }
+    std::vector<std::string> lines;
+    std::vector<size_t> starts;  // each line's offset in text
+    for (size_t at = 0; at < text.size();) {
+        size_t nl = text.find('\n', at);
+        starts.push_back(at);
+        lines.push_back(text.substr(at, nl - at));
+        at = nl + 1;
+    }
+    std::vector<size_t> expected;
+    for (size_t i = 0; i < lines.size(); ++i)
+        if (plain_keeps(lines[i])) expected.push_back(i);
+    ASSERT_GT(expected.size(), 100u);
+    ASSERT_LT(expected.size(), lines.size() - 100u);
+    auto scanners = pf::usable_block_scanners();
+    ASSERT_FALSE(scanners.empty());
+    for (size_t s = 0; s < scanners.size(); ++s) {
+        pf::ScanTotals totals;
+        std::vector<pf::LineRange> hits;
+        scanners[s](prefilter, text.data(), text.size(), 0, 64 * 1024, totals, hits);
+        std::vector<size_t> kept;
+        for (auto& h : hits)
+            kept.push_back(static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), h.begin) - starts.begin()) - 1);
+        EXPECT_EQ(kept, expected) << "block scanner " << s << " of " << scanners.size();
+        EXPECT_EQ(totals.newlines, lines.size());
+    }
 }
 
 TEST(KernelLogScan, KeepsTheMostRecentLinesAboveTheCapButCountsEverything) {

@@ -356,6 +356,13 @@ Result<KernelLog> KernelLogScanner::finish(std::string source) {
     return std::move(s.log);
 }
 
+std::vector<std::string> kernel_log_scanner_words(const std::vector<std::string>& extra_words) {
+    std::vector<std::string> words = kernel_log_prefilter::builtin_words();
+    for (auto& w : extra_words)
+        if (std::find(words.begin(), words.end(), w) == words.end()) words.push_back(w);
+    return words;
+}
+
 Result<KernelLog> scan_kernel_log(std::string_view text, const KernelLogScanOptions& options, std::string source) {
     KernelLogScanner scanner(options);
     scanner.feed(text);
