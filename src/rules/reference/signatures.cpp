@@ -1,6 +1,8 @@
 #include "rules/reference/signatures.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <memory>
 #include <set>
 
 #include <fmt/format.h>
@@ -67,11 +69,18 @@ struct Span {
     size_t begin, end;
 };
 
-std::optional<Span> find_literal(std::string_view text, size_t from, std::string_view lit) {
+// The part of a literal a match must hold exactly: after its leading blanks, up to its next blank.
+std::string_view first_chunk(std::string_view lit) {
     size_t lead = 0;
     while (lead < lit.size() && is_blank(lit[lead])) ++lead;
     std::string_view body = lit.substr(lead);
-    std::string_view chunk = body.substr(0, std::min(body.size(), static_cast<size_t>(std::find_if(body.begin(), body.end(), is_blank) - body.begin())));
+    return body.substr(0, static_cast<size_t>(std::find_if(body.begin(), body.end(), is_blank) - body.begin()));
+}
+
+std::optional<Span> find_literal(std::string_view text, size_t from, std::string_view lit) {
+    size_t lead = 0;
+    while (lead < lit.size() && is_blank(lit[lead])) ++lead;
+    std::string_view chunk = first_chunk(lit);
     if (chunk.empty()) return std::nullopt;
     for (size_t p = text.find(chunk, from); p != std::string_view::npos; p = text.find(chunk, p + 1)) {
         size_t start = p;
@@ -348,6 +357,57 @@ void split_rsyslog(std::string_view text, std::vector<std::string_view>& out) {
     }
     out.push_back(text.substr(from));
 }
+
+// Which signatures may match at a line: a template's first literal must begin in the line itself (match_template's
+// first_limit), so the literal's first chunk is in that line, exactly. The chunks are filed under their first two
+// bytes; one pass over a line's positions finds the signatures worth matching there, instead of every signature
+// joining and matching every line (a kernel log keeps up to 10,000 lines, the catalogue has over a hundred).
+class SignatureCandidates {
+public:
+    explicit SignatureCandidates(const SignatureCatalogue& catalogue) : count_(catalogue.signatures.size()) {
+        for (size_t s = 0; s < catalogue.signatures.size(); ++s) {
+            for (auto& t : catalogue.signatures[s].templates) {
+                size_t first = !t.parts.empty() && t.parts[0].literal ? 0 : 1;
+                std::string_view chunk = first < t.parts.size() ? first_chunk(t.parts[first].text) : std::string_view();
+                if (chunk.size() < 2) {
+                    always_.push_back(s);  // too short to file: tried at every line
+                    continue;
+                }
+                uint16_t key = pair_key(chunk[0], chunk[1]);
+                present_[key >> 6] |= uint64_t{1} << (key & 63);
+                chunks_.push_back({key, std::string(chunk), s});
+            }
+        }
+        std::sort(chunks_.begin(), chunks_.end(), [](auto& a, auto& b) { return a.key < b.key; });
+    }
+
+    // Sets out[s] for every signature s that may match at `line` (out is resized to the catalogue's size).
+    void mark(std::string_view line, std::vector<char>& out) const {
+        out.assign(count_, 0);
+        for (size_t s : always_) out[s] = 1;
+        for (size_t at = 0; at + 1 < line.size(); ++at) {
+            uint16_t key = pair_key(line[at], line[at + 1]);
+            if (!(present_[key >> 6] >> (key & 63) & 1)) continue;
+            auto it = std::lower_bound(chunks_.begin(), chunks_.end(), key, [](auto& c, uint16_t k) { return c.key < k; });
+            for (; it != chunks_.end() && it->key == key; ++it)
+                if (!out[it->signature] && line.substr(at).starts_with(it->text)) out[it->signature] = 1;
+        }
+    }
+
+private:
+    static uint16_t pair_key(char a, char b) {
+        return static_cast<uint16_t>(static_cast<uint8_t>(a) | static_cast<uint8_t>(b) << 8);
+    }
+    struct Chunk {
+        uint16_t key;
+        std::string text;
+        size_t signature;
+    };
+    size_t count_;
+    uint64_t present_[65536 / 64] = {};
+    std::vector<Chunk> chunks_;  // sorted by key
+    std::vector<size_t> always_;
+};
 
 std::optional<SignatureMatch> match_lines(const Signature& sig, const std::vector<std::string_view>& lines, size_t i,
                                           size_t& used) {
@@ -746,9 +806,14 @@ void check_signatures(const CheckContext& ctx, const SignatureCatalogue& catalog
     std::map<std::string, std::string> uuid_of;  // "NVRM: GPU at PCI:...: GPU-..." in the text itself
     std::vector<Occurrence> occ;
     std::map<std::string, size_t> index;
+    auto candidates = std::make_unique<SignatureCandidates>(catalogue);
+    std::vector<char> may_match;
     for (size_t i = 0; i < lines.size();) {
         size_t used = 1;
-        for (auto& sig : catalogue.signatures) {
+        candidates->mark(lines[i], may_match);
+        for (size_t s = 0; s < catalogue.signatures.size(); ++s) {
+            if (!may_match[s]) continue;
+            const Signature& sig = catalogue.signatures[s];
             size_t u = 0;
             auto m = match_lines(sig, lines, i, u);
             if (!m) continue;
