@@ -24,12 +24,6 @@ bool nl_starts_with_ci(std::string_view s, std::string_view lower_prefix) {
     return true;
 }
 
-size_t nl_find_ci(std::string_view hay, std::string_view lower_needle, size_t from = 0) {
-    for (size_t i = from; i + lower_needle.size() <= hay.size(); ++i)
-        if (nl_starts_with_ci(hay.substr(i), lower_needle)) return i;
-    return std::string_view::npos;
-}
-
 // Up to max digits at s[i]: how many were read, 0 when none.
 size_t nl_read_digits(std::string_view s, size_t i, uint64_t& value, size_t max) {
     size_t n = 0;
@@ -129,9 +123,9 @@ std::string NvlinkXidDetail::key() const {
 }
 
 std::optional<int> sxid_link(std::string_view m) {
-    size_t at = nl_find_ci(m, "sxid (");
+    size_t at = find_ci(m, "sxid (");
     if (at == std::string_view::npos) return std::nullopt;
-    for (size_t pos = nl_find_ci(m, "link ", at); pos != std::string_view::npos; pos = nl_find_ci(m, "link ", pos + 1)) {
+    for (size_t pos = find_ci(m, "link ", at); pos != std::string_view::npos; pos = find_ci(m, "link ", pos + 1)) {
         if (pos > 0 && nl_is_alnum(m[pos - 1])) continue;
         int link = 0;
         if (nl_read_signed(m.substr(pos + 5), link) > 0 && link >= 0) return link;

@@ -1,5 +1,6 @@
 #pragma once
 // Small pure helpers for parsing kernel and driver text. No I/O here.
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -7,7 +8,68 @@
 #include <utility>
 #include <vector>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 namespace gpudx {
+
+inline bool ascii_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+inline bool ascii_alnum(char c) { return ascii_alpha(c) || (c >= '0' && c <= '9'); }
+inline char ascii_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; }
+
+// ASCII case-insensitive search; `needle` is lower case. The kernel-log parser and the rules ask a dozen words of
+// every line a log keeps, so this is on a hot path: 16 starts at a time (SSE2, in every x86-64) are tested on the
+// needle's first two bytes, letters folded with |0x20 (only 'A' and 'a' fold onto 'a'), and only those starts
+// compared whole.
+inline size_t find_ci(std::string_view hay, std::string_view needle, size_t from = 0) {
+    if (needle.empty()) return from <= hay.size() ? from : std::string_view::npos;
+    if (hay.size() < needle.size() || from > hay.size() - needle.size()) return std::string_view::npos;
+    const size_t last = hay.size() - needle.size();  // the last start that fits
+    auto rest_equal = [&](size_t at) {
+        for (size_t k = 1; k < needle.size(); ++k)
+            if (ascii_lower(hay[at + k]) != needle[k]) return false;
+        return true;
+    };
+    size_t i = from;
+#ifdef __SSE2__
+    if (needle.size() >= 2) {
+        auto fold = [](char c) { return static_cast<char>(ascii_alpha(c) ? 0x20 : 0); };
+        const __m128i c0 = _mm_set1_epi8(needle[0]), c1 = _mm_set1_epi8(needle[1]);
+        const __m128i f0 = _mm_set1_epi8(fold(needle[0])), f1 = _mm_set1_epi8(fold(needle[1]));
+        for (; i + 17 <= hay.size(); i += 16) {
+            const char* at = hay.data() + i;
+            __m128i a = _mm_or_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)), f0);
+            __m128i b = _mm_or_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at + 1)), f1);
+            auto m = static_cast<unsigned>(_mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(a, c0), _mm_cmpeq_epi8(b, c1))));
+            while (m) {
+                size_t start = i + static_cast<size_t>(__builtin_ctz(m));
+                m &= m - 1;
+                if (start > last) return std::string_view::npos;
+                if (rest_equal(start)) return start;
+            }
+        }
+    }
+#endif
+    for (; i <= last; ++i)
+        if (ascii_lower(hay[i]) == needle[0] && rest_equal(i)) return i;
+    return std::string_view::npos;
+}
+
+inline bool contains_ci(std::string_view hay, std::string_view needle) {
+    return find_ci(hay, needle) != std::string_view::npos;
+}
+
+// A whole word: no letter or digit on either side.
+inline bool contains_word_ci(std::string_view hay, std::string_view needle) {
+    for (size_t at = find_ci(hay, needle); at != std::string_view::npos; at = find_ci(hay, needle, at + 1)) {
+        bool left = at == 0 || !ascii_alnum(hay[at - 1]);
+        size_t end = at + needle.size();
+        bool right = end >= hay.size() || !ascii_alnum(hay[end]);
+        if (left && right) return true;
+    }
+    return false;
+}
 
 std::string_view trim(std::string_view s);
 std::vector<std::string_view> split(std::string_view s, char sep);

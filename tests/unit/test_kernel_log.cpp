@@ -295,7 +295,7 @@ TEST(KernelLogScan, EveryBlockScannerKeepsWhatAPlainSearchKeeps) {
             std::string lw;
             for (char c : w) lw += kernel_log_lexing::lower(c);
             bool whole = std::find(builtin_whole.begin(), builtin_whole.end(), lw) != builtin_whole.end();
-            if (whole ? kernel_log_lexing::contains_word_ci(line, lw) : kernel_log_lexing::contains_ci(line, lw))
+            if (whole ? contains_word_ci(line, lw) : contains_ci(line, lw))
                 return true;
         }
         return false;

@@ -5,31 +5,18 @@
 #include <cctype>
 
 #include "core/pci_address.hpp"
+#include "core/text.hpp"
 
 namespace gpudx {
 
 namespace {
-
-// ASCII only: kernel messages are bytes, and the locale must not change what matches.
-char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; }
-bool alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
-
-// `needle` in lower case; the position of its first occurrence in any case.
-size_t find_ci(std::string_view hay, std::string_view needle, size_t from = 0) {
-    for (size_t i = from; i + needle.size() <= hay.size(); ++i) {
-        size_t k = 0;
-        while (k < needle.size() && lower(hay[i + k]) == needle[k]) ++k;
-        if (k == needle.size()) return i;
-    }
-    return std::string_view::npos;
-}
 
 // A component's name inside a path ("/dev/kfd", ".../nvidia-drm.ko") is a file, not the component speaking.
 bool speaks(std::string_view hay, std::string_view needle, bool whole_word) {
     for (size_t at = find_ci(hay, needle); at != std::string_view::npos; at = find_ci(hay, needle, at + 1)) {
         if (at > 0 && hay[at - 1] == '/') continue;
         size_t end = at + needle.size();
-        if (whole_word && ((at > 0 && alnum(hay[at - 1])) || (end < hay.size() && alnum(hay[end])))) continue;
+        if (whole_word && ((at > 0 && ascii_alnum(hay[at - 1])) || (end < hay.size() && ascii_alnum(hay[end])))) continue;
         return true;
     }
     return false;
@@ -39,7 +26,7 @@ bool speaks(std::string_view hay, std::string_view needle, bool whole_word) {
 bool has_word_ci(std::string_view hay, std::string_view needle) {
     for (size_t at = find_ci(hay, needle); at != std::string_view::npos; at = find_ci(hay, needle, at + 1)) {
         size_t end = at + needle.size();
-        if ((at == 0 || !alnum(hay[at - 1])) && (end >= hay.size() || !alnum(hay[end]))) return true;
+        if ((at == 0 || !ascii_alnum(hay[at - 1])) && (end >= hay.size() || !ascii_alnum(hay[end]))) return true;
     }
     return false;
 }
@@ -65,7 +52,7 @@ constexpr std::array kComponents{
 // ("NVIDIA GPU", "nvidia-smi") is a product name, not the component speaking.
 bool nvidia_module_line(std::string_view line) {
     for (size_t at = find_ci(line, "nvidia"); at != std::string_view::npos; at = find_ci(line, "nvidia", at + 1)) {
-        if (at > 0 && alnum(line[at - 1])) continue;
+        if (at > 0 && ascii_alnum(line[at - 1])) continue;
         size_t end = at + 6;
         if (end < line.size() && line[end] == ':') return true;
         if (end + 1 < line.size() && line[end] == ' ' && std::isxdigit(static_cast<unsigned char>(line[end + 1])) &&
@@ -110,7 +97,7 @@ std::optional<std::string> negative_errno(std::string_view line) {
         if (before != ' ' && before != '(' && before != '=' && before != ':') continue;
         size_t end = i + 1;
         while (end < line.size() && std::isdigit(static_cast<unsigned char>(line[end]))) ++end;
-        if (end - i - 1 > 4 || (end < line.size() && (alnum(line[end]) || line[end] == '.'))) continue;
+        if (end - i - 1 > 4 || (end < line.size() && (ascii_alnum(line[end]) || line[end] == '.'))) continue;
         return std::string(line.substr(i, end - i));
     }
     return std::nullopt;
