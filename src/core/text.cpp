@@ -3,6 +3,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -129,10 +130,28 @@ size_t utf8_sequence_length(std::string_view s, size_t i) {
 
 }  // namespace
 
+namespace {
+
+// Where the first byte at or after `i` that is not ASCII sits (s.size() when none): 8 bytes at a time, since
+// nearly every kernel-log line is ASCII.
+size_t next_non_ascii(std::string_view s, size_t i) {
+    for (; i + 8 <= s.size(); i += 8) {
+        uint64_t word;
+        std::memcpy(&word, s.data() + i, 8);
+        if (word & 0x8080808080808080ull) break;
+    }
+    while (i < s.size() && static_cast<unsigned char>(s[i]) < 0x80) ++i;
+    return i;
+}
+
+}  // namespace
+
 std::string sanitize_utf8(std::string_view s) {
+    size_t i = next_non_ascii(s, 0);
+    if (i == s.size()) return std::string(s);
     std::string out;
-    out.reserve(s.size());
-    size_t i = 0;
+    out.reserve(s.size() + 8);
+    out.append(s.substr(0, i));
     while (i < s.size()) {
         if (size_t len = utf8_sequence_length(s, i); len > 0) {
             out.append(s.substr(i, len));
