@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "rules/engine/check_context.hpp"
+#include "rules/reference/consequences.hpp"
 #include "rules/reference/result_codes.hpp"
 #include "rules/reference/signatures.hpp"
 #include "rules/reference/xid_policy.hpp"
@@ -207,6 +208,7 @@ int run_explain(const ExplainCmdOptions& o) {
     std::vector<std::string> unrecognised;
     CheckContext ctx{s, dopts};
     check_kernel_log_text(ctx, findings, &unrecognised);
+    fold_consequences(findings);  // one story told by several lines is one finding
     std::stable_sort(findings.begin(), findings.end(), [](auto& a, auto& b) { return a.severity > b.severity; });
     int code = exit_code_of(findings);
 

@@ -55,6 +55,8 @@ struct Finding {
     std::vector<Evidence> evidence;
     std::string next_step;
     std::optional<ProcessRef> process;  // set by the per-process rules only
+    // `gpudx explain`: the findings of the same text this one caused, folded into it (rules/reference/consequences.hpp).
+    std::vector<std::string> followed_by;
 };
 
 const char* to_string(Layer l);

@@ -18,6 +18,7 @@ nlohmann::json finding_to_json(const Finding& f) {
     auto& ev = j["evidence"] = nlohmann::json::array();
     for (auto& e : f.evidence) ev.push_back({{"source", e.source}, {"value", e.value}});
     j["next_step"] = f.next_step;
+    if (!f.followed_by.empty()) j["followed_by"] = f.followed_by;
     if (f.process)
         j["process"] = {{"pid", f.process->pid},
                         {"command", f.process->command},
@@ -52,6 +53,9 @@ std::optional<Finding> finding_from_json(const nlohmann::json& j) {
         for (const auto& e : *it)
             if (e.is_object()) f.evidence.push_back({text(e, "source"), text(e, "value")});
     f.next_step = text(j, "next_step");
+    if (auto it = j.find("followed_by"); it != j.end() && it->is_array())
+        for (const auto& id : *it)
+            if (id.is_string()) f.followed_by.push_back(id.get<std::string>());
     if (auto it = j.find("process"); it != j.end() && it->is_object()) {
         ProcessRef p;
         if (auto pid = it->find("pid"); pid != it->end() && pid->is_number_integer()) p.pid = pid->get<int>();

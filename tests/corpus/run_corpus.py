@@ -41,7 +41,8 @@ def check(slug, ids, label, rc, doc, path, problems):
         problems.append(f"{slug}: {label}: no JSON (exit {rc}): {doc['_error']}")
         return
     findings = doc.get("findings", [])
-    found = {f["id"] for f in findings}
+    # A finding another one caused in the same text is folded into it (followed_by): it was still found.
+    found = {f["id"] for f in findings} | {i for f in findings for i in f.get("followed_by", [])}
     if ids == ["healthy"]:
         bad = [f"{f['id']} ({f['severity']})" for f in findings
                if f["severity"] in ("warning", "error") and (label == "explain" or from_text(f, path))]
