@@ -15,4 +15,8 @@ Result<toml::table> parse_toml(std::string_view text, const std::string& origin)
     }
 }
 
+std::string toml_where(const std::string& origin, const toml::source_region& r) {
+    return r.begin.line > 0 ? fmt::format("{}:{}", origin, r.begin.line) : origin;
+}
+
 }  // namespace gpudx

@@ -27,4 +27,7 @@ namespace gpudx {
 // Parses TOML text; a syntax error is "ORIGIN:LINE:COLUMN: what toml++ says".
 Result<toml::table> parse_toml(std::string_view text, const std::string& origin);
 
+// "ORIGIN:LINE" of a node's place in its file, for the errors a loader reports; ORIGIN when the line is unknown.
+std::string toml_where(const std::string& origin, const toml::source_region& r);
+
 }  // namespace gpudx

@@ -39,9 +39,8 @@ const TableKind* table_kind(std::string_view table) {
     return nullptr;
 }
 
-std::string where(const std::string& origin, const toml::source_region& r) {
-    return r.begin.line > 0 ? fmt::format("{}:{}", origin, r.begin.line) : origin;
-}
+// Where a node sits in its file: "ORIGIN:LINE".
+std::string where(const std::string& origin, const toml::source_region& r) { return toml_where(origin, r); }
 
 Result<ResultCode> read_code(const toml::table& t, const std::string& origin) {
     static const std::set<std::string_view> kKeys = {"name",    "number",    "text",  "layer",   "severity",

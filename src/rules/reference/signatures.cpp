@@ -422,9 +422,8 @@ std::optional<SignatureMatch> match_lines(const Signature& sig, const std::vecto
 // ---------------------------------------------------------------------------------------------
 // The TOML.
 
-std::string where(const std::string& origin, const toml::source_region& r) {
-    return r.begin.line > 0 ? fmt::format("{}:{}", origin, r.begin.line) : origin;
-}
+// Where a node sits in its file: "ORIGIN:LINE".
+std::string where(const std::string& origin, const toml::source_region& r) { return toml_where(origin, r); }
 
 Result<std::vector<std::string>> string_list(const toml::table& t, std::string_view key, const std::string& w) {
     std::vector<std::string> out;

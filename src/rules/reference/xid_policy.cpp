@@ -19,9 +19,8 @@ namespace {
 
 constexpr const char* kBuiltinOrigin = "built-in";
 
-std::string where(const std::string& origin, const toml::source_region& r) {
-    return r.begin.line > 0 ? fmt::format("{}:{}", origin, r.begin.line) : origin;
-}
+// Where a node sits in its file: "ORIGIN:LINE".
+std::string where(const std::string& origin, const toml::source_region& r) { return toml_where(origin, r); }
 
 // Reads the keys of one table, each checked against the list it may hold; every error names the key's line.
 class TableReader {
