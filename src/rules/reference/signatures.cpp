@@ -11,6 +11,7 @@
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
 #include "core/toml.hpp"
+#include "rules/reference/catalogue_blob.hpp"
 #include "rules/engine/check_context.hpp"
 #include "rules/reference/xid_policy.hpp"
 
@@ -18,10 +19,6 @@ namespace gpudx {
 
 namespace {
 
-// kBuiltinCatalogue: data/signatures.toml, generated into the build (cmake/BuiltinCatalogues.cmake).
-#include "rules/reference/signatures_builtin.inc"
-
-constexpr const char* kBuiltinOrigin = "built-in";
 // A template's first literal is what the prefilter looks for: shorter ones would keep half the log.
 constexpr size_t kMinGateBytes = 4;
 constexpr size_t kMaxFieldValues = 6;
@@ -722,14 +719,10 @@ void check_xid_cause(const CheckContext& ctx, const Occurrence& o, Finding& f) {
 
 }  // namespace
 
-std::string_view builtin_signature_catalogue_text() { return kBuiltinCatalogue; }
-
 const SignatureCatalogue& builtin_signature_catalogue() {
-    static const SignatureCatalogue catalogue = [] {
-        auto c = parse_catalogue(builtin_signature_catalogue_text(), kBuiltinOrigin);
-        // Fixed at build time and parsed by a unit test; an empty catalogue is the safe fallback.
-        return c ? std::move(*c) : SignatureCatalogue{"invalid built-in", {}};
-    }();
+    // Parsed and checked by the build (tools/compile_catalogues.cpp); read from the binary on first use.
+    // Never destroyed: freeing it at exit would cost a process that used it as much again.
+    static const SignatureCatalogue& catalogue = *new SignatureCatalogue(read_builtin_signatures());
     return catalogue;
 }
 
