@@ -764,14 +764,33 @@ std::vector<std::string> catalogue_gate_words(const SignatureCatalogue& catalogu
 
 std::map<std::string, std::string> gpu_uuids_in_text(const KernelLog& log, const SignatureCatalogue& catalogue) {
     std::map<std::string, std::string> out;
-    for (auto& l : log.lines)
-        for (auto& sig : catalogue.signatures) {
+    // Only a signature that captures both a pci and a uuid field names a GPU's UUID: a line where none of those may
+    // match is passed at once, and at the others only the signatures that may match are tried, in order (the first
+    // that matches takes the line, as in check_signatures).
+    const auto& sigs = catalogue.signatures;
+    std::vector<char> names_uuid(sigs.size());
+    for (size_t s = 0; s < sigs.size(); ++s) {
+        auto fields = captured_fields(sigs[s]);
+        names_uuid[s] = fields.count("pci") && fields.count("uuid");
+    }
+    if (std::find(names_uuid.begin(), names_uuid.end(), 1) == names_uuid.end()) return out;
+    auto candidates = std::make_unique<SignatureCandidates>(catalogue);
+    std::vector<char> may_match;
+    for (auto& l : log.lines) {
+        candidates->mark(l.text, may_match);
+        bool may_name = false;
+        for (size_t s = 0; s < sigs.size() && !may_name; ++s) may_name = may_match[s] && names_uuid[s];
+        if (!may_name) continue;
+        for (size_t s = 0; s < sigs.size(); ++s) {
+            if (!may_match[s]) continue;
+            const Signature& sig = sigs[s];
             auto m = match_signature(sig, l.text);
             if (!m) continue;
             auto p = m->fields.find("pci"), u = m->fields.find("uuid");
             if (p != m->fields.end() && u != m->fields.end() && u->second.starts_with("GPU-")) out[p->second] = u->second;
             break;
         }
+    }
     return out;
 }
 
