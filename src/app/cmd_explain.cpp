@@ -155,7 +155,8 @@ int run_explain(const ExplainCmdOptions& o) {
         catalogue = &site;
     }
     std::vector<ResultCodeTable> site_tables;
-    const std::vector<ResultCodeTable>* result_tables = &builtin_result_code_tables();
+    // Null: the built-in tables, read only if a kept line may name a code.
+    const std::vector<ResultCodeTable>* result_tables = nullptr;
     if (!o.error_code_files.empty()) {
         auto t = result_code_tables_with_site(o.error_code_files);
         if (!t) throw UsageError{t.error().message};
@@ -163,8 +164,9 @@ int run_explain(const ExplainCmdOptions& o) {
         result_tables = &site_tables;
     }
     if (o.list) {
-        if (o.format == "json") write_output("", list_json(*catalogue, *result_tables).dump(2) + "\n", OutputKind::data);
-        else write_output("", list_text(*catalogue, *result_tables), OutputKind::text);
+        const auto& tables = result_tables ? *result_tables : builtin_result_code_tables();
+        if (o.format == "json") write_output("", list_json(*catalogue, tables).dump(2) + "\n", OutputKind::data);
+        else write_output("", list_text(*catalogue, tables), OutputKind::text);
         return 0;
     }
     if (o.text && !o.file.empty()) throw UsageError{"explain: give a FILE or --text, not both"};

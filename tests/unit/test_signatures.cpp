@@ -70,7 +70,8 @@ const Finding* find(const std::vector<Finding>& fs, const std::string& id) {
 }  // namespace
 
 TEST(Signatures, BuiltinCatalogueParses) {
-    auto c = parse_signature_catalogue(builtin_signature_catalogue_text(), "data/signatures.toml");
+    auto c = parse_signature_catalogue(read_all(std::string(GPUDX_TEST_SOURCE_DIR) + "/../data/signatures.toml"),
+                                       "data/signatures.toml");
     ASSERT_TRUE(c) << c.error().message;
     EXPECT_EQ(c->signatures.size(), builtin_signature_catalogue().signatures.size());
     EXPECT_GT(c->signatures.size(), 40u);

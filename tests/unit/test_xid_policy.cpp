@@ -89,7 +89,7 @@ TEST(XidPolicy, EveryCatalogRowIsParsedFromTheData) {
     std::string tsv = read_all(std::string(GPUDX_TEST_FIXTURES) + "/xid-catalog.tsv");
     ASSERT_FALSE(tsv.empty());
     EXPECT_NE(tsv.find("as of 2025-10-29"), std::string::npos) << "the catalog's date";
-    EXPECT_NE(std::string(builtin_xid_policy_text()).find("2025-10-29"), std::string::npos)
+    EXPECT_NE(read_all(std::string(GPUDX_TEST_SOURCE_DIR) + "/../data/xid-policy.toml").find("2025-10-29"), std::string::npos)
         << "the policy cites the catalog's date";
     const XidPolicy& p = builtin_xid_policy();
     int in_use = 0, unused = 0, older = 0;
@@ -144,7 +144,7 @@ TEST(XidPolicy, EveryCatalogRowIsParsedFromTheData) {
 // [default], and the policy's header says which.
 TEST(XidPolicy, EveryDefinedXidFrom1To172HasAnEntry) {
     const XidPolicy& p = builtin_xid_policy();
-    std::string text(builtin_xid_policy_text());
+    std::string text = read_all(std::string(GPUDX_TEST_SOURCE_DIR) + "/../data/xid-policy.toml");
     std::string listed;
     for (int code = 1; code <= 172; ++code) {
         if (kUnusedInBoth.count(code)) {

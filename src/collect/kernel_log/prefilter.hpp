@@ -42,6 +42,8 @@ public:
     void finish();  // after the last insert, before any find
     bool empty() const { return entries_.empty(); }
     bool has(uint16_t key) const { return present_[key >> 6] >> (key & 63) & 1; }
+    // Every (key, pattern) inserted, sorted: what a prebuilt image keeps (prefilter_image.hpp).
+    std::span<const std::pair<uint16_t, uint16_t>> entries() const { return entries_; }
     // The patterns filed under `key`, a present one, as (key, index into Prefilter::patterns).
     // Inline, so that it takes the instructions of the block scanner it is called from (popcnt with AVX2).
     std::span<const std::pair<uint16_t, uint16_t>> find(uint16_t key) const {
@@ -62,6 +64,7 @@ private:
 class Prefilter {
 public:
     explicit Prefilter(const std::vector<std::string>& extra_words);
+    Prefilter() = default;  // empty, for a prebuilt image to fill (prefilter_image.hpp)
 
     // lo[k][n], hi[k][n]: the buckets whose fingerprints have low (high) nibble n at their byte k.
     alignas(16) uint8_t lo[3][16] = {}, hi[3][16] = {};

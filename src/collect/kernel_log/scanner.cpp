@@ -11,6 +11,7 @@
 
 #include "collect/kernel_log/lexing.hpp"
 #include "collect/kernel_log/prefilter.hpp"
+#include "collect/kernel_log/prefilter_image.hpp"
 #include "collect/kernel_log_parse.hpp"
 #include "core/text.hpp"
 
@@ -331,7 +332,7 @@ KernelLogScanner::KernelLogScanner(KernelLogScanOptions options) : state_(std::m
     auto& s = *state_;
     s.options = std::move(options);
     s.options.max_line_bytes = std::max(s.options.max_line_bytes, kMinMaxLineBytes);
-    s.prefilter = std::make_unique<kernel_log_prefilter::Prefilter>(s.options.extra_words);
+    s.prefilter = kernel_log_prefilter::make_prefilter(s.options.extra_words);
     for (auto& w : s.options.extra_words) s.extra_words.add(w);
     if (!trim(s.options.since).empty()) {
         auto spec = parse_since(s.options.since);

@@ -592,8 +592,10 @@ void check_kernel_log_text(const CheckContext& ctx, std::vector<Finding>& out, s
     std::vector<bool> explained;
     check_signatures(ctx, catalogue, out, unrecognised, &explained);
     // The libraries' result codes on the lines no signature explained (a signature's wording is the closer one).
-    check_result_codes(ctx, ctx.options.result_codes ? *ctx.options.result_codes : builtin_result_code_tables(),
-                       explained, out);
+    // Only kept lines can name a code: without any, the tables are not even read.
+    if (!ctx.snapshot.kernel_log.lines.empty())
+        check_result_codes(ctx, ctx.options.result_codes ? *ctx.options.result_codes : builtin_result_code_tables(),
+                           explained, out);
     // Last: a GPU component's failure line that none of the above explained is never passed in silence.
     check_unexplained_component_lines(ctx, explained, out);
 }

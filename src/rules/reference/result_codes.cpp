@@ -11,18 +11,11 @@
 #include "core/text.hpp"
 #include "core/toml.hpp"
 #include "rules/engine/check_context.hpp"
+#include "rules/reference/catalogue_blob.hpp"
 
 namespace gpudx {
 
 namespace {
-
-// data/error-codes/*.toml, generated into the build (cmake/BuiltinCatalogues.cmake).
-#include "rules/reference/result_codes_cuda_driver.inc"
-#include "rules/reference/result_codes_cuda_runtime.inc"
-#include "rules/reference/result_codes_hip.inc"
-#include "rules/reference/result_codes_hsa.inc"
-#include "rules/reference/result_codes_nccl.inc"
-#include "rules/reference/result_codes_nvml.inc"
 
 struct TableKind {
     std::string_view table;      // the C type
@@ -194,21 +187,9 @@ Result<ResultCodeTable> parse_result_code_table(std::string_view text, const std
 }
 
 const std::vector<ResultCodeTable>& builtin_result_code_tables() {
-    static const std::vector<ResultCodeTable> tables = [] {
-        std::vector<ResultCodeTable> out;
-        const std::pair<std::string_view, std::string_view> files[] = {
-            {kCudaDriverCodes, "data/error-codes/cuda-driver.toml"}, {kCudaRuntimeCodes, "data/error-codes/cuda-runtime.toml"},
-            {kNvmlCodes, "data/error-codes/nvml.toml"},              {kNcclCodes, "data/error-codes/nccl.toml"},
-            {kHipCodes, "data/error-codes/hip.toml"},                {kHsaCodes, "data/error-codes/hsa.toml"},
-        };
-        for (auto [text, name] : files) {
-            auto t = parse_result_code_table(text, "built-in " + std::string(name));
-            // The build embeds these files and a unit test parses each: a broken one never ships.
-            if (!t) throw std::logic_error(t.error().message);
-            out.push_back(std::move(*t));
-        }
-        return out;
-    }();
+    // Parsed and checked by the build (tools/compile_catalogues.cpp); read from the binary on first use.
+    // Never destroyed: freeing it at exit would cost a process that used it as much again.
+    static const std::vector<ResultCodeTable>& tables = *new std::vector<ResultCodeTable>(read_builtin_result_codes());
     return tables;
 }
 
@@ -234,7 +215,7 @@ ResultCodeMatcher::ResultCodeMatcher(const std::vector<ResultCodeTable>& tables)
 }
 
 const ResultCodeMatcher& ResultCodeMatcher::builtin() {
-    static const ResultCodeMatcher m(builtin_result_code_tables());
+    static const ResultCodeMatcher& m = *new ResultCodeMatcher(builtin_result_code_tables());  // as the tables
     return m;
 }
 

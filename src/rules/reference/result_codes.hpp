@@ -36,6 +36,8 @@ struct ResultCode {
     std::vector<std::string> aliases;  // other spellings programs print
     int line = 0;                      // where it is declared, for errors and --list
     std::string origin;                // a site file's path when it declared this code; empty: the table's
+
+    bool operator==(const ResultCode&) const = default;
 };
 
 struct ResultCodeTable {
@@ -43,6 +45,8 @@ struct ResultCodeTable {
     std::string version;  // "2026.12.1"
     std::string origin;   // "built-in data/error-codes/cuda-driver.toml" or a site file
     std::vector<ResultCode> codes;
+
+    bool operator==(const ResultCodeTable&) const = default;
 };
 
 // Parses one table. Errors name "ORIGIN:LINE": a table gpudx does not know, a duplicate name or number, a layer

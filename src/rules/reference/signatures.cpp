@@ -11,6 +11,7 @@
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
 #include "core/toml.hpp"
+#include "rules/reference/catalogue_blob.hpp"
 #include "rules/engine/check_context.hpp"
 #include "rules/reference/xid_policy.hpp"
 
@@ -18,10 +19,6 @@ namespace gpudx {
 
 namespace {
 
-// kBuiltinCatalogue: data/signatures.toml, generated into the build (cmake/BuiltinCatalogues.cmake).
-#include "rules/reference/signatures_builtin.inc"
-
-constexpr const char* kBuiltinOrigin = "built-in";
 // A template's first literal is what the prefilter looks for: shorter ones would keep half the log.
 constexpr size_t kMinGateBytes = 4;
 constexpr size_t kMaxFieldValues = 6;
@@ -721,14 +718,10 @@ void check_xid_cause(const CheckContext& ctx, const Occurrence& o, Finding& f) {
 
 }  // namespace
 
-std::string_view builtin_signature_catalogue_text() { return kBuiltinCatalogue; }
-
 const SignatureCatalogue& builtin_signature_catalogue() {
-    static const SignatureCatalogue catalogue = [] {
-        auto c = parse_catalogue(builtin_signature_catalogue_text(), kBuiltinOrigin);
-        // Fixed at build time and parsed by a unit test; an empty catalogue is the safe fallback.
-        return c ? std::move(*c) : SignatureCatalogue{"invalid built-in", {}};
-    }();
+    // Parsed and checked by the build (tools/compile_catalogues.cpp); read from the binary on first use.
+    // Never destroyed: freeing it at exit would cost a process that used it as much again.
+    static const SignatureCatalogue& catalogue = *new SignatureCatalogue(read_builtin_signatures());
     return catalogue;
 }
 
@@ -770,14 +763,33 @@ std::vector<std::string> catalogue_gate_words(const SignatureCatalogue& catalogu
 
 std::map<std::string, std::string> gpu_uuids_in_text(const KernelLog& log, const SignatureCatalogue& catalogue) {
     std::map<std::string, std::string> out;
-    for (auto& l : log.lines)
-        for (auto& sig : catalogue.signatures) {
+    // Only a signature that captures both a pci and a uuid field names a GPU's UUID: a line where none of those may
+    // match is passed at once, and at the others only the signatures that may match are tried, in order (the first
+    // that matches takes the line, as in check_signatures).
+    const auto& sigs = catalogue.signatures;
+    std::vector<char> names_uuid(sigs.size());
+    for (size_t s = 0; s < sigs.size(); ++s) {
+        auto fields = captured_fields(sigs[s]);
+        names_uuid[s] = fields.count("pci") && fields.count("uuid");
+    }
+    if (std::find(names_uuid.begin(), names_uuid.end(), 1) == names_uuid.end()) return out;
+    auto candidates = std::make_unique<SignatureCandidates>(catalogue);
+    std::vector<char> may_match;
+    for (auto& l : log.lines) {
+        candidates->mark(l.text, may_match);
+        bool may_name = false;
+        for (size_t s = 0; s < sigs.size() && !may_name; ++s) may_name = may_match[s] && names_uuid[s];
+        if (!may_name) continue;
+        for (size_t s = 0; s < sigs.size(); ++s) {
+            if (!may_match[s]) continue;
+            const Signature& sig = sigs[s];
             auto m = match_signature(sig, l.text);
             if (!m) continue;
             auto p = m->fields.find("pci"), u = m->fields.find("uuid");
             if (p != m->fields.end() && u != m->fields.end() && u->second.starts_with("GPU-")) out[p->second] = u->second;
             break;
         }
+    }
     return out;
 }
 

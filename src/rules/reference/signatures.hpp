@@ -28,12 +28,16 @@ struct TemplatePart {
     std::string text;   // literal: blanks in it match any run of blanks
     std::string field;  // field: its name
     FieldType type = FieldType::text;
+
+    bool operator==(const TemplatePart&) const = default;
 };
 
 struct SignatureTemplate {
     std::string source;  // as written in the catalogue
     std::vector<TemplatePart> parts;
     std::string gate;  // its first literal: what the kernel-log prefilter looks for
+
+    bool operator==(const SignatureTemplate&) const = default;
 };
 
 struct Signature {
@@ -53,19 +57,22 @@ struct Signature {
     std::string check;                         // a node check by name: api_mismatch, cuda_driver, xid_cause
     std::vector<std::string> examples;         // real lines it must match (a unit test runs them)
     std::string origin;                        // "built-in" or the site file
+
+    bool operator==(const Signature&) const = default;
 };
 
 struct SignatureCatalogue {
     std::string version;  // "2026.11.1", or "site 3 (FILE) over built-in 2026.11.1"
     std::vector<Signature> signatures;
+
+    bool operator==(const SignatureCatalogue&) const = default;
 };
 
 struct SignatureMatch {
     std::map<std::string, std::string> fields;
 };
 
-// The catalogue text compiled into the binary; equal to data/signatures.toml (a unit test checks).
-std::string_view builtin_signature_catalogue_text();
+// Compiled in: data/signatures.toml as the build parsed it (rules/reference/catalogue_blob.hpp), read on first use.
 const SignatureCatalogue& builtin_signature_catalogue();
 // Parses a catalogue; errors name "ORIGIN:LINE". A template that does not start with a literal of at least
 // four characters, an unknown field type, a severity, layer or key gpudx does not know, and an example that

@@ -9,15 +9,11 @@
 
 #include "core/input_file.hpp"
 #include "core/toml.hpp"
+#include "rules/reference/catalogue_blob.hpp"
 
 namespace gpudx {
 
 namespace {
-
-// kBuiltinPolicy: data/xid-policy.toml, generated into the build (cmake/BuiltinCatalogues.cmake).
-#include "rules/reference/xid_policy_builtin.inc"
-
-constexpr const char* kBuiltinOrigin = "built-in";
 
 // Where a node sits in its file: "ORIGIN:LINE".
 std::string where(const std::string& origin, const toml::source_region& r) { return toml_where(origin, r); }
@@ -384,14 +380,10 @@ std::optional<XidEscalation> XidPolicy::escalation(int code) const {
     return e;
 }
 
-std::string_view builtin_xid_policy_text() { return kBuiltinPolicy; }
-
 const XidPolicy& builtin_xid_policy() {
-    static const XidPolicy policy = [] {
-        auto p = parse_policy(builtin_xid_policy_text(), kBuiltinOrigin, true, {});
-        // The text is fixed at build time and covered by a unit test; an empty policy is the safe fallback.
-        return p ? std::move(*p) : XidPolicy{"invalid built-in", {}, {}, {}, {}, {}};
-    }();
+    // Parsed and checked by the build (tools/compile_catalogues.cpp); read from the binary on first use.
+    // Never destroyed: freeing it at exit would cost a process that used it as much again.
+    static const XidPolicy& policy = *new XidPolicy(read_builtin_xid_policy());
     return policy;
 }
 

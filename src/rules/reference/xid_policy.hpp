@@ -19,6 +19,8 @@ struct XidEscalation {
     double within_s = 3600;
     Severity severity = Severity::error;
     std::string action;
+
+    bool operator==(const XidEscalation&) const = default;
 };
 
 // One of NVIDIA's resolution buckets (RESET_GPU, IGNORE, CHECK_APP/CUDA, ...).
@@ -29,6 +31,8 @@ struct XidBucket {
     std::string recovery;             // "reset", "reboot" or "" (the bucket asks for neither)
     XidEscalation escalation;
     std::string origin;
+
+    bool operator==(const XidBucket&) const = default;
 };
 
 struct XidRule {
@@ -51,6 +55,8 @@ struct XidRule {
     std::optional<unsigned> repeats;   // overrides the bucket's escalation threshold
     std::optional<double> within_s;
     std::string origin;  // "built-in" or the policy file it came from
+
+    bool operator==(const XidRule&) const = default;
 };
 
 struct XidPolicy {
@@ -71,10 +77,11 @@ struct XidPolicy {
     const XidBucket* immediate_bucket(int code) const;
     // The code's escalation: its bucket's, with the code's own threshold over it; nullopt when it never escalates.
     std::optional<XidEscalation> escalation(int code) const;
+
+    bool operator==(const XidPolicy&) const = default;
 };
 
-// The policy text compiled into the binary; equal to data/xid-policy.toml (a unit test checks).
-std::string_view builtin_xid_policy_text();
+// Compiled in: data/xid-policy.toml as the build parsed it (rules/reference/catalogue_blob.hpp), read on first use.
 const XidPolicy& builtin_xid_policy();
 
 // Parses a complete policy. `origin` names it in errors ("FILE:LINE: ...") and in XidRule::origin.

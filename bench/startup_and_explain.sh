@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# What gpudx costs before it reads anything, and `explain` beside the kernel-log layer on the same text, each figure
+# with its reference beside it and the ratio (issue #34: the built-in catalogues are compiled at build time, so
+# start-up does not grow with them; explain is as fast as the kernel-log layer):
+#   - `gpudx --version` against a bare process (/bin/true);
+#   - `gpudx explain --text x` against `gpudx --version` (goal: <= 1.5x);
+#   - `gpudx diagnose` of an empty root with an empty log against `gpudx --version`;
+#   - the kernel-log collector on a quiet 400-line log (a healthy H200 node's dmesg), its own duration from the
+#     snapshot's collector status, against the goal of 1 ms;
+#   - `gpudx explain FILE` against `gpudx diagnose --kernel-log FILE` on LINES generated lines (goal: <= 1.5x), wall
+#     time and peak RSS (/usr/bin/time).
+# Medians of RUNS runs, the two commands of a row run alternately, so that a shared machine's load falls on both.
+#
+#   bench/startup_and_explain.sh [BUILD_DIR] [RUNS] [LINES]
+#
+# BUILD_DIR must hold gpudx and bench/gpudx_gen_kernel_log (ninja -C BUILD_DIR gpudx gpudx_gen_kernel_log).
+# GPUDX=PATH measures another gpudx binary (an older build, for before/after figures) with the same inputs.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$here/build}
+runs=${2:-21}
+lines=${3:-1000000}
+gpudx=${GPUDX:-$build/gpudx}
+gen=$build/bench/gpudx_gen_kernel_log
+for f in "$gpudx" "$gen" /usr/bin/time; do
+  [[ -x $f ]] || { echo "startup_and_explain: $f missing (ninja -C $build gpudx gpudx_gen_kernel_log)" >&2; exit 64; }
+done
+
+work=$(mktemp -d /tmp/gpudx-bench-startup.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mkdir "$work/root"
+: > "$work/empty.log"
+head -400 "$here/tests/fixtures/h200x1-gathered/_commands/dmesg.txt" > "$work/quiet.log"
+# The generated log of bench/kernel_log_vs_grep.sh (a busy node's density of NVRM, Xid, AER and IOMMU lines), cut
+# to LINES lines: about 132 bytes a line.
+big=${GPUDX_BENCH_EXPLAIN_LOG:-/tmp/gpudx-bench-explain-$lines.log}
+if [[ ! -s $big ]] || [[ $(wc -l < "$big") -ne $lines ]]; then
+  echo "writing $lines generated kernel-log lines to $big ..." >&2
+  "$gen" "$work/gen.log" $((lines * 140)) >/dev/null
+  head -n "$lines" "$work/gen.log" > "$big"
+  rm -f "$work/gen.log"
+fi
+cat "$big" > /dev/null  # page cache
+
+us() {  # command... -> wall microseconds (exit codes are verdicts, not failures); bash's own clock, no fork of date
+  local t0 t1
+  t0=${EPOCHREALTIME/./}
+  "$@" >/dev/null 2>&1 || true
+  t1=${EPOCHREALTIME/./}
+  echo $(( t1 - t0 ))
+}
+median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+ms() { awk -v u="$1" 'BEGIN { printf "%.2f ms", u / 1000 }'; }
+row() {  # label, figure, reference label, reference figure, ratio
+  printf '%-40s %14s   %-30s %14s   %6s\n' "$1" "$2" "$3" "$4" "$5"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", (b > 0 ? a / b : 0) }'; }
+
+# Two commands, alternately, RUNS times each: their median wall microseconds.
+pair() {  # n, command A (as one string), command B
+  local a=() b=() i
+  for ((i = 0; i < $1; i++)); do
+    a+=("$(eval us "$2")")
+    b+=("$(eval us "$3")")
+  done
+  echo "$(printf '%s\n' "${a[@]}" | median) $(printf '%s\n' "${b[@]}" | median)"
+}
+
+printf 'gpudx start-up and explain: %s, median of %d alternating runs, %d CPUs, load %s\n\n' "$gpudx" "$runs" \
+  "$(nproc)" "$(cut -d' ' -f1 /proc/loadavg)"
+row "measured" "figure" "reference" "figure" "ratio"
+
+read -r v t <<< "$(pair "$runs" '"$gpudx" --version' /bin/true)"
+row "gpudx --version" "$(ms "$v")" "/bin/true" "$(ms "$t")" "$(ratio "$v" "$t")"
+read -r e v <<< "$(pair "$runs" '"$gpudx" explain --text x' '"$gpudx" --version')"
+row "gpudx explain --text x" "$(ms "$e")" "gpudx --version" "$(ms "$v")" "$(ratio "$e" "$v")"
+read -r d v <<< "$(pair "$runs" \
+  '"$gpudx" diagnose --root "$work/root" --kernel-log "$work/empty.log" --no-driver' '"$gpudx" --version')"
+row "diagnose, empty root and log" "$(ms "$d")" "gpudx --version" "$(ms "$v")" "$(ratio "$d" "$v")"
+
+# The collector's own duration (its status in the snapshot), not the process's.
+collector=()
+for ((i = 0; i < runs; i++)); do
+  collector+=("$("$gpudx" snapshot --root "$work/root" --kernel-log "$work/quiet.log" --no-driver |
+    python3 -c 'import json, sys
+print(int(1000 * next(c["duration_ms"] for c in json.load(sys.stdin)["collectors"] if c["name"] == "kernel_log")))')")
+done
+c=$(printf '%s\n' "${collector[@]}" | median)
+row "kernel-log collector, quiet 400 lines" "$(ms "$c")" "goal" "$(ms 1000)" "$(ratio "$c" 1000)"
+
+# explain against the kernel-log layer on the same file: wall time and peak RSS, alternately.
+big_runs=$(( runs < 5 ? runs : 5 ))
+et=() er=() dt=() dr=()
+for ((i = 0; i < big_runs; i++)); do
+  /usr/bin/time -f '%e %M' -o "$work/t" "$gpudx" explain "$big" >/dev/null 2>&1 || true
+  read -r t r < <(tail -n 1 "$work/t"); et+=("$t"); er+=("$r")  # after "Command exited with non-zero status"
+  /usr/bin/time -f '%e %M' -o "$work/t" "$gpudx" diagnose --root "$work/root" --kernel-log "$big" --no-driver \
+    >/dev/null 2>&1 || true
+  read -r t r < <(tail -n 1 "$work/t"); dt+=("$t"); dr+=("$r")
+done
+m() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+e=$(m "${et[@]}"); d=$(m "${dt[@]}"); eR=$(m "${er[@]}"); dR=$(m "${dr[@]}")
+row "explain, $lines lines: time" "$e s" "diagnose --kernel-log: time" "$d s" "$(ratio "$e" "$d")"
+row "explain, $lines lines: peak RSS" "$((eR / 1024)) MB" "diagnose --kernel-log: RSS" "$((dR / 1024)) MB" \
+  "$(ratio "$eR" "$dR")"
