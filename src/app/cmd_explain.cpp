@@ -14,6 +14,7 @@
 #include "core/input_file.hpp"
 #include "rules/engine/check_context.hpp"
 #include "rules/reference/consequences.hpp"
+#include "rules/reference/job_context.hpp"
 #include "rules/reference/result_codes.hpp"
 #include "rules/reference/signatures.hpp"
 #include "rules/reference/xid_policy.hpp"
@@ -40,6 +41,7 @@ constexpr size_t kUnrecognisedShown = 20;
 KernelLogScanOptions scan_options(const SignatureCatalogue& catalogue) {
     KernelLogScanOptions o;
     o.extra_words = kernel_log_text_words(catalogue);
+    for (auto& w : job_context_words()) o.extra_words.push_back(w);  // srun, docker run ...: where it ran
     o.every_boot = true;
     o.max_kept_lines = kMaxKeptLines;
     o.max_kept_xids = kMaxKeptLines;
@@ -211,6 +213,8 @@ int run_explain(const ExplainCmdOptions& o) {
     CheckContext ctx{s, dopts};
     check_kernel_log_text(ctx, findings, &unrecognised);
     fold_consequences(findings);  // one story told by several lines is one finding
+    add_job_context_steps(s.kernel_log.lines, findings);
+    std::erase_if(unrecognised, [](const std::string& line) { return is_job_context_line(line); });
     std::stable_sort(findings.begin(), findings.end(), [](auto& a, auto& b) { return a.severity > b.severity; });
     int code = exit_code_of(findings);
 

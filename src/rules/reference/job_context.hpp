@@ -1,0 +1,21 @@
+#pragma once
+// Where pasted text was run: under Slurm (an srun, sbatch or salloc line), in a container (docker or podman run) or
+// in a Kubernetes pod (kubectl). A program that finds no GPU there most often was not given one, and the next step
+// starts with that question rather than with the node's driver.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/finding.hpp"
+#include "model/kernel_log.hpp"
+
+namespace gpudx {
+
+// The words whose lines `gpudx explain` keeps to see the context (added to the scanner's words).
+std::vector<std::string> job_context_words();
+// Whether a line is a command that sets the context (such lines are context, not unrecognised text).
+bool is_job_context_line(std::string_view line);
+// Puts the context's question first in the next step of every "no GPU visible" finding, citing the line.
+void add_job_context_steps(const std::vector<KernelLogLine>& lines, std::vector<Finding>& findings);
+
+}  // namespace gpudx
