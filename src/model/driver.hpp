@@ -85,7 +85,7 @@ struct NvlinkErrorCounters {
 // The facts of one moment that can change from one second to the next, judged across two samples so that a
 // spike or a counter's history is not taken for a fault (docs/gpu-health.md).
 struct GpuHealthSample {
-    unsigned after_ms = 0;  // since the first sample (0 for it)
+    unsigned after_ms = 0;  // the interval waited after the first sample (0 for it)
     std::optional<unsigned long long> clock_event_reasons;  // nvmlClocksEventReason* bits
     std::optional<unsigned> temperature_c, memory_temperature_c;
     std::optional<unsigned> power_mw;

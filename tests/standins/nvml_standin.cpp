@@ -511,6 +511,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t h, nvmlGpuFabricInf
     if (!info || info->version != nvmlGpuFabricInfo_v2) return 25 /* NVML_ERROR_ARGUMENT_VERSION_MISMATCH */;
     info->state = static_cast<unsigned char>(state);
     info->status = static_cast<nvmlReturn_t>(dev(h)->doc->value("fabric_status", 0u));
+    info->cliqueId = dev(h)->doc->value("fabric_clique_id", 0u);
+    standin::parse_uuid("GPU-" + dev(h)->doc->value("fabric_cluster_uuid", std::string()), info->clusterUuid);
     return NVML_SUCCESS;
 }
 

@@ -55,7 +55,8 @@ struct HealthSampling {
 // What the second sample must leave of the deadline for the calls after it (the processes, the other GPUs).
 constexpr std::chrono::milliseconds kSecondSampleMargin{500};
 
-// ECC counts by location as field values: which location and which count each id fills.
+// ECC counts by location as field values: which location and which count each id fills. The uncorrected totals
+// are the memory-health call's own fields (ecc_uncorrected_volatile/aggregate), copied into the total's entry.
 struct EccField {
     unsigned id;
     EccLocation location;
@@ -65,8 +66,6 @@ using E = EccLocationCounts;
 constexpr std::array kEccFields{
     EccField{NVML_FI_DEV_ECC_SBE_VOL_TOTAL, EccLocation::total, &E::corrected_volatile},
     EccField{NVML_FI_DEV_ECC_SBE_AGG_TOTAL, EccLocation::total, &E::corrected_aggregate},
-    EccField{NVML_FI_DEV_ECC_DBE_VOL_TOTAL, EccLocation::total, &E::uncorrected_volatile},
-    EccField{NVML_FI_DEV_ECC_DBE_AGG_TOTAL, EccLocation::total, &E::uncorrected_aggregate},
     EccField{NVML_FI_DEV_ECC_SBE_VOL_DEV, EccLocation::device_memory, &E::corrected_volatile},
     EccField{NVML_FI_DEV_ECC_DBE_VOL_DEV, EccLocation::device_memory, &E::uncorrected_volatile},
     EccField{NVML_FI_DEV_ECC_SBE_AGG_DEV, EccLocation::device_memory, &E::corrected_aggregate},
@@ -222,7 +221,6 @@ private:
             v[kIds.size() + kEccFields.size() + i].fieldId = kStaticHealthFields[i];
         calls_.announce("nvmlDeviceGetFieldValues");
         if (api_.field_values(h_, static_cast<int>(v.size()), v.data()) != NVML_SUCCESS) return false;
-        read_static_health_fields(std::span(v).subspan(kIds.size()));
         // The value, or nullopt after filing the field's failure under `call`.
         auto take = [&](const nvmlFieldValue_t& f, const char* call) -> std::optional<unsigned long long> {
             if (f.nvmlReturn == NVML_SUCCESS)
@@ -260,6 +258,7 @@ private:
         if (recovery.nvmlReturn == NVML_ERROR_INVALID_ARGUMENT) recovery.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
         if (auto action = take(recovery, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION"))
             dev_.gpu_recovery_action = static_cast<unsigned>(*action);
+        read_static_health_fields(std::span(v).subspan(kIds.size()));
         return true;
     }
 
@@ -302,6 +301,12 @@ private:
             auto it = std::find_if(h.ecc.begin(), h.ecc.end(), [&](auto& e) { return e.location == f.location; });
             if (it == h.ecc.end()) it = h.ecc.insert(h.ecc.end(), EccLocationCounts{f.location});
             (*it).*(f.member) = *n;
+        }
+        if (dev_.ecc_uncorrected_volatile || dev_.ecc_uncorrected_aggregate) {
+            auto it = std::find_if(h.ecc.begin(), h.ecc.end(), [](auto& e) { return e.location == EccLocation::total; });
+            if (it == h.ecc.end()) it = h.ecc.insert(h.ecc.begin(), EccLocationCounts{EccLocation::total});
+            it->uncorrected_volatile = dev_.ecc_uncorrected_volatile;
+            it->uncorrected_aggregate = dev_.ecc_uncorrected_aggregate;
         }
         auto rest = v.subspan(kEccFields.size());
         if (auto n = health_field(rest[0], "nvmlDeviceGetRetiredPages")) h.retired_pages_single_bit = static_cast<unsigned>(*n);
@@ -364,12 +369,9 @@ private:
         auto& h = dev_.health;
         const bool first = h.samples.empty();
         GpuHealthSample sample;
-        if (!first)
-            sample.after_ms = static_cast<unsigned>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                        std::chrono::steady_clock::now() - first_sample_at_)
-                                                        .count());
-        else
-            first_sample_at_ = std::chrono::steady_clock::now();
+        // The interval the probe waited (the calls around it take microseconds to a few ms): a recorded snapshot
+        // replays to the same answers.
+        if (!first) sample.after_ms = static_cast<unsigned>(sampling_.interval.count());
         unsigned long long reasons = 0;
         if (calls_.ask("nvmlDeviceGetCurrentClocksEventReasons", api_.clocks_event_reasons != nullptr,
                        [&] { return api_.clocks_event_reasons(h_, &reasons); }))
@@ -565,7 +567,6 @@ private:
     nvmlDevice_t h_;
     const HealthSampling& sampling_;
     std::optional<unsigned> nvlink_version0_;  // link 0's NVLink version, from the memory-health call
-    std::chrono::steady_clock::time_point first_sample_at_;
 };
 
 // The GPUs are asked side by side, one lane (thread) each up to kMaxLanes: the driver serialises much of the
