@@ -90,6 +90,43 @@ inline constexpr unsigned NVML_FI_DEV_REMAPPED_FAILURE = 145;
 // 3 drain P2P, 4 drain and reset); drivers before R570 answer the field Not Supported or Invalid Argument.
 inline constexpr unsigned NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230;
 
+// ECC counts by location, single-bit (corrected) and double-bit (uncorrected), volatile and aggregate.
+inline constexpr unsigned NVML_FI_DEV_ECC_SBE_VOL_TOTAL = 3;
+inline constexpr unsigned NVML_FI_DEV_ECC_SBE_AGG_TOTAL = 5;
+inline constexpr unsigned NVML_FI_DEV_ECC_SBE_VOL_L1 = 7, NVML_FI_DEV_ECC_DBE_VOL_L1 = 8;
+inline constexpr unsigned NVML_FI_DEV_ECC_SBE_VOL_L2 = 9, NVML_FI_DEV_ECC_DBE_VOL_L2 = 10;
+inline constexpr unsigned NVML_FI_DEV_ECC_SBE_VOL_DEV = 11, NVML_FI_DEV_ECC_DBE_VOL_DEV = 12;
+inline constexpr unsigned NVML_FI_DEV_ECC_SBE_VOL_REG = 13, NVML_FI_DEV_ECC_DBE_VOL_REG = 14;
+inline constexpr unsigned NVML_FI_DEV_ECC_SBE_VOL_TEX = 15, NVML_FI_DEV_ECC_DBE_VOL_TEX = 16;
+inline constexpr unsigned NVML_FI_DEV_ECC_DBE_VOL_CBU = 17;
+inline constexpr unsigned NVML_FI_DEV_ECC_SBE_AGG_L1 = 18, NVML_FI_DEV_ECC_DBE_AGG_L1 = 19;
+inline constexpr unsigned NVML_FI_DEV_ECC_SBE_AGG_L2 = 20, NVML_FI_DEV_ECC_DBE_AGG_L2 = 21;
+inline constexpr unsigned NVML_FI_DEV_ECC_SBE_AGG_DEV = 22, NVML_FI_DEV_ECC_DBE_AGG_DEV = 23;
+inline constexpr unsigned NVML_FI_DEV_ECC_SBE_AGG_REG = 24, NVML_FI_DEV_ECC_DBE_AGG_REG = 25;
+inline constexpr unsigned NVML_FI_DEV_ECC_SBE_AGG_TEX = 26, NVML_FI_DEV_ECC_DBE_AGG_TEX = 27;
+inline constexpr unsigned NVML_FI_DEV_ECC_DBE_AGG_CBU = 28;
+inline constexpr unsigned NVML_FI_DEV_RETIRED_SBE = 29;  // pages retired for single-bit errors (pre-Ampere)
+inline constexpr unsigned NVML_FI_DEV_RETIRED_DBE = 30;  // pages retired for double-bit errors
+inline constexpr unsigned NVML_FI_DEV_MEMORY_TEMP = 82;  // memory (HBM) temperature, degrees C
+inline constexpr unsigned NVML_FI_DEV_NVLINK_LINK_COUNT = 91;
+inline constexpr unsigned NVML_FI_DEV_PCIE_REPLAY_COUNTER = 94;
+inline constexpr unsigned NVML_FI_DEV_POWER_INSTANT = 186;        // milliwatts
+inline constexpr unsigned NVML_FI_DEV_POWER_CURRENT_LIMIT = 190;  // the enforced limit, milliwatts
+// Per NVLink: the link number goes in the field's scopeId. The *_TOTAL error counters sum the link's lanes.
+inline constexpr unsigned NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL = 38;
+inline constexpr unsigned NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL = 45;
+inline constexpr unsigned NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL = 52;
+inline constexpr unsigned NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL = 59;
+inline constexpr unsigned NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_TOTAL = 160;
+inline constexpr unsigned NVML_FI_DEV_NVLINK_GET_SPEED = 164;    // MB/s
+inline constexpr unsigned NVML_FI_DEV_NVLINK_GET_STATE = 165;    // 1 active
+inline constexpr unsigned NVML_FI_DEV_NVLINK_GET_VERSION = 166;
+// NVLink 5 (Blackwell), per link; the data-link counters above are not supported there.
+inline constexpr unsigned NVML_FI_DEV_NVLINK_COUNT_RCV_ERRORS = 208;
+inline constexpr unsigned NVML_FI_DEV_NVLINK_COUNT_LOCAL_LINK_INTEGRITY_ERRORS = 211;
+inline constexpr unsigned NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS = 214;
+inline constexpr unsigned NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_EVENTS = 215;
+
 enum nvmlValueType_t : int {
     NVML_VALUE_TYPE_DOUBLE = 0,
     NVML_VALUE_TYPE_UNSIGNED_INT = 1,
@@ -141,6 +178,37 @@ struct nvmlGpuFabricInfo_v2_t {  // nvmlDeviceGetGpuFabricInfoV with version nvm
 };
 static_assert(sizeof(nvmlGpuFabricInfo_v2_t) == 36);
 inline constexpr unsigned nvmlGpuFabricInfo_v2 = sizeof(nvmlGpuFabricInfo_v2_t) | (2u << 24);
+
+// nvmlDeviceGetNvLinkRemoteDeviceType answers (nvmlIntNvLinkDeviceType_t).
+inline constexpr int NVML_NVLINK_DEVICE_TYPE_GPU = 0x00;
+inline constexpr int NVML_NVLINK_DEVICE_TYPE_IBMNPU = 0x01;
+inline constexpr int NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02;
+inline constexpr int NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF;
+
+// nvmlDeviceGetTemperature sensor and nvmlDeviceGetTemperatureThreshold kinds (nvmlTemperatureThresholds_t).
+inline constexpr int NVML_TEMPERATURE_GPU = 0;
+inline constexpr int NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0;
+inline constexpr int NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1;
+
+// nvmlDeviceGetCurrentClocksEventReasons bits (the older name: ...ClocksThrottleReasons, same bits).
+inline constexpr unsigned long long nvmlClocksEventReasonGpuIdle = 0x1;
+inline constexpr unsigned long long nvmlClocksEventReasonApplicationsClocksSetting = 0x2;
+inline constexpr unsigned long long nvmlClocksEventReasonSwPowerCap = 0x4;
+inline constexpr unsigned long long nvmlClocksThrottleReasonHwSlowdown = 0x8;
+inline constexpr unsigned long long nvmlClocksEventReasonSyncBoost = 0x10;
+inline constexpr unsigned long long nvmlClocksEventReasonSwThermalSlowdown = 0x20;
+inline constexpr unsigned long long nvmlClocksThrottleReasonHwThermalSlowdown = 0x40;
+inline constexpr unsigned long long nvmlClocksThrottleReasonHwPowerBrakeSlowdown = 0x80;
+inline constexpr unsigned long long nvmlClocksEventReasonDisplayClockSetting = 0x100;
+
+struct nvmlRowRemapperHistogramValues_t {
+    unsigned int max;
+    unsigned int high;
+    unsigned int partial;
+    unsigned int low;
+    unsigned int none;
+};
+static_assert(sizeof(nvmlRowRemapperHistogramValues_t) == 20);
 
 // Events (nvmlEventSetCreate / nvmlDeviceRegisterEvents / nvmlEventSetWait_v2): the bits of an event mask.
 // A device answers nvmlDeviceGetSupportedEventTypes with the bits it can deliver; registering a bit it cannot
@@ -197,6 +265,12 @@ using DeviceGetRemappedRows = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int
 using DeviceGetGpuFabricInfo = nvmlReturn_t (*)(nvmlDevice_t device, nvmlGpuFabricInfo_t* info);
 using DeviceGetGpuFabricInfoV = nvmlReturn_t (*)(nvmlDevice_t device, nvmlGpuFabricInfo_v2_t* info);
 using DeviceGetNvLinkState = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int link, nvmlEnableState_t* active);
+using DeviceGetNvLinkRemotePciInfo = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t* pci);  // _v2
+using DeviceGetNvLinkRemoteDeviceType = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int link, int* type);
+using DeviceGetClocksEventReasons = nvmlReturn_t (*)(nvmlDevice_t device, unsigned long long* reasons);
+using DeviceGetTemperature = nvmlReturn_t (*)(nvmlDevice_t device, int sensor, unsigned int* celsius);
+using DeviceGetTemperatureThreshold = nvmlReturn_t (*)(nvmlDevice_t device, int threshold, unsigned int* celsius);
+using DeviceGetRowRemapperHistogram = nvmlReturn_t (*)(nvmlDevice_t device, nvmlRowRemapperHistogramValues_t* values);
 using DeviceGetFieldValues = nvmlReturn_t (*)(nvmlDevice_t device, int count, nvmlFieldValue_t* values);
 using DeviceGetComputeRunningProcesses = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int* count,
                                                           nvmlProcessInfo_t* infos);  // _v3 / _v2

@@ -56,6 +56,13 @@ void add_node_options(CLI::App& cmd, NodeOptions& o) {
     cmd.add_option("--deadline", o.deadline_s, "Seconds each driver layer (NVML, CUDA) may take before it is a finding")
         ->capture_default_str()
         ->check(CLI::Range(0.05, 600.0));
+    cmd.add_option("--health-interval", o.health_interval_ms,
+                   "Milliseconds between the GPU health's two samples (clock reasons, temperature, power, NVLink and "
+                   "PCIe error counters); the second is taken only when the first shows something to confirm. 0: one "
+                   "sample (docs/gpu-health.md)")
+        ->type_name("MS")
+        ->capture_default_str()
+        ->check(CLI::Range(0u, 60000u));
     cmd.add_flag("--no-driver", o.no_driver, "Do not load NVML or the CUDA driver (host layers only)");
     cmd.add_flag("--no-cuda", o.no_cuda, "Load NVML but not the CUDA driver (skips cuInit, ~0.4 s on large GPUs)");
     cmd.add_flag("--all-devices", o.all_devices,
@@ -86,6 +93,7 @@ CollectOptions make_collect_options(const NodeOptions& o, const Root& root) {
     c.kernel_log_words = kernel_log_text_words(o.signatures ? *o.signatures : builtin_signature_catalogue());
     c.environment = load_environment(root);
     c.driver_deadline = std::chrono::milliseconds(static_cast<long>(o.deadline_s * 1000));
+    c.health_interval_ms = o.health_interval_ms;
     c.probe_driver = !o.no_driver;
     // A capture holds the driver's recorded answers, not a driver: probing would ask THIS machine's NVML and
     // CUDA and mix their answers with the capture's files. They replay only through the stand-ins.

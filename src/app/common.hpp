@@ -26,6 +26,7 @@ struct NodeOptions {
     std::string kernel_log;
     std::string since;
     double deadline_s = 5.0;
+    unsigned health_interval_ms = 1000;  // --health-interval: the GPU health's second sample; 0: one sample
     bool no_driver = false;
     bool all_devices = false;
     bool no_cuda = false;

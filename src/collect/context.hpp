@@ -24,6 +24,8 @@ struct CollectOptions {
     std::map<std::string, std::string> environment;
     // Deadline for each driver layer (NVML, CUDA).
     std::chrono::milliseconds driver_deadline{5000};
+    // The GPU health's second sample, this long after the first when the first calls for it; 0: one sample.
+    unsigned health_interval_ms = 1000;
     bool probe_driver = true;   // false: skip NVML and CUDA (host layers only)
     // Why the driver layers were not probed, recorded as the nvml and cuda collectors' message; empty: --no-driver.
     std::string driver_not_probed_reason;

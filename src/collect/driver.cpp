@@ -136,7 +136,8 @@ StartedDriverProbes start_driver_probes(const CollectContext& ctx, bool ask_rocm
     StartedDriverProbes started(new DriverProbes);
     std::vector<ProbeSpec> specs;
 
-    NvmlQueryOptions nopts{o.driver_library_dir};
+    NvmlQueryOptions nopts{o.driver_library_dir, o.health_interval_ms,
+                           static_cast<unsigned>(o.driver_deadline.count())};
     started->nvml_probe = specs.size();
     specs.push_back({"nvml", [nopts, &root](ProbeChannel& ch) {
                          point_standins_at_capture(root);

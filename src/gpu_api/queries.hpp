@@ -16,6 +16,11 @@ class ProbeChannel;
 
 struct NvmlQueryOptions {
     std::optional<std::string> library_dir;
+    // The GPU health's second sample comes this long after the first, and only when the first showed something
+    // one sample cannot judge (docs/gpu-health.md); 0: one sample only.
+    unsigned health_interval_ms = 1000;
+    // The probe's own deadline: a second sample that could not finish well inside it is not taken.
+    unsigned deadline_ms = 5000;
 };
 
 struct CudaQueryOptions {

@@ -1,5 +1,7 @@
 #include "model/driver.hpp"
 
+#include <fmt/format.h>
+
 #include "abi/cuda.hpp"
 #include "abi/nvml.hpp"
 #include "abi/rocm_smi.hpp"
@@ -135,6 +137,67 @@ std::optional<FabricState> fabric_state(const NvmlDevice& device) {
 bool fabric_failed(const NvmlDevice& device) {
     return fabric_state(device) == FabricState::completed &&
            device.fabric_status.value_or(NVML_SUCCESS) != static_cast<unsigned>(NVML_SUCCESS);
+}
+
+std::string clock_event_reason_names(unsigned long long reasons) {
+    static constexpr std::pair<unsigned long long, std::string_view> kNames[] = {
+        {0x1, "idle"},
+        {0x2, "application clocks"},
+        {0x4, "SW power cap"},
+        {kClockReasonHwSlowdown, "HW slowdown"},
+        {0x10, "sync boost"},
+        {kClockReasonSwThermalSlowdown, "SW thermal slowdown"},
+        {kClockReasonHwThermalSlowdown, "HW thermal slowdown"},
+        {kClockReasonHwPowerBrake, "HW power brake"},
+        {0x100, "display clock setting"},
+    };
+    std::string out;
+    unsigned long long known = 0;
+    for (auto& [bit, name] : kNames) {
+        known |= bit;
+        if (!(reasons & bit)) continue;
+        if (!out.empty()) out += ", ";
+        out += name;
+    }
+    if (reasons & ~known) out += fmt::format("{}0x{:x}", out.empty() ? "" : ", ", reasons & ~known);
+    return out.empty() ? "none" : out;
+}
+
+bool power_over_limit(const GpuHealthSample& s, std::optional<unsigned> limit_mw) {
+    return s.power_mw && limit_mw && *limit_mw > 0 &&
+           static_cast<unsigned long long>(*s.power_mw) * 100 >
+               static_cast<unsigned long long>(*limit_mw) * (100 + kPowerOverLimitPercent);
+}
+
+bool temperature_near_slowdown(const GpuHealthSample& s, std::optional<unsigned> slowdown_c) {
+    return s.temperature_c && slowdown_c && *slowdown_c > 0 && *s.temperature_c + kTemperatureMarginC >= *slowdown_c;
+}
+
+bool any_nvlink_error(const NvlinkErrorCounters& c) {
+    for (auto m : {&NvlinkErrorCounters::replay, &NvlinkErrorCounters::recovery, &NvlinkErrorCounters::crc_flit,
+                   &NvlinkErrorCounters::crc_data, &NvlinkErrorCounters::ecc_data, &NvlinkErrorCounters::recovery_failed,
+                   &NvlinkErrorCounters::recovery_events, &NvlinkErrorCounters::receive_errors,
+                   &NvlinkErrorCounters::link_integrity})
+        if ((c.*m).value_or(0) > 0) return true;
+    return false;
+}
+
+std::optional<std::string> second_sample_wanted(const NvmlDevice& d) {
+    const auto& h = d.health;
+    if (h.samples.empty()) return std::nullopt;
+    const auto& s = h.samples.front();
+    const unsigned long long watched = kClockReasonsHardware | kClockReasonSwThermalSlowdown;
+    if (s.clock_event_reasons && (*s.clock_event_reasons & watched))
+        return "clock event reasons: " + clock_event_reason_names(*s.clock_event_reasons & watched);
+    if (temperature_near_slowdown(s, h.temperature_slowdown_c))
+        return fmt::format("{} °C, slowdown at {} °C", *s.temperature_c, *h.temperature_slowdown_c);
+    if (power_over_limit(s, h.power_limit_mw))
+        return fmt::format("{} mW over the {} mW limit", *s.power_mw, *h.power_limit_mw);
+    for (auto& c : s.nvlink_errors)
+        if (any_nvlink_error(c)) return fmt::format("NVLink {} error counters are not zero", c.link);
+    if (s.pcie_replays && *s.pcie_replays > kPcieReplaysNoticeable)
+        return fmt::format("{} PCIe replays since the driver loaded", *s.pcie_replays);
+    return std::nullopt;
 }
 
 bool reports_gpu_lost(std::string_view device_error) {

@@ -1,10 +1,13 @@
 #pragma once
 // Answers of the driver libraries (NVML and the CUDA driver for NVIDIA, ROCm SMI for AMD), probed under a deadline.
+#include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/named_enum.hpp"
 #include "model/environment.hpp"
 
 namespace gpudx {
@@ -48,10 +51,77 @@ struct NvmlProcess {
     std::optional<unsigned long long> used_memory;
 };
 
+// What is at the other end of an NVLink (nvmlDeviceGetNvLinkRemoteDeviceType).
+// not_read: the type was not asked or not answered (an inactive link, an older snapshot, Not Supported).
+enum class NvlinkRemote : uint8_t { not_read, gpu, nvswitch, ibmnpu, unknown };
+inline constexpr EnumName<NvlinkRemote> kNvlinkRemoteNames[] = {{NvlinkRemote::not_read, "not_read"},
+                                                                {NvlinkRemote::gpu, "gpu"},
+                                                                {NvlinkRemote::nvswitch, "nvswitch"},
+                                                                {NvlinkRemote::ibmnpu, "ibmnpu"},
+                                                                {NvlinkRemote::unknown, "unknown"}};
+constexpr std::span<const EnumName<NvlinkRemote>> enum_names(NvlinkRemote) { return kNvlinkRemoteNames; }
+
+// One NVLink of a GPU. Every fact but the link number and `active` is nullopt/empty when it was not read (a
+// snapshot older than the fact, or a driver that does not answer it; the device's `unsupported` says which).
 struct NvlinkState {
     unsigned link = 0;
     bool active = false;
+    std::optional<unsigned> version;     // NVLink generation (4 on Hopper, 5 on Blackwell)
+    std::optional<unsigned> speed_mbps;  // the link's speed in MB/s as the driver reports it
+    std::string remote_pci;              // the remote end's PCI address, normalised; empty when not read
+    NvlinkRemote remote_type = NvlinkRemote::not_read;
 };
+
+// One NVLink's error counters at one moment (since the driver loaded). Hopper and earlier answer the data-link
+// counters; Blackwell answers the NVLink 5 counters instead. nullopt: not answered.
+struct NvlinkErrorCounters {
+    unsigned link = 0;
+    std::optional<unsigned long long> replay, recovery, crc_flit, crc_data, ecc_data;
+    // NVLink 5 (Blackwell): link recoveries that failed (the link went down) and all recoveries; packets received
+    // with errors; the times the local error count passed its threshold.
+    std::optional<unsigned long long> recovery_failed, recovery_events, receive_errors, link_integrity;
+};
+
+// The facts of one moment that can change from one second to the next, judged across two samples so that a
+// spike or a counter's history is not taken for a fault (docs/gpu-health.md).
+struct GpuHealthSample {
+    unsigned after_ms = 0;  // the interval waited after the first sample (0 for it)
+    std::optional<unsigned long long> clock_event_reasons;  // nvmlClocksEventReason* bits
+    std::optional<unsigned> temperature_c, memory_temperature_c;
+    std::optional<unsigned> power_mw;
+    std::optional<unsigned long long> pcie_replays;  // nvmlDeviceGetPcieReplayCounter
+    std::vector<NvlinkErrorCounters> nvlink_errors;
+};
+
+// How many DRAM banks have how many spare rows left (nvmlDeviceGetRowRemapperHistogram): max (all), high,
+// partial, low, none (no spare row left: the next uncorrectable error in that bank cannot be remapped).
+struct RowRemapHistogram {
+    unsigned max = 0, high = 0, partial = 0, low = 0, none = 0;
+};
+
+// ECC counts of one memory location since the driver loaded (volatile) and over the GPU's life (aggregate).
+#define GPUDX_ECC_LOCATIONS(X) X(total) X(l1_cache) X(l2_cache) X(device_memory) X(register_file) X(texture_memory) X(cbu)
+GPUDX_NAMED_ENUM(EccLocation, GPUDX_ECC_LOCATIONS)
+struct EccLocationCounts {
+    EccLocation location = EccLocation::total;
+    std::optional<unsigned long long> corrected_volatile, uncorrected_volatile, corrected_aggregate,
+        uncorrected_aggregate;
+};
+
+// The GPU's own health as NVML reports it (docs/gpu-health.md): limits and counts read once, and one or two
+// samples of what changes. An older snapshot has none of it: empty samples mean "not read".
+struct GpuHealth {
+    std::optional<unsigned> temperature_slowdown_c, temperature_shutdown_c;  // the GPU's own thresholds
+    std::optional<unsigned> power_limit_mw;                                  // the enforced limit
+    std::optional<RowRemapHistogram> row_remap_histogram;
+    std::vector<EccLocationCounts> ecc;
+    std::optional<unsigned> retired_pages_single_bit, retired_pages_double_bit;  // pre-Ampere page retirement
+    std::optional<unsigned> nvlink_count;  // links the GPU has (NVML_FI_DEV_NVLINK_LINK_COUNT)
+    std::vector<GpuHealthSample> samples;  // the first, and a second when the first showed something to confirm
+    // Why a second sample was wanted but not taken (it would not have finished inside the deadline); empty else.
+    std::string second_sample_skipped;
+};
+
 
 struct NvmlDevice {
     unsigned index = 0;
@@ -69,14 +139,44 @@ struct NvmlDevice {
     std::optional<unsigned> remapped_rows_correctable, remapped_rows_uncorrectable;
     std::optional<bool> remapped_rows_pending, remapped_rows_failure;
     std::optional<unsigned> fabric_state, fabric_status;
+    std::optional<unsigned> fabric_clique_id;
+    std::string fabric_cluster_uuid;  // empty when not read or all zero (no cluster)
     // NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: what the driver asks for to recover the GPU (0 none, 1 GPU reset, 2 node
     // reboot, 3 drain P2P, 4 drain and reset); nullopt when not read (an older driver: listed in `unsupported`).
     std::optional<unsigned> gpu_recovery_action;
     std::vector<NvlinkState> nvlinks;
+    GpuHealth health;
     std::vector<NvmlProcess> processes;
     std::vector<std::string> unsupported;  // queries the device answered Not Supported
     std::vector<std::string> errors;       // "nvmlDeviceGetX: message"
 };
+
+// The clock event reasons (nvmlClocksEventReason*): faults of the hardware or the facility, a warning of the
+// cooling, and the ordinary reasons a GPU runs below its top clock (docs/gpu-health.md).
+inline constexpr unsigned long long kClockReasonHwSlowdown = 0x8, kClockReasonHwThermalSlowdown = 0x40,
+                                    kClockReasonHwPowerBrake = 0x80, kClockReasonSwThermalSlowdown = 0x20;
+inline constexpr unsigned long long kClockReasonsHardware =
+    kClockReasonHwSlowdown | kClockReasonHwThermalSlowdown | kClockReasonHwPowerBrake;
+// "HW slowdown, HW power brake": the names of the set bits, for evidence and reports.
+std::string clock_event_reason_names(unsigned long long reasons);
+
+// How close to its slowdown threshold a GPU may run before one sample calls for a second (and two call for a
+// warning): GPUs under full load run a few degrees under it by design only when the cooling is short.
+inline constexpr unsigned kTemperatureMarginC = 5;
+// A PCIe replay count at or below this is the link's training history, not a sign (the real 2xH200 capture: 2
+// and 1 since reset): below it one sample does not call for a second.
+inline constexpr unsigned long long kPcieReplaysNoticeable = 100;
+
+// Power above the enforced limit by more than this is a fault of the power capping or its sensor: at the limit
+// under load is normal (SW power cap).
+inline constexpr unsigned kPowerOverLimitPercent = 5;
+bool power_over_limit(const GpuHealthSample& s, std::optional<unsigned> limit_mw);
+bool temperature_near_slowdown(const GpuHealthSample& s, std::optional<unsigned> slowdown_c);
+bool any_nvlink_error(const NvlinkErrorCounters& c);
+
+// Why the first health sample of a device calls for a second one (a hardware clock reason, a temperature near its
+// slowdown threshold, power over the limit, a non-zero NVLink error counter or many PCIe replays), or nullopt.
+std::optional<std::string> second_sample_wanted(const NvmlDevice& d);
 
 // An event NVML delivered to the agent's watcher (`gpudx nvml-events`, gpu_api/nvml/events.hpp): the agent keeps
 // the recent ones in the snapshots it judges, so an Xid the kernel log cannot show (no /dev/kmsg in a

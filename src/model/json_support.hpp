@@ -110,6 +110,10 @@ void named_enum_or_other_from_json(const nlohmann::json& j, E& value) {
 }
 inline void from_json(const nlohmann::json& j, LogTopic& t) { named_enum_or_other_from_json(j, t); }
 inline void from_json(const nlohmann::json& j, TallyKind& k) { named_enum_or_other_from_json(j, k); }
+// A remote end a newer gpudx names reads as unknown rather than stopping the reader.
+inline void from_json(const nlohmann::json& j, NvlinkRemote& r) {
+    r = parse_name<NvlinkRemote>(j.get<std::string>()).value_or(NvlinkRemote::unknown);
+}
 
 // Each field under its key. Reading: a missing key keeps the field's default.
 template <FieldwiseJson T>

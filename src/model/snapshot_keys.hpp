@@ -139,11 +139,22 @@ GPUDX_SCHEMA(ProcessView, pid, state, problem, command, uid, user, slurm_job_id,
              environment, device_nodes, open_devices, problems)
 
 GPUDX_SCHEMA(NvmlProcess, pid, name, used_memory)
-GPUDX_SCHEMA(NvlinkState, link, active)
+GPUDX_SCHEMA(NvlinkState, link, active, version, speed_mbps, remote_pci, remote_type)
+GPUDX_SCHEMA(NvlinkErrorCounters, link, replay, recovery, crc_flit, crc_data, ecc_data, recovery_failed, recovery_events,
+             receive_errors, link_integrity)
+GPUDX_SCHEMA(GpuHealthSample, after_ms, clock_event_reasons, temperature_c, memory_temperature_c, power_mw, pcie_replays,
+             nvlink_errors)
+GPUDX_SCHEMA(RowRemapHistogram, max, high, partial, low, none)
+GPUDX_SCHEMA(EccLocationCounts, location, corrected_volatile, uncorrected_volatile, corrected_aggregate,
+             uncorrected_aggregate)
+GPUDX_SCHEMA(GpuHealth, temperature_slowdown_c, temperature_shutdown_c, power_limit_mw, row_remap_histogram, ecc,
+             retired_pages_single_bit, retired_pages_double_bit, nvlink_count, samples,
+             second_sample_skipped)
 GPUDX_SCHEMA(NvmlDevice, index, uuid, name, serial, bus_id, pci, domain, bus, device, minor, persistence_mode, mig_mode,
              mig_uuids, ecc_enabled, ecc_uncorrected_volatile, ecc_uncorrected_aggregate, retired_pages_pending,
              remapped_rows_correctable, remapped_rows_uncorrectable, remapped_rows_pending, remapped_rows_failure,
-             fabric_state, fabric_status, gpu_recovery_action, nvlinks, processes, unsupported, errors)
+             fabric_state, fabric_status, fabric_clique_id, fabric_cluster_uuid, gpu_recovery_action, nvlinks, health,
+             processes, unsupported, errors)
 // Each driver layer's hung call (a typed HungCall in the model) is written under this key as its label, "" when
 // none: model/driver_json.cpp adds it beside the fields of the tables below.
 inline constexpr std::string_view kHungCallKey = "timed_out_call";

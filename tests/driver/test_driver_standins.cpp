@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rules/engine/check_context.hpp"
+#include "rules/engine/families.hpp"
 #include "collect/collectors.hpp"
 #include "abi/cuda.hpp"
 #include "abi/nvml.hpp"
@@ -163,6 +164,91 @@ TEST(Standins, RecordedH200NodeReplaysItsRealIdentity) {
     EXPECT_TRUE(checks(p).empty());
 }
 
+TEST(Standins, RecordedH200HealthIsOneSampleAndHealthy) {
+    use_scenario("h200x2.json");
+    auto p = probe();
+    ASSERT_EQ(p.nvml.devices.size(), 2u);
+    const auto& d = p.nvml.devices[0];
+    EXPECT_TRUE(d.errors.empty()) << d.errors.front();
+    ASSERT_EQ(d.nvlinks.size(), 18u);
+    EXPECT_EQ(d.nvlinks[17].version, 4u);
+    EXPECT_EQ(d.nvlinks[17].speed_mbps, 26562u);
+    EXPECT_EQ(d.nvlinks[17].remote_type, NvlinkRemote::nvswitch);
+    // A healthy node pays one sample: its 2 PCIe replays are the link's training history.
+    ASSERT_EQ(d.health.samples.size(), 1u);
+    EXPECT_EQ(d.health.samples[0].pcie_replays, 2u);
+    EXPECT_EQ(d.health.samples[0].clock_event_reasons, 1u);
+    EXPECT_EQ(d.health.samples[0].nvlink_errors.size(), 18u);
+    EXPECT_EQ(d.health.temperature_slowdown_c, 89u);
+    EXPECT_EQ(d.health.power_limit_mw, 700000u);
+    EXPECT_EQ(d.health.row_remap_histogram->max, 3072u);
+    EXPECT_EQ(d.health.nvlink_count, 18u);
+    Snapshot s;
+    s.nvml = p.nvml;
+    DiagnoseOptions o;
+    CheckContext ctx{s, o};
+    std::vector<Finding> out;
+    kGpuHealthFamily.run(ctx, out);
+    EXPECT_TRUE(out.empty()) << out.front().id;
+}
+
+TEST(Standins, HealthTakesASecondSampleOnlyWhenTheFirstCallsForIt) {
+    // Link 4's replay counter is 3, then 5: the probe samples again and the rule sees the growth.
+    nlohmann::json base = nlohmann::json::parse(std::ifstream(kScenarios + "/h200x2.json"));
+    auto health = base["nvml"]["devices"][1]["health"];
+    auto first = health["samples"][0];
+    first["nvlink_errors"][4]["replay"] = 3;
+    auto second = first;
+    second["nvlink_errors"][4]["replay"] = 5;
+    health["samples"] = {first, second};
+    use_controls({{"nvml_device_override", {{"1", {{"health", health}}}}}});
+    Root root(kH200);
+    CollectOptions o;
+    o.driver_library_dir = kLibs;
+    o.driver_deadline = kAnsweringDeadline;
+    o.health_interval_ms = 20;
+    CollectContext ctx{root, o};
+    NvmlLayer nvml;
+    CudaLayer cuda;
+    collect_driver(ctx, nvml, cuda);
+    ASSERT_EQ(nvml.devices.size(), 2u);
+    EXPECT_EQ(nvml.devices[0].health.samples.size(), 1u);
+    const auto& h = nvml.devices[1].health;
+    ASSERT_EQ(h.samples.size(), 2u);
+    EXPECT_EQ(h.samples[1].after_ms, 20u);
+    EXPECT_EQ(h.samples[1].nvlink_errors[4].replay, 5u);
+    Snapshot s;
+    s.nvml = nvml;
+    DiagnoseOptions d;
+    CheckContext cc{s, d};
+    std::vector<Finding> out;
+    kGpuHealthFamily.run(cc, out);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].id, "health.nvlink_errors_growing");
+
+    // With --health-interval 0 the same answers are judged on one sample: history, not growth.
+    o.health_interval_ms = 0;
+    NvmlLayer once;
+    collect_driver(ctx, once, cuda);
+    EXPECT_EQ(once.devices[1].health.samples.size(), 1u);
+}
+
+TEST(Standins, HealthCallsAnswerNotSupportedAndErrors) {
+    use_controls({{"faults",
+                   {{{"call", "nvmlDeviceGetRowRemapperHistogram"}, {"result", 3}},
+                    {{"call", "nvmlDeviceGetCurrentClocksEventReasons"}, {"device", 1}, {"result", 999}}}}});
+    auto p = probe();
+    ASSERT_EQ(p.nvml.devices.size(), 2u);
+    const auto& d0 = p.nvml.devices[0];
+    EXPECT_FALSE(d0.health.row_remap_histogram);
+    EXPECT_NE(std::find(d0.unsupported.begin(), d0.unsupported.end(), "nvmlDeviceGetRowRemapperHistogram"),
+              d0.unsupported.end());
+    const auto& d1 = p.nvml.devices[1];
+    EXPECT_FALSE(d1.health.samples[0].clock_event_reasons);
+    ASSERT_FALSE(d1.errors.empty());
+    EXPECT_NE(d1.errors[0].find("nvmlDeviceGetCurrentClocksEventReasons"), std::string::npos) << d1.errors[0];
+}
+
 TEST(Standins, HungNvmlCallTimesOutNamingItWhileCudaIsIntact) {
     use_scenario("nvml-hang-uuid.json");
     auto p = probe({}, false, kHangDeadline);
@@ -283,7 +369,15 @@ TEST(Standins, AHungGpuIsNamedWhileTheOtherGpusAnswer) {
 // the memory-health answers the two paths must agree on.
 std::vector<std::string> memory_calls(std::vector<std::string> unsupported) {
     std::erase(unsupported, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION");
+    // The health facts that ride in the batched call only (docs/gpu-health.md).
+    std::erase(unsupported, "nvmlDeviceGetRetiredPages");
     return unsupported;
+}
+
+// The health sample's own nvmlDeviceGetFieldValues fails too when the call is made to fail: not a memory fact.
+std::vector<std::string> memory_errors(std::vector<std::string> errors) {
+    std::erase_if(errors, [](auto& e) { return e.starts_with("nvmlDeviceGetFieldValues:"); });
+    return errors;
 }
 
 TEST(Standins, MemoryHealthFieldsAndTheCallsTheyReplaceAgree) {
@@ -297,7 +391,7 @@ TEST(Standins, MemoryHealthFieldsAndTheCallsTheyReplaceAgree) {
                               {"pending", d.remapped_rows_pending ? nlohmann::json(*d.remapped_rows_pending) : nlohmann::json()},
                               {"failure", d.remapped_rows_failure ? nlohmann::json(*d.remapped_rows_failure) : nlohmann::json()},
                               {"unsupported", memory_calls(d.unsupported)},
-                              {"errors", d.errors}};
+                              {"errors", memory_errors(d.errors)}};
     };
     nlohmann::json patch = {{"1", {{"ecc_uncorrected_volatile", 3}, {"ecc_uncorrected_aggregate", 7},
                                    {"remapped_rows_uncorrectable", 2}, {"remapped_rows_pending", true}}}};

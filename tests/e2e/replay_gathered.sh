@@ -21,15 +21,25 @@ def added_defaults(live, replay):
     """Fields a newer gpudx adds with their default value (docs/snapshot-format.md: fields are only added) are
     dropped from the replay where the machine's older snapshot does not have them."""
     if isinstance(live, dict) and isinstance(replay, dict):
-        return {k: added_defaults(live.get(k), v) for k, v in replay.items() if k in live or v not in (None, [], {}, "", False)}
+        return {k: added_defaults(live.get(k), v) for k, v in replay.items()
+                if k in live or (v not in (None, [], {}, "", False, "not_read") and k not in NEWER_FIELDS)}
     if isinstance(live, list) and isinstance(replay, list) and len(live) == len(replay):
         return [added_defaults(a, b) for a, b in zip(live, replay)]
     return replay
+# Facts a newer gpudx reads that the capture, gathered before them, holds no answer for (docs/gpu-health.md):
+# dropped from the replay where the machine's snapshot does not have them.
+NEWER_FIELDS = {"health", "fabric_clique_id"}
 live, replay = (json.load(open(p)) for p in sys.argv[1:3])
 replay = added_defaults(live, replay)
 # Queries a newer gpudx makes that the capture, gathered before them, holds no answer for: the stand-in answers
 # "not supported", so they are listed as unsupported in the replay only.
-NEWER_QUERIES = {"NVML_FI_DEV_GET_GPU_RECOVERY_ACTION"}
+NEWER_QUERIES = {"NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", "nvmlDeviceGetRetiredPages", "NVML_FI_DEV_NVLINK_LINK_COUNT",
+                 "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetTemperatureThreshold",
+                 "nvmlDeviceGetRowRemapperHistogram", "nvmlDeviceGetCurrentClocksEventReasons",
+                 "nvmlDeviceGetTemperature", "NVML_FI_DEV_MEMORY_TEMP", "nvmlDeviceGetPowerUsage",
+                 "nvmlDeviceGetPcieReplayCounter", "NVML_FI_DEV_NVLINK_GET_VERSION", "NVML_FI_DEV_NVLINK_GET_SPEED",
+                 "nvmlDeviceGetNvLinkErrorCounter", "nvmlDeviceGetNvLinkRemotePciInfo_v2",
+                 "nvmlDeviceGetNvLinkRemoteDeviceType"}
 for was, now in zip(live["nvml"].get("devices", []), replay["nvml"].get("devices", [])):
     if "unsupported" in now:
         now["unsupported"] = [c for c in now["unsupported"] if c not in NEWER_QUERIES or c in was.get("unsupported", [])]

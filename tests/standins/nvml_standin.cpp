@@ -1,7 +1,10 @@
 // Stand-in libnvidia-ml.so.1: serves the NVML answers of a scenario (standin_scenario.hpp).
 #include <chrono>
 #include <cstring>
+#include <algorithm>
 #include <deque>
+#include <optional>
+#include <utility>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +23,9 @@ struct Device {
     const json* doc = nullptr;  // NvmlDevice JSON; null for a MIG instance
     std::string mig_uuid;
     int index = 0;
+    // Health samples begun (nvmlDeviceGetCurrentClocksEventReasons starts each, as gpudx's probe asks it first):
+    // the sample answered is health.samples[begun - 1], the last one when there are fewer.
+    int samples_begun = 0;
 };
 
 // Handles must stay valid for the process lifetime: a deque never moves its elements.
@@ -90,6 +96,129 @@ nvmlReturn_t system_string(const char* call, const char* key, char* buf, unsigne
     const auto& n = nvml_doc();
     if (!n.contains(key) || !n[key].is_string()) return NVML_ERROR_NOT_SUPPORTED;
     return copy_string(n[key].get<std::string>(), buf, len);
+}
+
+// ---- The GPU's health. A device's "health" (GpuHealth JSON) answers the limits and, sample by sample, what
+// changes; its "nvlinks" the links. A value that is absent or null answers Not Supported.
+const json* health(const Device* d) {
+    if (!d || !d->doc) return nullptr;
+    auto it = d->doc->find("health");
+    return it == d->doc->end() || !it->is_object() ? nullptr : &*it;
+}
+
+const json* current_sample(const Device* d) {
+    const json* h = health(d);
+    if (!h || !h->contains("samples") || !(*h)["samples"].is_array() || (*h)["samples"].empty()) return nullptr;
+    const auto& samples = (*h)["samples"];
+    size_t i = d->samples_begun > 0 ? static_cast<size_t>(d->samples_begun - 1) : 0;
+    return &samples[std::min(i, samples.size() - 1)];
+}
+
+// A number under `key` of `obj`, or Not Supported.
+nvmlReturn_t number(const json* obj, const char* key, unsigned long long& out) {
+    if (!obj) return NVML_ERROR_NOT_SUPPORTED;
+    auto it = obj->find(key);
+    if (it == obj->end() || !it->is_number_unsigned()) return NVML_ERROR_NOT_SUPPORTED;
+    out = it->get<unsigned long long>();
+    return NVML_SUCCESS;
+}
+
+// A health call on a device: faults first, then the device's own answer.
+template <class Fn>
+nvmlReturn_t health_call(nvmlDevice_t h, const char* call, Fn&& answer) {
+    auto* d = dev(h);
+    if (!d || !d->doc) return NVML_ERROR_INVALID_ARGUMENT;
+    if (auto f = standin::fault(call, d->index)) return *f;
+    if (unsupported(d, call)) return NVML_ERROR_NOT_SUPPORTED;
+    return answer(d);
+}
+
+const json* link_of(const Device* d, unsigned link, nvmlReturn_t& rc) {
+    rc = NVML_SUCCESS;
+    if (!d->doc->contains("nvlinks") || !(*d->doc)["nvlinks"].is_array() || (*d->doc)["nvlinks"].empty()) {
+        rc = NVML_ERROR_NOT_SUPPORTED;
+        return nullptr;
+    }
+    for (auto& l : (*d->doc)["nvlinks"])
+        if (l.value("link", 999u) == link) return &l;
+    rc = NVML_ERROR_INVALID_ARGUMENT;  // past the GPU's last link
+    return nullptr;
+}
+
+// One NVLink field of `link`: a fact of the link, or an error counter of the current sample.
+nvmlReturn_t link_field(const Device* d, unsigned field, unsigned link, unsigned long long& out) {
+    if (auto f = standin::fault("nvmlDeviceGetNvLinkState", d->index)) return *f;
+    if (unsupported(d, "nvmlDeviceGetNvLinkState")) return NVML_ERROR_NOT_SUPPORTED;
+    nvmlReturn_t rc;
+    const json* l = link_of(d, link, rc);
+    if (!l) return rc;
+    switch (field) {
+        case NVML_FI_DEV_NVLINK_GET_STATE: out = l->value("active", false) ? 1 : 0; return NVML_SUCCESS;
+        case NVML_FI_DEV_NVLINK_GET_VERSION: return number(l, "version", out);
+        case NVML_FI_DEV_NVLINK_GET_SPEED: return number(l, "speed_mbps", out);
+        default: break;
+    }
+    const char* key = nullptr;
+    switch (field) {
+        case NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL: key = "replay"; break;
+        case NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL: key = "recovery"; break;
+        case NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL: key = "crc_flit"; break;
+        case NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL: key = "crc_data"; break;
+        case NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_TOTAL: key = "ecc_data"; break;
+        case NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS: key = "recovery_failed"; break;
+        case NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_EVENTS: key = "recovery_events"; break;
+        case NVML_FI_DEV_NVLINK_COUNT_RCV_ERRORS: key = "receive_errors"; break;
+        case NVML_FI_DEV_NVLINK_COUNT_LOCAL_LINK_INTEGRITY_ERRORS: key = "link_integrity"; break;
+        default: return NVML_ERROR_NOT_SUPPORTED;
+    }
+    if (auto f = standin::fault("nvmlDeviceGetNvLinkErrorCounter", d->index)) return *f;
+    const json* sample = current_sample(d);
+    if (!sample || !sample->contains("nvlink_errors")) return NVML_ERROR_NOT_SUPPORTED;
+    for (auto& c : (*sample)["nvlink_errors"])
+        if (c.value("link", 999u) == link) return number(&c, key, out);
+    // A link the scenario lists without counters: a clean link when others have counters.
+    out = 0;
+    return (*sample)["nvlink_errors"].empty() ? NVML_ERROR_NOT_SUPPORTED : NVML_SUCCESS;
+}
+
+// The ECC count by location a field id stands for, as "location", "member".
+std::optional<std::pair<const char*, const char*>> ecc_field(unsigned id) {
+    switch (id) {
+        case 3: return std::pair{"total", "corrected_volatile"};
+        case 5: return std::pair{"total", "corrected_aggregate"};
+        case 7: return std::pair{"l1_cache", "corrected_volatile"};
+        case 8: return std::pair{"l1_cache", "uncorrected_volatile"};
+        case 9: return std::pair{"l2_cache", "corrected_volatile"};
+        case 10: return std::pair{"l2_cache", "uncorrected_volatile"};
+        case 11: return std::pair{"device_memory", "corrected_volatile"};
+        case 12: return std::pair{"device_memory", "uncorrected_volatile"};
+        case 13: return std::pair{"register_file", "corrected_volatile"};
+        case 14: return std::pair{"register_file", "uncorrected_volatile"};
+        case 15: return std::pair{"texture_memory", "corrected_volatile"};
+        case 16: return std::pair{"texture_memory", "uncorrected_volatile"};
+        case 17: return std::pair{"cbu", "uncorrected_volatile"};
+        case 18: return std::pair{"l1_cache", "corrected_aggregate"};
+        case 19: return std::pair{"l1_cache", "uncorrected_aggregate"};
+        case 20: return std::pair{"l2_cache", "corrected_aggregate"};
+        case 21: return std::pair{"l2_cache", "uncorrected_aggregate"};
+        case 22: return std::pair{"device_memory", "corrected_aggregate"};
+        case 23: return std::pair{"device_memory", "uncorrected_aggregate"};
+        case 24: return std::pair{"register_file", "corrected_aggregate"};
+        case 25: return std::pair{"register_file", "uncorrected_aggregate"};
+        case 26: return std::pair{"texture_memory", "corrected_aggregate"};
+        case 27: return std::pair{"texture_memory", "uncorrected_aggregate"};
+        case 28: return std::pair{"cbu", "uncorrected_aggregate"};
+        default: return std::nullopt;
+    }
+}
+
+nvmlReturn_t ecc_location_field(const Device* d, unsigned id, unsigned long long& out) {
+    auto which = ecc_field(id);
+    const json* h = health(d);
+    if (!which || !h || !h->contains("ecc")) return NVML_ERROR_NOT_SUPPORTED;
+    for (auto& e : (*h)["ecc"])
+        if (e.value("location", std::string()) == which->first) return number(&e, which->second, out);
+    return NVML_ERROR_NOT_SUPPORTED;
 }
 
 }  // namespace
@@ -335,8 +464,40 @@ EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t h, int count, nvmlFiel
                 n = action;
                 break;
             }
+            case NVML_FI_DEV_RETIRED_SBE:
+            case NVML_FI_DEV_RETIRED_DBE:
+                v.nvmlReturn = health_call(h, "nvmlDeviceGetRetiredPages", [&](const Device* dd) {
+                    return number(health(dd), v.fieldId == NVML_FI_DEV_RETIRED_SBE ? "retired_pages_single_bit"
+                                                                                    : "retired_pages_double_bit", n);
+                });
+                break;
+            case NVML_FI_DEV_NVLINK_LINK_COUNT:
+                v.nvmlReturn = number(health(d), "nvlink_count", n);
+                break;
+            case NVML_FI_DEV_POWER_CURRENT_LIMIT:
+                v.nvmlReturn = health_call(h, "nvmlDeviceGetEnforcedPowerLimit",
+                                           [&](const Device* dd) { return number(health(dd), "power_limit_mw", n); });
+                break;
+            case NVML_FI_DEV_MEMORY_TEMP:
+                v.nvmlReturn = number(current_sample(d), "memory_temperature_c", n);
+                break;
+            case NVML_FI_DEV_POWER_INSTANT:
+                v.nvmlReturn = health_call(h, "nvmlDeviceGetPowerUsage",
+                                           [&](const Device* dd) { return number(current_sample(dd), "power_mw", n); });
+                break;
+            case NVML_FI_DEV_PCIE_REPLAY_COUNTER:
+                v.nvmlReturn = health_call(h, "nvmlDeviceGetPcieReplayCounter", [&](const Device* dd) {
+                    return number(current_sample(dd), "pcie_replays", n);
+                });
+                break;
             default:
-                v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+                if (ecc_field(v.fieldId))
+                    v.nvmlReturn = ecc_location_field(d, v.fieldId, n);
+                else if ((v.fieldId >= 38 && v.fieldId <= 59) || (v.fieldId >= 160 && v.fieldId <= 166) ||
+                         (v.fieldId >= 208 && v.fieldId <= 215))
+                    v.nvmlReturn = d->doc ? link_field(d, v.fieldId, v.scopeId, n) : NVML_ERROR_NOT_SUPPORTED;
+                else
+                    v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
         }
         if (v.nvmlReturn == NVML_SUCCESS) v.value.ullVal = n;
     }
@@ -350,6 +511,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t h, nvmlGpuFabricInf
     if (!info || info->version != nvmlGpuFabricInfo_v2) return 25 /* NVML_ERROR_ARGUMENT_VERSION_MISMATCH */;
     info->state = static_cast<unsigned char>(state);
     info->status = static_cast<nvmlReturn_t>(dev(h)->doc->value("fabric_status", 0u));
+    info->cliqueId = dev(h)->doc->value("fabric_clique_id", 0u);
+    standin::parse_uuid("GPU-" + dev(h)->doc->value("fabric_cluster_uuid", std::string()), info->clusterUuid);
     return NVML_SUCCESS;
 }
 
@@ -364,6 +527,89 @@ EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t h, unsigned link, nvml
             return NVML_SUCCESS;
         }
     return NVML_ERROR_INVALID_ARGUMENT;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t h, unsigned link, nvmlPciInfo_t* pci) {
+    return health_call(h, "nvmlDeviceGetNvLinkRemotePciInfo", [&](const Device* d) {
+        nvmlReturn_t rc;
+        const json* l = link_of(d, link, rc);
+        if (!l) return rc;
+        std::string bus = l->value("remote_pci", std::string());
+        unsigned a = 0, b = 0, c = 0, e = 0;
+        if (bus.empty() || !standin::parse_bus_id(bus, a, b, c, e)) return NVML_ERROR_NOT_SUPPORTED;
+        if (!pci) return NVML_ERROR_INVALID_ARGUMENT;
+        std::memset(pci, 0, sizeof *pci);
+        pci->domain = a;
+        pci->bus = b;
+        pci->device = c;
+        std::snprintf(pci->busId, sizeof pci->busId, "%08X:%02X:%02X.%X", a, b, c, e);
+        return NVML_SUCCESS;
+    });
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t h, unsigned link, int* type) {
+    return health_call(h, "nvmlDeviceGetNvLinkRemoteDeviceType", [&](const Device* d) {
+        nvmlReturn_t rc;
+        const json* l = link_of(d, link, rc);
+        if (!l) return rc;
+        std::string t = l->value("remote_type", std::string());
+        if (t.empty() || t == "not_read") return NVML_ERROR_NOT_SUPPORTED;
+        *type = t == "gpu" ? NVML_NVLINK_DEVICE_TYPE_GPU
+              : t == "nvswitch" ? NVML_NVLINK_DEVICE_TYPE_SWITCH
+              : t == "ibmnpu" ? NVML_NVLINK_DEVICE_TYPE_IBMNPU
+                              : NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
+        return NVML_SUCCESS;
+    });
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t h, unsigned long long* reasons) {
+    if (auto* d = dev(h)) ++d->samples_begun;
+    return health_call(h, "nvmlDeviceGetCurrentClocksEventReasons",
+                       [&](const Device* d) { return number(current_sample(d), "clock_event_reasons", *reasons); });
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t h, int sensor, unsigned* celsius) {
+    if (sensor != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
+    return health_call(h, "nvmlDeviceGetTemperature", [&](const Device* d) {
+        unsigned long long t = 0;
+        nvmlReturn_t rc = number(current_sample(d), "temperature_c", t);
+        if (rc == NVML_SUCCESS) *celsius = static_cast<unsigned>(t);
+        return rc;
+    });
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t h, int threshold, unsigned* celsius) {
+    const char* key = threshold == NVML_TEMPERATURE_THRESHOLD_SLOWDOWN   ? "temperature_slowdown_c"
+                      : threshold == NVML_TEMPERATURE_THRESHOLD_SHUTDOWN ? "temperature_shutdown_c"
+                                                                         : nullptr;
+    if (!key) return NVML_ERROR_NOT_SUPPORTED;
+    return health_call(h, "nvmlDeviceGetTemperatureThreshold", [&](const Device* d) {
+        unsigned long long t = 0;
+        nvmlReturn_t rc = number(health(d), key, t);
+        if (rc == NVML_SUCCESS) *celsius = static_cast<unsigned>(t);
+        return rc;
+    });
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetRowRemapperHistogram(nvmlDevice_t h, nvmlRowRemapperHistogramValues_t* values) {
+    return health_call(h, "nvmlDeviceGetRowRemapperHistogram", [&](const Device* d) {
+        const json* hl = health(d);
+        if (!hl || !hl->contains("row_remap_histogram") || !(*hl)["row_remap_histogram"].is_object())
+            return NVML_ERROR_NOT_SUPPORTED;
+        const auto& r = (*hl)["row_remap_histogram"];
+        *values = {r.value("max", 0u), r.value("high", 0u), r.value("partial", 0u), r.value("low", 0u),
+                   r.value("none", 0u)};
+        return NVML_SUCCESS;
+    });
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t h, unsigned* value) {
+    return health_call(h, "nvmlDeviceGetPcieReplayCounter", [&](const Device* d) {
+        unsigned long long n = 0;
+        nvmlReturn_t rc = number(current_sample(d), "pcie_replays", n);
+        if (rc == NVML_SUCCESS) *value = static_cast<unsigned>(n);
+        return rc;
+    });
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t h, unsigned* count, nvmlProcessInfo_t* infos) {

@@ -45,6 +45,17 @@ NvmlApi::NvmlApi(DriverLibrary lib) : library(std::move(lib)) {
     l.bind(p2p_status, "nvmlDeviceGetP2PStatus");
     l.bind(processes, "nvmlDeviceGetComputeRunningProcesses", {"_v3", "_v2"});
     l.bind(field_values, "nvmlDeviceGetFieldValues");
+    // The plain call fills the older nvmlPciInfo_t layout.
+    l.bind(nvlink_remote_pci, "nvmlDeviceGetNvLinkRemotePciInfo", {"_v2"});
+    l.bind(nvlink_remote_type, "nvmlDeviceGetNvLinkRemoteDeviceType");
+    l.bind(clocks_event_reasons, "nvmlDeviceGetCurrentClocksEventReasons");
+    if (!clocks_event_reasons) l.bind(clocks_event_reasons, "nvmlDeviceGetCurrentClocksThrottleReasons");
+    l.bind(temperature, "nvmlDeviceGetTemperature");
+    l.bind(temperature_threshold, "nvmlDeviceGetTemperatureThreshold");
+    l.bind(row_remap_histogram, "nvmlDeviceGetRowRemapperHistogram");
+    l.bind(pcie_replays, "nvmlDeviceGetPcieReplayCounter");
+    l.bind(power_usage, "nvmlDeviceGetPowerUsage");
+    l.bind(enforced_power_limit, "nvmlDeviceGetEnforcedPowerLimit");
     l.bind(event_set_create, "nvmlEventSetCreate");
     l.bind(event_set_free, "nvmlEventSetFree");
     l.bind(supported_event_types, "nvmlDeviceGetSupportedEventTypes");

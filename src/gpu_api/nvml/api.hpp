@@ -39,6 +39,14 @@ struct NvmlApi {
     nvml::DeviceGetP2PStatus p2p_status = nullptr;
     nvml::DeviceGetComputeRunningProcesses processes = nullptr;
     nvml::DeviceGetFieldValues field_values = nullptr;
+    // The GPU's own health (docs/gpu-health.md).
+    nvml::DeviceGetNvLinkRemotePciInfo nvlink_remote_pci = nullptr;  // _v2
+    nvml::DeviceGetNvLinkRemoteDeviceType nvlink_remote_type = nullptr;
+    nvml::DeviceGetClocksEventReasons clocks_event_reasons = nullptr;  // or ...ClocksThrottleReasons
+    nvml::DeviceGetTemperature temperature = nullptr;
+    nvml::DeviceGetTemperatureThreshold temperature_threshold = nullptr;
+    nvml::DeviceGetRowRemapperHistogram row_remap_histogram = nullptr;
+    nvml::DeviceGetUInt pcie_replays = nullptr, power_usage = nullptr, enforced_power_limit = nullptr;
     // Events (the agent's watcher, gpu_api/nvml/events.hpp).
     nvml::EventSetCreate event_set_create = nullptr;
     nvml::EventSetFree event_set_free = nullptr;

@@ -2,11 +2,14 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <system_error>
 #include <thread>
 #include <vector>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -44,11 +47,93 @@ std::optional<unsigned long long> field_number(const nvmlFieldValue_t& f) {
     }
 }
 
+// When the second health sample may be taken: the interval, and the probe's own deadline.
+struct HealthSampling {
+    std::chrono::milliseconds interval{1000};
+    std::chrono::steady_clock::time_point deadline;
+};
+// What the second sample must leave of the deadline for the calls after it (the processes, the other GPUs).
+constexpr std::chrono::milliseconds kSecondSampleMargin{500};
+
+// ECC counts by location as field values: which location and which count each id fills. The uncorrected totals
+// are the memory-health call's own fields (ecc_uncorrected_volatile/aggregate), copied into the total's entry.
+struct EccField {
+    unsigned id;
+    EccLocation location;
+    std::optional<unsigned long long> EccLocationCounts::*member;
+};
+using E = EccLocationCounts;
+constexpr std::array kEccFields{
+    EccField{NVML_FI_DEV_ECC_SBE_VOL_TOTAL, EccLocation::total, &E::corrected_volatile},
+    EccField{NVML_FI_DEV_ECC_SBE_AGG_TOTAL, EccLocation::total, &E::corrected_aggregate},
+    EccField{NVML_FI_DEV_ECC_SBE_VOL_DEV, EccLocation::device_memory, &E::corrected_volatile},
+    EccField{NVML_FI_DEV_ECC_DBE_VOL_DEV, EccLocation::device_memory, &E::uncorrected_volatile},
+    EccField{NVML_FI_DEV_ECC_SBE_AGG_DEV, EccLocation::device_memory, &E::corrected_aggregate},
+    EccField{NVML_FI_DEV_ECC_DBE_AGG_DEV, EccLocation::device_memory, &E::uncorrected_aggregate},
+    EccField{NVML_FI_DEV_ECC_SBE_VOL_L1, EccLocation::l1_cache, &E::corrected_volatile},
+    EccField{NVML_FI_DEV_ECC_DBE_VOL_L1, EccLocation::l1_cache, &E::uncorrected_volatile},
+    EccField{NVML_FI_DEV_ECC_SBE_AGG_L1, EccLocation::l1_cache, &E::corrected_aggregate},
+    EccField{NVML_FI_DEV_ECC_DBE_AGG_L1, EccLocation::l1_cache, &E::uncorrected_aggregate},
+    EccField{NVML_FI_DEV_ECC_SBE_VOL_L2, EccLocation::l2_cache, &E::corrected_volatile},
+    EccField{NVML_FI_DEV_ECC_DBE_VOL_L2, EccLocation::l2_cache, &E::uncorrected_volatile},
+    EccField{NVML_FI_DEV_ECC_SBE_AGG_L2, EccLocation::l2_cache, &E::corrected_aggregate},
+    EccField{NVML_FI_DEV_ECC_DBE_AGG_L2, EccLocation::l2_cache, &E::uncorrected_aggregate},
+    EccField{NVML_FI_DEV_ECC_SBE_VOL_REG, EccLocation::register_file, &E::corrected_volatile},
+    EccField{NVML_FI_DEV_ECC_DBE_VOL_REG, EccLocation::register_file, &E::uncorrected_volatile},
+    EccField{NVML_FI_DEV_ECC_SBE_AGG_REG, EccLocation::register_file, &E::corrected_aggregate},
+    EccField{NVML_FI_DEV_ECC_DBE_AGG_REG, EccLocation::register_file, &E::uncorrected_aggregate},
+    EccField{NVML_FI_DEV_ECC_SBE_VOL_TEX, EccLocation::texture_memory, &E::corrected_volatile},
+    EccField{NVML_FI_DEV_ECC_DBE_VOL_TEX, EccLocation::texture_memory, &E::uncorrected_volatile},
+    EccField{NVML_FI_DEV_ECC_SBE_AGG_TEX, EccLocation::texture_memory, &E::corrected_aggregate},
+    EccField{NVML_FI_DEV_ECC_DBE_AGG_TEX, EccLocation::texture_memory, &E::uncorrected_aggregate},
+    EccField{NVML_FI_DEV_ECC_DBE_VOL_CBU, EccLocation::cbu, &E::uncorrected_volatile},
+    EccField{NVML_FI_DEV_ECC_DBE_AGG_CBU, EccLocation::cbu, &E::uncorrected_aggregate},
+};
+// Read with the memory health, in this order (read_static_health_fields); the last one with scopeId 0 (link 0).
+constexpr std::array kStaticHealthFields{NVML_FI_DEV_RETIRED_SBE, NVML_FI_DEV_RETIRED_DBE, NVML_FI_DEV_NVLINK_LINK_COUNT,
+                                         NVML_FI_DEV_POWER_CURRENT_LIMIT, NVML_FI_DEV_NVLINK_GET_VERSION};
+// Each sample, in this order (read_sample_fields); then per link kLinkFacts and its error counters.
+constexpr std::array kSampleFields{NVML_FI_DEV_MEMORY_TEMP, NVML_FI_DEV_POWER_INSTANT, NVML_FI_DEV_PCIE_REPLAY_COUNTER};
+constexpr std::array kLinkFacts{NVML_FI_DEV_NVLINK_GET_STATE, NVML_FI_DEV_NVLINK_GET_VERSION, NVML_FI_DEV_NVLINK_GET_SPEED};
+
+struct CounterField {
+    unsigned id;
+    std::optional<unsigned long long> NvlinkErrorCounters::*member;
+    const char* call;  // what an unsupported or failed counter is filed under
+};
+using N = NvlinkErrorCounters;
+constexpr std::array kNvlinkCounters{
+    CounterField{NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, &N::replay, "nvmlDeviceGetNvLinkErrorCounter"},
+    CounterField{NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL, &N::recovery, "nvmlDeviceGetNvLinkErrorCounter"},
+    CounterField{NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, &N::crc_flit, "nvmlDeviceGetNvLinkErrorCounter"},
+    CounterField{NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL, &N::crc_data, "nvmlDeviceGetNvLinkErrorCounter"},
+    CounterField{NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_TOTAL, &N::ecc_data, "nvmlDeviceGetNvLinkErrorCounter"},
+};
+constexpr std::array kNvlink5Counters{
+    CounterField{NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS, &N::recovery_failed, "NVML_FI_DEV_NVLINK_COUNT_*"},
+    CounterField{NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_EVENTS, &N::recovery_events, "NVML_FI_DEV_NVLINK_COUNT_*"},
+    CounterField{NVML_FI_DEV_NVLINK_COUNT_RCV_ERRORS, &N::receive_errors, "NVML_FI_DEV_NVLINK_COUNT_*"},
+    CounterField{NVML_FI_DEV_NVLINK_COUNT_LOCAL_LINK_INTEGRITY_ERRORS, &N::link_integrity, "NVML_FI_DEV_NVLINK_COUNT_*"},
+};
+static_assert(kNvlinkCounters.size() == 5 && kNvlink5Counters.size() == 4);
+
+// "01234567-89ab-..." of a fabric cluster, or "" when all zero (the GPU is in no cluster).
+std::string cluster_uuid_text(const unsigned char (&uuid)[16]) {
+    if (std::all_of(std::begin(uuid), std::end(uuid), [](unsigned char b) { return b == 0; })) return {};
+    std::string out;
+    for (int i = 0; i < 16; ++i) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+        out += fmt::format("{:02x}", uuid[i]);
+    }
+    return out;
+}
+
 // One device's queries. Not Supported is an answer (recorded in `unsupported`), not an error.
 class NvmlDeviceQuery {
 public:
-    NvmlDeviceQuery(const NvmlApi& api, ProbeChannel::Lane& ch, NvmlDevice& dev, nvmlDevice_t h)
-        : api_(api), calls_(api, ch, dev.index, dev.unsupported, dev.errors), dev_(dev), h_(h) {}
+    NvmlDeviceQuery(const NvmlApi& api, ProbeChannel::Lane& ch, NvmlDevice& dev, nvmlDevice_t h,
+                    const HealthSampling& sampling)
+        : api_(api), calls_(api, ch, dev.index, dev.unsupported, dev.errors), dev_(dev), h_(h), sampling_(sampling) {}
 
     void run() {
         char buf[256];
@@ -74,7 +159,21 @@ public:
         query_mig();
         query_memory_health();
         query_fabric();
-        query_nvlinks();
+        query_health_limits();
+        take_health_sample();
+        query_nvlink_remotes();
+        if (auto why = second_sample_wanted(dev_)) {
+            if (sampling_.interval.count() == 0) {
+                // The user asked for one sample: judged on it alone.
+            } else if (std::chrono::steady_clock::now() + sampling_.interval + kSecondSampleMargin >
+                       sampling_.deadline) {
+                dev_.health.second_sample_skipped =
+                    fmt::format("{}; no second sample: it would not finish inside the driver deadline", *why);
+            } else {
+                std::this_thread::sleep_for(sampling_.interval);
+                take_health_sample();
+            }
+        }
         query_processes();
     }
 
@@ -112,8 +211,14 @@ private:
                                   NVML_FI_DEV_RETIRED_PENDING, NVML_FI_DEV_REMAPPED_COR, NVML_FI_DEV_REMAPPED_UNC,
                                   NVML_FI_DEV_REMAPPED_PENDING, NVML_FI_DEV_REMAPPED_FAILURE,
                                   NVML_FI_DEV_GET_GPU_RECOVERY_ACTION};
-        std::array<nvmlFieldValue_t, kIds.size()> v{};
+        // The health facts that do not change from one second to the next ride in the same call
+        // (docs/gpu-health.md): ECC by location, retired pages, the link count and the first link's NVLink
+        // version (which error counters the links answer), the enforced power limit.
+        std::vector<nvmlFieldValue_t> v(kIds.size() + kEccFields.size() + kStaticHealthFields.size());
         for (size_t i = 0; i < kIds.size(); ++i) v[i].fieldId = kIds[i];
+        for (size_t i = 0; i < kEccFields.size(); ++i) v[kIds.size() + i].fieldId = kEccFields[i].id;
+        for (size_t i = 0; i < kStaticHealthFields.size(); ++i)
+            v[kIds.size() + kEccFields.size() + i].fieldId = kStaticHealthFields[i];
         calls_.announce("nvmlDeviceGetFieldValues");
         if (api_.field_values(h_, static_cast<int>(v.size()), v.data()) != NVML_SUCCESS) return false;
         // The value, or nullopt after filing the field's failure under `call`.
@@ -153,6 +258,7 @@ private:
         if (recovery.nvmlReturn == NVML_ERROR_INVALID_ARGUMENT) recovery.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
         if (auto action = take(recovery, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION"))
             dev_.gpu_recovery_action = static_cast<unsigned>(*action);
+        read_static_health_fields(std::span(v).subspan(kIds.size()));
         return true;
     }
 
@@ -185,6 +291,203 @@ private:
         }
     }
 
+    // The static health fields of the memory-health call, in the order they were asked.
+    void read_static_health_fields(std::span<const nvmlFieldValue_t> v) {
+        auto& h = dev_.health;
+        for (size_t i = 0; i < kEccFields.size(); ++i) {
+            auto n = health_field(v[i], "ECC counts by location");
+            if (!n) continue;
+            const auto& f = kEccFields[i];
+            auto it = std::find_if(h.ecc.begin(), h.ecc.end(), [&](auto& e) { return e.location == f.location; });
+            if (it == h.ecc.end()) it = h.ecc.insert(h.ecc.end(), EccLocationCounts{f.location});
+            (*it).*(f.member) = *n;
+        }
+        if (dev_.ecc_uncorrected_volatile || dev_.ecc_uncorrected_aggregate) {
+            auto it = std::find_if(h.ecc.begin(), h.ecc.end(), [](auto& e) { return e.location == EccLocation::total; });
+            if (it == h.ecc.end()) it = h.ecc.insert(h.ecc.begin(), EccLocationCounts{EccLocation::total});
+            it->uncorrected_volatile = dev_.ecc_uncorrected_volatile;
+            it->uncorrected_aggregate = dev_.ecc_uncorrected_aggregate;
+        }
+        auto rest = v.subspan(kEccFields.size());
+        if (auto n = health_field(rest[0], "nvmlDeviceGetRetiredPages")) h.retired_pages_single_bit = static_cast<unsigned>(*n);
+        if (auto n = health_field(rest[1], "nvmlDeviceGetRetiredPages")) h.retired_pages_double_bit = static_cast<unsigned>(*n);
+        if (auto n = health_field(rest[2], "NVML_FI_DEV_NVLINK_LINK_COUNT")) h.nvlink_count = static_cast<unsigned>(*n);
+        if (auto n = health_field(rest[3], "nvmlDeviceGetEnforcedPowerLimit")) h.power_limit_mw = static_cast<unsigned>(*n);
+        if (rest[4].nvmlReturn == NVML_SUCCESS)
+            if (auto n = field_number(rest[4])) nvlink_version0_ = static_cast<unsigned>(*n);
+    }
+
+    // A health field's value; Not Supported (or an id this driver does not know, Invalid Argument) is filed once
+    // under `call` in `unsupported`, any other failure in `errors`. The ECC locations are many and most GPUs
+    // answer only some: their absence is not filed (nothing is judged on a location that did not answer).
+    std::optional<unsigned long long> health_field(const nvmlFieldValue_t& f, std::string_view call) {
+        if (f.nvmlReturn == NVML_SUCCESS) {
+            if (auto n = field_number(f)) return n;
+            dev_.errors.push_back(fmt::format("{} (field {}): value of an unknown type", call, f.fieldId));
+            return std::nullopt;
+        }
+        if (f.nvmlReturn == NVML_ERROR_NOT_SUPPORTED || f.nvmlReturn == NVML_ERROR_INVALID_ARGUMENT) {
+            if (call != "ECC counts by location") note_unsupported(call);
+            return std::nullopt;
+        }
+        dev_.errors.push_back(fmt::format("{} (field {}{}): {}", call, f.fieldId,
+                                          f.scopeId ? fmt::format(", link {}", f.scopeId) : std::string(),
+                                          api_.describe(f.nvmlReturn)));
+        return std::nullopt;
+    }
+
+    void note_unsupported(std::string_view call) {
+        if (std::find(dev_.unsupported.begin(), dev_.unsupported.end(), call) == dev_.unsupported.end())
+            dev_.unsupported.emplace_back(call);
+    }
+
+    // The GPU's own thresholds and the row remapper's spare rows: read once.
+    void query_health_limits() {
+        auto& h = dev_.health;
+        unsigned t = 0;
+        if (calls_.ask("nvmlDeviceGetTemperatureThreshold", api_.temperature_threshold != nullptr,
+                       [&] { return api_.temperature_threshold(h_, NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, &t); }))
+            h.temperature_slowdown_c = t;
+        if (calls_.ask("nvmlDeviceGetTemperatureThreshold", api_.temperature_threshold != nullptr,
+                       [&] { return api_.temperature_threshold(h_, NVML_TEMPERATURE_THRESHOLD_SHUTDOWN, &t); }))
+            h.temperature_shutdown_c = t;
+        if (!h.power_limit_mw && api_.enforced_power_limit) {
+            unsigned mw = 0;
+            if (calls_.ask("nvmlDeviceGetEnforcedPowerLimit", true, [&] { return api_.enforced_power_limit(h_, &mw); }))
+                h.power_limit_mw = mw;
+        }
+        nvmlRowRemapperHistogramValues_t hist{};
+        if (calls_.ask("nvmlDeviceGetRowRemapperHistogram", api_.row_remap_histogram != nullptr,
+                       [&] { return api_.row_remap_histogram(h_, &hist); }))
+            h.row_remap_histogram = RowRemapHistogram{hist.max, hist.high, hist.partial, hist.low, hist.none};
+    }
+
+    // One sample of what changes: clock event reasons, temperature, and one nvmlDeviceGetFieldValues for the
+    // memory temperature, power, PCIe replays and every link's state, version, speed and error counters (the
+    // link in each field's scopeId). The first sample also fills the links themselves.
+    void take_health_sample() {
+        auto& h = dev_.health;
+        const bool first = h.samples.empty();
+        GpuHealthSample sample;
+        // The interval the probe waited (the calls around it take microseconds to a few ms): a recorded snapshot
+        // replays to the same answers.
+        if (!first) sample.after_ms = static_cast<unsigned>(sampling_.interval.count());
+        unsigned long long reasons = 0;
+        if (calls_.ask("nvmlDeviceGetCurrentClocksEventReasons", api_.clocks_event_reasons != nullptr,
+                       [&] { return api_.clocks_event_reasons(h_, &reasons); }))
+            sample.clock_event_reasons = reasons;
+        unsigned t = 0;
+        if (calls_.ask("nvmlDeviceGetTemperature", api_.temperature != nullptr,
+                       [&] { return api_.temperature(h_, NVML_TEMPERATURE_GPU, &t); }))
+            sample.temperature_c = t;
+        if (!read_sample_fields(sample, first) && first) query_nvlinks_call_by_call();
+        h.samples.push_back(std::move(sample));
+    }
+
+    // False when nvmlDeviceGetFieldValues itself failed (then the links are asked one call at a time).
+    bool read_sample_fields(GpuHealthSample& sample, bool first) {
+        if (!api_.field_values) return false;
+        // Links past the GPU's last answer Invalid Argument; without a link count, every link NVML can have is
+        // asked and the answers say which exist.
+        const unsigned links = std::min(dev_.health.nvlink_count.value_or(NVML_NVLINK_MAX_LINKS), NVML_NVLINK_MAX_LINKS);
+        const std::span<const CounterField> counters =
+            nvlink5() ? std::span<const CounterField>(kNvlink5Counters) : std::span<const CounterField>(kNvlinkCounters);
+        std::vector<nvmlFieldValue_t> v(kSampleFields.size() + links * (kLinkFacts.size() + counters.size()));
+        for (size_t i = 0; i < kSampleFields.size(); ++i) v[i].fieldId = kSampleFields[i];
+        size_t at = kSampleFields.size();
+        for (unsigned link = 0; link < links; ++link) {
+            for (unsigned id : kLinkFacts) v[at].fieldId = id, v[at++].scopeId = link;
+            for (auto& c : counters) v[at].fieldId = c.id, v[at++].scopeId = link;
+        }
+        calls_.announce("nvmlDeviceGetFieldValues", first ? "health" : "health, second sample");
+        nvmlReturn_t rc = api_.field_values(h_, static_cast<int>(v.size()), v.data());
+        if (rc != NVML_SUCCESS) {
+            calls_.file("nvmlDeviceGetFieldValues", rc);
+            return false;
+        }
+        if (auto n = health_field(v[0], "NVML_FI_DEV_MEMORY_TEMP")) sample.memory_temperature_c = static_cast<unsigned>(*n);
+        if (auto n = health_field(v[1], "nvmlDeviceGetPowerUsage")) sample.power_mw = static_cast<unsigned>(*n);
+        if (auto n = health_field(v[2], "nvmlDeviceGetPcieReplayCounter")) sample.pcie_replays = *n;
+        if (!sample.power_mw && api_.power_usage) {
+            unsigned mw = 0;
+            if (calls_.ask("nvmlDeviceGetPowerUsage", true, [&] { return api_.power_usage(h_, &mw); })) sample.power_mw = mw;
+        }
+        if (!sample.pcie_replays && api_.pcie_replays) {
+            unsigned n = 0;
+            if (calls_.ask("nvmlDeviceGetPcieReplayCounter", true, [&] { return api_.pcie_replays(h_, &n); }))
+                sample.pcie_replays = n;
+        }
+        at = kSampleFields.size();
+        bool state_unsupported = false;
+        for (unsigned link = 0; link < links; ++link) {
+            const nvmlFieldValue_t* f = &v[at];
+            at += kLinkFacts.size() + counters.size();
+            const nvmlFieldValue_t& state = f[0];
+            // A link past the GPU's last one; a GPU without NVLink answers Not Supported for its first.
+            if (state.nvmlReturn == NVML_ERROR_INVALID_ARGUMENT || state.nvmlReturn == NVML_ERROR_NOT_FOUND) break;
+            if (state.nvmlReturn == NVML_ERROR_NOT_SUPPORTED) {
+                if (link == 0) state_unsupported = true;
+                break;
+            }
+            auto active = health_field(state, "nvmlDeviceGetNvLinkState");
+            if (!active) continue;
+            if (first) {
+                NvlinkState l{link, *active != 0};
+                if (auto n = health_field(f[1], "NVML_FI_DEV_NVLINK_GET_VERSION")) l.version = static_cast<unsigned>(*n);
+                if (auto n = health_field(f[2], "NVML_FI_DEV_NVLINK_GET_SPEED")) l.speed_mbps = static_cast<unsigned>(*n);
+                dev_.nvlinks.push_back(l);
+            }
+            if (*active == 0) continue;  // an inactive link's counters say nothing of its health now
+            NvlinkErrorCounters e{link};
+            bool any = false;
+            for (size_t c = 0; c < counters.size(); ++c)
+                if (auto n = health_field(f[kLinkFacts.size() + c], counters[c].call)) {
+                    e.*(counters[c].member) = *n;
+                    any = true;
+                }
+            if (any) sample.nvlink_errors.push_back(e);
+        }
+        if (first && state_unsupported) note_unsupported("nvmlDeviceGetNvLinkState");
+        return true;
+    }
+
+    // Blackwell's links (NVLink 5) answer other error counters than Hopper's.
+    bool nvlink5() const {
+        auto version = !dev_.nvlinks.empty() ? dev_.nvlinks[0].version : nvlink_version0_;
+        return version && *version >= 5;
+    }
+
+    // The remote end of every active link: which device (by PCI address) and what kind.
+    void query_nvlink_remotes() {
+        for (auto& l : dev_.nvlinks) {
+            if (!l.active) continue;
+            nvmlPciInfo_t pci{};
+            if (api_.nvlink_remote_pci) {
+                calls_.announce("nvmlDeviceGetNvLinkRemotePciInfo_v2", fmt::format("link {}", l.link));
+                nvmlReturn_t rc = api_.nvlink_remote_pci(h_, l.link, &pci);
+                if (rc == NVML_SUCCESS) l.remote_pci = normalize_pci(library_string(pci.busId, sizeof pci.busId));
+                else if (rc == NVML_ERROR_NOT_SUPPORTED) note_unsupported("nvmlDeviceGetNvLinkRemotePciInfo_v2");
+                else calls_.file(fmt::format("nvmlDeviceGetNvLinkRemotePciInfo_v2(link {})", l.link), rc);
+            } else {
+                note_unsupported("nvmlDeviceGetNvLinkRemotePciInfo_v2 (not in this libnvidia-ml)");
+            }
+            int type = 0;
+            if (api_.nvlink_remote_type) {
+                calls_.announce("nvmlDeviceGetNvLinkRemoteDeviceType", fmt::format("link {}", l.link));
+                nvmlReturn_t rc = api_.nvlink_remote_type(h_, l.link, &type);
+                if (rc == NVML_SUCCESS)
+                    l.remote_type = type == NVML_NVLINK_DEVICE_TYPE_GPU      ? NvlinkRemote::gpu
+                                    : type == NVML_NVLINK_DEVICE_TYPE_SWITCH ? NvlinkRemote::nvswitch
+                                    : type == NVML_NVLINK_DEVICE_TYPE_IBMNPU ? NvlinkRemote::ibmnpu
+                                                                             : NvlinkRemote::unknown;
+                else if (rc == NVML_ERROR_NOT_SUPPORTED) note_unsupported("nvmlDeviceGetNvLinkRemoteDeviceType");
+                else calls_.file(fmt::format("nvmlDeviceGetNvLinkRemoteDeviceType(link {})", l.link), rc);
+            } else {
+                note_unsupported("nvmlDeviceGetNvLinkRemoteDeviceType (not in this libnvidia-ml)");
+            }
+        }
+    }
+
     void query_fabric() {
         if (api_.fabric_v) {
             nvmlGpuFabricInfo_v2_t info{};
@@ -192,6 +495,8 @@ private:
             if (calls_.ask("nvmlDeviceGetGpuFabricInfoV", true, [&] { return api_.fabric_v(h_, &info); })) {
                 dev_.fabric_state = info.state;
                 dev_.fabric_status = static_cast<unsigned>(info.status);
+                dev_.fabric_clique_id = info.cliqueId;
+                dev_.fabric_cluster_uuid = cluster_uuid_text(info.clusterUuid);
             }
             return;
         }
@@ -199,10 +504,13 @@ private:
         if (calls_.ask("nvmlDeviceGetGpuFabricInfo", api_.fabric != nullptr, [&] { return api_.fabric(h_, &info); })) {
             dev_.fabric_state = info.state;
             dev_.fabric_status = static_cast<unsigned>(info.status);
+            dev_.fabric_clique_id = info.cliqueId;
+            dev_.fabric_cluster_uuid = cluster_uuid_text(info.clusterUuid);
         }
     }
 
-    void query_nvlinks() {
+    // Only when nvmlDeviceGetFieldValues is missing or failed: each link's state, one call each.
+    void query_nvlinks_call_by_call() {
         if (!api_.nvlink) {
             calls_.not_in_library("nvmlDeviceGetNvLinkState");
             return;
@@ -257,13 +565,16 @@ private:
     DeviceCalls<Nvml, ProbeChannel::Lane> calls_;
     NvmlDevice& dev_;
     nvmlDevice_t h_;
+    const HealthSampling& sampling_;
+    std::optional<unsigned> nvlink_version0_;  // link 0's NVLink version, from the memory-health call
 };
 
 // The GPUs are asked side by side, one lane (thread) each up to kMaxLanes: the driver serialises much of the
 // work, but not all of it (2xH200, device/nvml_cost.cpp: the whole child 37 ms with lanes, 42 ms without).
 // Each lane announces its own calls, so a GPU that hangs is named while the others still answer; the layer
 // is sent again as each GPU finishes, in index order, with the GPUs answered so far.
-void query_devices(const NvmlApi& api, ProbeChannel& ch, NvmlLayer& layer, unsigned count) {
+void query_devices(const NvmlApi& api, ProbeChannel& ch, NvmlLayer& layer, unsigned count,
+                   const HealthSampling& sampling) {
     constexpr unsigned kMaxLanes = 16;
     std::vector<std::optional<NvmlDevice>> answered(count);
     std::mutex answered_mutex;
@@ -279,7 +590,7 @@ void query_devices(const NvmlApi& api, ProbeChannel& ch, NvmlLayer& layer, unsig
             if (rc != NVML_SUCCESS)
                 dev.errors.push_back(fmt::format("nvmlDeviceGetHandleByIndex_v2: {}", api.describe(rc)));
             else
-                NvmlDeviceQuery(api, lane, dev, h).run();
+                NvmlDeviceQuery(api, lane, dev, h, sampling).run();
             std::lock_guard lock(answered_mutex);
             answered[i] = std::move(dev);
             NvmlLayer so_far = layer;
@@ -307,6 +618,8 @@ void query_devices(const NvmlApi& api, ProbeChannel& ch, NvmlLayer& layer, unsig
 }  // namespace
 
 void query_nvml(const NvmlQueryOptions& options, ProbeChannel& ch) {
+    const HealthSampling sampling{std::chrono::milliseconds(options.health_interval_ms),
+                                  std::chrono::steady_clock::now() + std::chrono::milliseconds(options.deadline_ms)};
     NvmlLayer layer;
     ch.progress("dlopen(libnvidia-ml.so.1)");
     auto opened = NvmlApi::open(options.library_dir);
@@ -354,7 +667,7 @@ void query_nvml(const NvmlQueryOptions& options, ProbeChannel& ch) {
     }
     layer.device_count = count;
     send_layer(ch, layer);
-    query_devices(api, ch, layer, std::min(count, 1024u));
+    query_devices(api, ch, layer, std::min(count, 1024u), sampling);
 }
 
 }  // namespace gpudx
