@@ -56,6 +56,11 @@ void add_node_options(CLI::App& cmd, NodeOptions& o) {
     cmd.add_option("--deadline", o.deadline_s, "Seconds each driver layer (NVML, CUDA) may take before it is a finding")
         ->capture_default_str()
         ->check(CLI::Range(0.05, 600.0));
+    cmd.add_option("--counter-interval", o.counter_interval_s,
+                   "Seconds between the two readings of PCIe AER and InfiniBand error counters, taken only when the "
+                   "first shows errors (0: one reading, growth not judged)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 60.0));
     cmd.add_flag("--no-driver", o.no_driver, "Do not load NVML or the CUDA driver (host layers only)");
     cmd.add_flag("--no-cuda", o.no_cuda, "Load NVML but not the CUDA driver (skips cuInit, ~0.4 s on large GPUs)");
     cmd.add_flag("--all-devices", o.all_devices,
@@ -86,6 +91,7 @@ CollectOptions make_collect_options(const NodeOptions& o, const Root& root) {
     c.kernel_log_words = kernel_log_text_words(o.signatures ? *o.signatures : builtin_signature_catalogue());
     c.environment = load_environment(root);
     c.driver_deadline = std::chrono::milliseconds(static_cast<long>(o.deadline_s * 1000));
+    c.counter_interval = std::chrono::milliseconds(static_cast<long>(o.counter_interval_s * 1000));
     c.probe_driver = !o.no_driver;
     // A capture holds the driver's recorded answers, not a driver: probing would ask THIS machine's NVML and
     // CUDA and mix their answers with the capture's files. They replay only through the stand-ins.

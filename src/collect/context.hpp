@@ -24,6 +24,9 @@ struct CollectOptions {
     std::map<std::string, std::string> environment;
     // Deadline for each driver layer (NVML, CUDA).
     std::chrono::milliseconds driver_deadline{5000};
+    // Counters judged by their growth (AER, InfiniBand port errors) are read a second time this long after the
+    // first, and only when the first reading shows errors (docs/host-health.md); 0: never a second reading.
+    std::chrono::milliseconds counter_interval{1000};
     bool probe_driver = true;   // false: skip NVML and CUDA (host layers only)
     // Why the driver layers were not probed, recorded as the nvml and cuda collectors' message; empty: --no-driver.
     std::string driver_not_probed_reason;
