@@ -9,6 +9,7 @@
 #include "rules/engine/check_context.hpp"
 #include "rules/engine/diagnose.hpp"
 #include "identity/join.hpp"
+#include "model/infiniband.hpp"
 #include "render/report.hpp"
 
 namespace gpudx::app {
@@ -40,6 +41,43 @@ std::vector<Finding> identity_findings(const Snapshot& s) {
     return out;
 }
 
+// The InfiniBand/RoCE adapters after the GPUs: each with its ports and the GPUs by PCIe distance, nearest first,
+// so an operator sees which NIC a GPU's GPUDirect traffic should take.
+nlohmann::json nics_to_json(const Snapshot& s, const CheckContext& ctx) {
+    auto out = nlohmann::json::array();
+    for (auto& d : s.infiniband.devices) {
+        nlohmann::json n = {{"name", d.name}, {"pci", d.pci}, {"ports", nlohmann::json::array()},
+                            {"gpus", nlohmann::json::array()}};
+        for (auto& p : d.ports)
+            n["ports"].push_back({{"port", p.port}, {"state", p.state}, {"phys_state", p.phys_state}, {"rate", p.rate},
+                                  {"link_layer", p.link_layer}, {"netdev", p.netdev}});
+        if (!d.pci.empty())
+            for (auto& g : gpus_by_distance(s.pcie, d.pci))
+                n["gpus"].push_back({{"pci", g.gpu}, {"uuid", ctx.gpu(g.gpu).uuid}, {"place", name_of(g.place)}});
+        out.push_back(std::move(n));
+    }
+    return out;
+}
+
+std::string render_nics_text(const Snapshot& s) {
+    if (s.infiniband.devices.empty()) return {};
+    std::string text = "\nInfiniBand/RoCE adapters:\n";
+    for (auto& d : s.infiniband.devices) {
+        text += fmt::format("  {}  {}\n", d.name, d.pci.empty() ? std::string("(no PCI function)") : d.pci);
+        for (auto& p : d.ports)
+            text += fmt::format("    port {}: {} / {}, {}, {}{}\n", p.port, p.state.empty() ? "?" : p.state,
+                                p.phys_state.empty() ? "?" : p.phys_state, p.rate.empty() ? "rate ?" : p.rate,
+                                p.link_layer.empty() ? "link layer ?" : p.link_layer,
+                                p.netdev.empty() ? "" : " (" + p.netdev + ")");
+        if (d.pci.empty()) continue;
+        std::string gpus;
+        for (auto& g : gpus_by_distance(s.pcie, d.pci))
+            gpus += fmt::format("{}{} ({})", gpus.empty() ? "" : ", ", g.gpu, describe(g.place));
+        if (!gpus.empty()) text += "    GPUs, nearest first: " + gpus + "\n";
+    }
+    return text;
+}
+
 int run_ids(const IdsOptions& o) {
     Snapshot s = load_or_collect(o.from, o.node);
     IdentityTable table = join_identity(s);
@@ -54,6 +92,8 @@ int run_ids(const IdsOptions& o) {
         j["findings"] = nlohmann::json::array();
         for (auto& f : findings) j["findings"].push_back(finding_to_json(f));
         j["consistent"] = !disagreement;
+        DiagnoseOptions dopts;
+        j["nics"] = nics_to_json(s, CheckContext{s, dopts});
         for (auto collector : {Collector::nvml, Collector::cuda})
             if (auto* c = s.collector(collector))
                 j["driver_status"][to_string(collector)] = {{"state", to_string(c->state)}, {"message", c->message}};
@@ -62,6 +102,7 @@ int run_ids(const IdsOptions& o) {
         text = render_identity_csv(table);
     } else {
         text = render_identity_text(table);
+        text += render_nics_text(s);
         for (auto collector : {Collector::nvml, Collector::cuda})
             if (auto* c = s.collector(collector); c && c->state != CollectorState::ok)
                 text += fmt::format("{}: {}{}\n", to_string(collector), to_string(c->state), c->message.empty() ? "" : ": " + c->message);

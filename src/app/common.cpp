@@ -57,9 +57,10 @@ void add_node_options(CLI::App& cmd, NodeOptions& o) {
         ->capture_default_str()
         ->check(CLI::Range(0.05, 600.0));
     cmd.add_option("--health-interval", o.health_interval_ms,
-                   "Milliseconds between the GPU health's two samples (clock reasons, temperature, power, NVLink and "
-                   "PCIe error counters); the second is taken only when the first shows something to confirm. 0: one "
-                   "sample (docs/gpu-health.md)")
+                   "Milliseconds between the two samples of what is judged by its growth or persistence (clock reasons, "
+                   "temperature, power, NVLink and PCIe replay counters through NVML; PCIe AER and InfiniBand port "
+                   "error counters from sysfs); the second is taken only when the first shows something to confirm. "
+                   "0: one sample (docs/gpu-health.md, docs/host-health.md)")
         ->type_name("MS")
         ->capture_default_str()
         ->check(CLI::Range(0u, 60000u));
@@ -94,6 +95,7 @@ CollectOptions make_collect_options(const NodeOptions& o, const Root& root) {
     c.environment = load_environment(root);
     c.driver_deadline = std::chrono::milliseconds(static_cast<long>(o.deadline_s * 1000));
     c.health_interval_ms = o.health_interval_ms;
+    c.counter_interval = std::chrono::milliseconds(o.health_interval_ms);
     c.probe_driver = !o.no_driver;
     // A capture holds the driver's recorded answers, not a driver: probing would ask THIS machine's NVML and
     // CUDA and mix their answers with the capture's files. They replay only through the stand-ins.

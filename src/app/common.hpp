@@ -36,7 +36,7 @@ struct NodeOptions {
     std::vector<int> pids;  // --pid, and --slurm-job's processes: read as each sees the GPU stack
 };
 
-// --root, --kernel-log, --since, --deadline, --no-driver, --all-devices, --driver-lib-dir
+// --root, --kernel-log, --since, --deadline, --counter-interval, --no-driver, --all-devices, --driver-lib-dir
 void add_node_options(CLI::App& cmd, NodeOptions& o);
 // A number of 0 or more; CLI11's NonNegativeNumber quotes the largest double as the bound instead.
 CLI::Validator non_negative_number();

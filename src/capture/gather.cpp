@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "collect/collectors.hpp"
+#include "collect/services.hpp"
 #include "core/output_file.hpp"
 #include "core/staging_dir.hpp"
 #include "core/text.hpp"
@@ -56,6 +57,22 @@ public:
             limit = std::max(limit, max);
         }
         return Root::read_file(p, max);
+    }
+    // Both readings of a counter file are kept as read: the capture would otherwise hold the file as it was when
+    // written out, after both, and a replay would see neither the first value nor the growth.
+    Result<std::string> read_sample(std::string_view p, Sample which, size_t max) const override {
+        if (which == Sample::first) note(p, Kind::file);
+        auto text = Root::read_sample(p, which, max);
+        if (text) {
+            std::lock_guard lock(mu_);
+            samples_[{std::string(p), which}] = *text;
+        }
+        return text;
+    }
+    // What each reading of a counter file saw, by in-root path and reading.
+    std::map<std::pair<std::string, Sample>, std::string> samples() const {
+        std::lock_guard lock(mu_);
+        return samples_;
     }
     void note_excerpt(std::string_view p, std::string_view excerpt) const override {
         std::lock_guard lock(mu_);
@@ -99,6 +116,7 @@ private:
     mutable std::set<std::pair<std::string, Kind>> seen_;
     mutable std::map<std::string, size_t> read_limits_;
     mutable std::map<std::string, std::string> excerpts_;
+    mutable std::map<std::pair<std::string, Sample>, std::string> samples_;
     mutable std::vector<std::pair<std::string, std::shared_ptr<RecordingRoot>>> subroots_;
 };
 
@@ -444,11 +462,27 @@ Result<GatherSummary> gather(const GatherOptions& options) {
         }
     };
     capture_all(root, {});
+    // Counter files as each reading saw them: the first where the file lives, the later one under
+    // Root::kLaterSampleDir at the path it was asked by (docs/capture-format.md).
+    for (auto& [key, text] : root.samples()) {
+        auto& [path, which] = key;
+        if (which == Root::Sample::later) {
+            writer.write_text(std::string(Root::kLaterSampleDir) + path, text);
+        } else if (auto inroot = root.canonical(path)) {
+            writer.write_text(*inroot, text);
+        }
+    }
     for (auto& [path, sub] : subroots) capture_all(*sub, path);
     for (auto& p : snapshot.processes) {
         std::string environ_text;
         for (auto& [k, v] : p.environment.variables) environ_text += k + "=" + v + '\0';
         if (p.state == ProcessViewState::read) writer.write_text(fmt::format("/proc/{}/environ", p.pid), environ_text);
+    }
+
+    // What systemd said of the fabric manager and IMEX units, so the replay judges the same answer.
+    if (!snapshot.services.units.empty()) {
+        writer.write_text(std::string(kSystemctlShowRecord), format_systemctl_show(snapshot.services.units));
+        summary.commands.push_back("systemctl-show.txt (fabric manager and IMEX units)");
     }
 
     std::string env;

@@ -26,6 +26,10 @@ struct CollectOptions {
     std::chrono::milliseconds driver_deadline{5000};
     // The GPU health's second sample, this long after the first when the first calls for it; 0: one sample.
     unsigned health_interval_ms = 1000;
+    // Counters judged by their growth (AER, InfiniBand port errors) are read a second time this long after the
+    // first, and only when the first reading shows errors (docs/host-health.md); 0: never a second reading.
+    // Set from --health-interval, as the GPU health's second sample is.
+    std::chrono::milliseconds counter_interval{1000};
     bool probe_driver = true;   // false: skip NVML and CUDA (host layers only)
     // Why the driver layers were not probed, recorded as the nvml and cuda collectors' message; empty: --no-driver.
     std::string driver_not_probed_reason;

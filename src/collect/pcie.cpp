@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "collect/collectors.hpp"
+#include "collect/counter_sample.hpp"
 #include "collect/pci_ids.hpp"
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
@@ -110,6 +111,27 @@ struct DeviceReader {
         return std::nullopt;
     }
 
+    // A counter file, through Root::read_sample so that a capture keeps what each reading saw.
+    std::optional<std::string> sample(const std::string& path, Root::Sample which) const {
+        auto r = root.read_sample(path, which, 64 * 1024);
+        if (r) return std::move(*r);
+        if (r.error().sys_errno != ENOENT) problems.push_back({path, r.error().message});
+        return std::nullopt;
+    }
+
+    // Every AER file of a device: absent files leave their maps empty (not available, never zero).
+    AerCounters aer(const std::string& base, Root::Sample which) const {
+        AerCounters c;
+        if (auto t = sample(base + "aer_dev_fatal", which)) c.fatal = parse_aer_counters(*t);
+        if (auto t = sample(base + "aer_dev_nonfatal", which)) c.nonfatal = parse_aer_counters(*t);
+        if (auto t = sample(base + "aer_dev_correctable", which)) c.correctable = parse_aer_counters(*t);
+        // Root ports (kernel 5.6 on) also count what the whole hierarchy below them reported.
+        for (const char* name : {"total_err_cor", "total_err_fatal", "total_err_nonfatal"})
+            if (auto t = sample(base + "aer_rootport_" + name, which))
+                if (auto n = parse_uint(trim(*t))) c.rootport[name] = *n;
+        return c;
+    }
+
     std::optional<uint32_t> hex_attr(const std::string& path, bool required = false) const {
         auto text = attr(path, required);
         if (!text) return std::nullopt;
@@ -145,6 +167,39 @@ struct DeviceReader {
         return static_cast<uint16_t>(b[0] | (b[1] << 8));
     }
 };
+
+bool any_nonzero(const std::map<std::string, uint64_t>& counters) {
+    return std::any_of(counters.begin(), counters.end(), [](auto& c) { return c.second != 0; });
+}
+
+bool has_aer_files(const PciDevice& d) {
+    return !d.aer_fatal.empty() || !d.aer_nonfatal.empty() || !d.aer_correctable.empty() || !d.aer_rootport.empty();
+}
+
+// The second AER reading, taken only when the first shows an error on some device: then every device with AER
+// files is read again, so growth from zero counts too. A device whose later reading is incomplete keeps none:
+// its growth is unknown, and the rules say so rather than call it steady.
+void read_later_aer(const CollectContext& ctx, PcieLayer& layer, const DeviceReader& rd) {
+    bool errors = std::any_of(layer.devices.begin(), layer.devices.end(), [](const PciDevice& d) {
+        return any_nonzero(d.aer_fatal) || any_nonzero(d.aer_nonfatal) || any_nonzero(d.aer_correctable) ||
+               any_nonzero(d.aer_rootport);
+    });
+    if (!errors) return;
+    auto interval = wait_for_later_sample(ctx);
+    if (!interval) return;
+    bool taken = false;
+    for (auto& d : layer.devices) {
+        if (!has_aer_files(d)) continue;
+        AerCounters later = rd.aer(std::string(kDevicesDir) + "/" + d.address + "/", Root::Sample::later);
+        bool complete = later.fatal.empty() == d.aer_fatal.empty() && later.nonfatal.empty() == d.aer_nonfatal.empty() &&
+                        later.correctable.empty() == d.aer_correctable.empty() &&
+                        later.rootport.size() == d.aer_rootport.size();
+        if (!complete) continue;
+        d.aer_later = std::move(later);
+        taken = true;
+    }
+    if (taken) layer.aer_sample_interval_ms = interval;
+}
 
 // /sys/bus/pci/slots/NAME/address holds "dddd:bb:dd" (no function): every function of that device sits in the slot.
 std::map<std::string, std::string> read_slots(const Root& root, std::vector<ReadProblem>& problems) {
@@ -237,9 +292,11 @@ CollectorStatus collect_pcie(const CollectContext& ctx, PcieLayer& layer) {
                 if (auto w = parse_uint(trim(*t)); w && *w <= 64) d.link_current.width = static_cast<uint32_t>(*w);
             if (auto t = rd.attr(base + "max_link_width"))
                 if (auto w = parse_uint(trim(*t)); w && *w <= 64) d.link_max.width = static_cast<uint32_t>(*w);
-            if (auto t = rd.attr(base + "aer_dev_fatal")) d.aer_fatal = parse_aer_counters(*t);
-            if (auto t = rd.attr(base + "aer_dev_nonfatal")) d.aer_nonfatal = parse_aer_counters(*t);
-            if (auto t = rd.attr(base + "aer_dev_correctable")) d.aer_correctable = parse_aer_counters(*t);
+            AerCounters aer = rd.aer(base, Root::Sample::first);
+            d.aer_fatal = std::move(aer.fatal);
+            d.aer_nonfatal = std::move(aer.nonfatal);
+            d.aer_correctable = std::move(aer.correctable);
+            d.aer_rootport = std::move(aer.rootport);
             if (auto g = rd.link_target(base + "iommu_group"))
                 if (auto n = parse_uint(*g); n && *n <= 0xffffffffu) d.iommu_group = static_cast<uint32_t>(*n);
         }
@@ -251,6 +308,7 @@ CollectorStatus collect_pcie(const CollectContext& ctx, PcieLayer& layer) {
     }
     std::sort(layer.devices.begin(), layer.devices.end(),
               [](const PciDevice& a, const PciDevice& b) { return a.address < b.address; });
+    read_later_aer(ctx, layer, rd);
 
     std::vector<std::pair<uint16_t, uint16_t>> wanted;
     for (auto& d : layer.devices) {

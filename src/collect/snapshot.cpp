@@ -11,6 +11,7 @@
 
 #include "collect/collectors.hpp"
 #include "collect/process.hpp"
+#include "collect/services.hpp"
 
 #include "core/clock.hpp"
 
@@ -131,6 +132,9 @@ Snapshot take_snapshot(const Root& root, const CollectOptions& options) {
     }
 
     run_host_collectors_side_by_side(ctx, s);
+    // After the host layers: whether the node has NVSwitches (PCIe, /dev) decides whether systemd is asked.
+    s.collectors.push_back(
+        run_collector(Collector::services, [&] { return collect_services(ctx, s.pcie, s.devices, s.services); }));
 
     if (!options.pids.empty())
         s.collectors.push_back(run_collector(Collector::processes, [&] {

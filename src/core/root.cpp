@@ -196,6 +196,11 @@ Result<std::string> Root::read_file(std::string_view path, size_t max_bytes) con
     return out;
 }
 
+Result<std::string> Root::read_sample(std::string_view path, Sample which, size_t max_bytes) const {
+    if (which == Sample::first || live_) return read_file(path, max_bytes);
+    return read_file(std::string(kLaterSampleDir) + std::string(path), max_bytes);
+}
+
 Result<std::vector<std::string>> Root::list_dir(std::string_view path) const {
     auto inroot = resolve(path, true, true);
     if (!inroot) return std::unexpected(inroot.error());

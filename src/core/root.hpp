@@ -59,6 +59,14 @@ public:
     // instead of an empty placeholder, so the replay finds the same fact. Other roots ignore it.
     virtual void note_excerpt(std::string_view /*path*/, std::string_view /*excerpt*/) const {}
 
+    // Counters judged by how they grow (AER, InfiniBand ports) are read twice, a moment apart. The first reading
+    // is the file itself. The later one is the file again on the live machine; a replayed root does not change,
+    // so its later reading is the one recorded under kLaterSampleDir (docs/capture-format.md), ENOENT when none
+    // was. A recording root (gpudx gather) keeps what each reading saw, so the replay sees the same growth.
+    static constexpr std::string_view kLaterSampleDir = "/_samples/later";
+    enum class Sample { first, later };
+    virtual Result<std::string> read_sample(std::string_view path, Sample which, size_t max_bytes = kDefaultMaxBytes) const;
+
     // The path on this machine where an in-root path lives after following links inside the root,
     // for libraries that want a real path (libkmod). Never escapes the root.
     Result<std::filesystem::path> host_path(std::string_view path) const;

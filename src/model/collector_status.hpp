@@ -16,10 +16,12 @@ namespace gpudx {
 // layer of the node into the snapshot's member of its name (Snapshot::pcie ...) with collect_<name>(ctx, layer),
 // defined in its own file of collect/ and registered from this list (collect/collectors.hpp). A new one is a row
 // here, its layer in the snapshot, its file and its test; it may read nothing another collector writes.
-#define GPUDX_HOST_COLLECTORS(X) X(host) X(pcie) X(module) X(kernel_log) X(libraries) X(devices) X(environment)
-// Then the driver libraries, each probed in a child under its deadline (collect_driver), and the processes of
+#define GPUDX_HOST_COLLECTORS(X) \
+    X(host) X(pcie) X(module) X(kernel_log) X(libraries) X(devices) X(environment) X(infiniband)
+// Then the services the NVSwitch fabric needs (collect/services.hpp: asked only when the host layers show an
+// NVSwitch), the driver libraries, each probed in a child under its deadline (collect_driver), and the processes of
 // diagnose --pid / --slurm-job.
-#define GPUDX_COLLECTORS(X) GPUDX_HOST_COLLECTORS(X) X(nvml) X(cuda) X(rocm_smi) X(processes)
+#define GPUDX_COLLECTORS(X) GPUDX_HOST_COLLECTORS(X) X(services) X(nvml) X(cuda) X(rocm_smi) X(processes)
 GPUDX_NAMED_ENUM(Collector, GPUDX_COLLECTORS)
 
 inline constexpr auto kAllCollectors = values_of(kCollectorNames);

@@ -13,6 +13,15 @@ struct PcieLink {
     std::string speed_text;           // as the kernel wrote it
 };
 
+// The AER counter files of one device as read once: each file's lines by counter name ("RxErr" -> 0,
+// "TOTAL_ERR_COR" -> 5). A map left empty: the file was absent (a kernel before 5.6, or no AER capability).
+struct AerCounters {
+    std::map<std::string, uint64_t> fatal, nonfatal, correctable;  // aer_dev_fatal, aer_dev_nonfatal, aer_dev_correctable
+    // Root ports only: aer_rootport_total_err_{cor,fatal,nonfatal}, each one number for the whole hierarchy below,
+    // by the file's name less "aer_rootport_" ("total_err_cor").
+    std::map<std::string, uint64_t> rootport;
+};
+
 // Ids, class, driver, NUMA node, slot and parent for every device; revision, link, AER and IOMMU group only
 // for NVIDIA/AMD functions and bridges (the rest would cost a syscall round each on servers with hundreds).
 struct PciDevice {
@@ -25,6 +34,10 @@ struct PciDevice {
     std::optional<int32_t> numa_node;
     PcieLink link_current, link_max;
     std::map<std::string, uint64_t> aer_fatal, aer_nonfatal, aer_correctable;  // counter name -> value
+    std::map<std::string, uint64_t> aer_rootport;  // root ports: "total_err_cor" ... (AerCounters::rootport)
+    // The same AER files read again PcieLayer::aer_sample_interval_ms later, when the first reading of any device
+    // showed an error; absent when no second reading was taken (all zero, or a replay that recorded none).
+    std::optional<AerCounters> aer_later;
     std::optional<uint32_t> iommu_group;
     std::string slot;   // physical slot name from /sys/bus/pci/slots/*/address
     std::string parent; // upstream bridge address, empty at a root port
@@ -37,6 +50,8 @@ struct PcieLayer {
     std::vector<PciDevice> devices;  // every device, sorted by address
     std::vector<std::string> gpus;   // addresses of GPUs
     std::vector<std::string> nvswitches;
+    // How long after the first the second AER reading was taken; absent when none was (docs/host-health.md).
+    std::optional<double> aer_sample_interval_ms;
 };
 
 }  // namespace gpudx

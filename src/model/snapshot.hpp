@@ -11,11 +11,13 @@
 #include "model/devices.hpp"
 #include "model/driver.hpp"
 #include "model/environment.hpp"
+#include "model/infiniband.hpp"
 #include "model/kernel_log.hpp"
 #include "model/libraries.hpp"
 #include "model/module.hpp"
 #include "model/pcie.hpp"
 #include "model/process.hpp"
+#include "model/services.hpp"
 
 namespace gpudx {
 
@@ -33,6 +35,8 @@ struct Snapshot {
     LibrariesLayer libraries;
     DevicesLayer devices;
     EnvironmentLayer environment;
+    InfinibandLayer infiniband;  // absent from older snapshots: not read (its collector's status absent too)
+    ServicesLayer services;      // likewise
     NvmlLayer nvml;
     CudaLayer cuda;
     RocmSmiLayer rocm_smi;  // in JSON only when probed (rocm_smi.probed)

@@ -72,7 +72,8 @@ nlohmann::json snapshot_to_json(const Snapshot& s) {
     j[key<&Snapshot::collected_at>] = s.collected_at;
     j[key<&Snapshot::root>] = s.root;
     write_layers<&Snapshot::host, &Snapshot::pcie, &Snapshot::module, &Snapshot::kernel_log, &Snapshot::libraries,
-                 &Snapshot::devices, &Snapshot::environment, &Snapshot::nvml, &Snapshot::cuda>(j, s);
+                 &Snapshot::devices, &Snapshot::environment, &Snapshot::infiniband,
+                 &Snapshot::services, &Snapshot::nvml, &Snapshot::cuda>(j, s);
     if (s.rocm_smi.probed) layer_to_json(j[key<&Snapshot::rocm_smi>], s.rocm_smi);
     auto& cs = j[key<&Snapshot::collectors>] = nlohmann::json::array();
     for (auto& c : s.collectors) {
@@ -111,7 +112,8 @@ Result<Snapshot> snapshot_from_json(const nlohmann::json& input) {
         s.collected_at = j.value(key<&Snapshot::collected_at>, "");
         s.root = j.value(key<&Snapshot::root>, "");
         read_layers<&Snapshot::host, &Snapshot::pcie, &Snapshot::module, &Snapshot::kernel_log, &Snapshot::libraries,
-                    &Snapshot::devices, &Snapshot::environment, &Snapshot::nvml, &Snapshot::cuda, &Snapshot::rocm_smi>(j, s);
+                    &Snapshot::devices, &Snapshot::environment, &Snapshot::infiniband, &Snapshot::services,
+                    &Snapshot::nvml, &Snapshot::cuda, &Snapshot::rocm_smi>(j, s);
         if (j.contains(key<&Snapshot::collectors>))
             for (auto& cj : j[key<&Snapshot::collectors>]) {
                 CollectorStatus c;

@@ -89,8 +89,8 @@ inline constexpr std::string_view snapshot_key = schema_detail::find_key<Member>
 namespace gpudx {
 
 GPUDX_SCHEMA_TABLE(Snapshot, false, schema_version, gpudx_version, collected_at, root, host, pcie, module, kernel_log,
-                   libraries, devices, environment, nvml, cuda, rocm_smi, collectors, processes,
-                   nvml_events)
+                   libraries, devices, environment, infiniband, services, nvml, cuda, rocm_smi, collectors,
+                   processes, nvml_events)
 
 GPUDX_SCHEMA(ReadProblem, path, message)
 GPUDX_SCHEMA(CollectorStatus, name, state, message, path, duration_ms, problems)
@@ -100,10 +100,19 @@ GPUDX_SCHEMA(ContainerInfo, in_container, runtime, container_id, cgroup, evidenc
 GPUDX_SCHEMA(EnvironmentLayer, container, variables)
 
 GPUDX_SCHEMA(PcieLink, speed_gts, width, speed_text)
+GPUDX_SCHEMA(AerCounters, fatal, nonfatal, correctable, rootport)
 GPUDX_SCHEMA(PciDevice, address, vendor_id, device_id, subsystem_vendor_id, subsystem_device_id, class_code, revision,
              vendor_name, device_name, driver, numa_node, link_current, link_max, aer_fatal, aer_nonfatal,
-             aer_correctable, iommu_group, slot, parent, config_unreadable, is_gpu, is_nvswitch)
-GPUDX_SCHEMA(PcieLayer, devices, gpus, nvswitches)
+             aer_correctable, aer_rootport, aer_later, iommu_group, slot, parent, config_unreadable, is_gpu,
+             is_nvswitch)
+GPUDX_SCHEMA(PcieLayer, devices, gpus, nvswitches, aer_sample_interval_ms)
+
+GPUDX_SCHEMA(IbPort, port, state_code, state, phys_state_code, phys_state, rate, rate_gbps, link_layer, netdev,
+             counters, counters_later)
+GPUDX_SCHEMA(IbDevice, name, pci, hca_type, board_id, fw_ver, node_guid, ports)
+GPUDX_SCHEMA(InfinibandLayer, devices, sample_interval_ms)
+GPUDX_SCHEMA(SystemdUnit, name, properties)
+GPUDX_SCHEMA(ServicesLayer, units, source)
 
 GPUDX_SCHEMA(LoadedModule, name, size, state, taint, version)
 GPUDX_SCHEMA(ModuleFile, name, path, version, vermagic, srcversion, signer, found_by, error)

@@ -9,7 +9,8 @@
 namespace gpudx {
 
 extern const RuleFamily kPcieFamily, kModuleFamily, kKernelLogFamily, kLibrariesFamily, kDevicesFamily, kDriverFamily,
-    kIdentityFamily, kContainerFamily, kAllocationFamily, kAmdFamily, kProcessFamily, kGpuHealthFamily;
+    kIdentityFamily, kContainerFamily, kAllocationFamily, kAmdFamily, kProcessFamily, kGpuHealthFamily,
+    kInfinibandFamily, kServicesFamily;
 
 // Rules with no family of diagnose: `name` stands for the family in `gpudx rules` and docs/rules.md.
 struct RuleTable {

@@ -6,6 +6,7 @@ const std::vector<RuleFamily>& check_families() {
     static const std::vector<RuleFamily> families = {
         kPcieFamily,   kModuleFamily,   kKernelLogFamily, kLibrariesFamily,  kDevicesFamily,
         kDriverFamily, kGpuHealthFamily, kIdentityFamily, kContainerFamily, kAllocationFamily, kAmdFamily, kProcessFamily,
+        kInfinibandFamily, kServicesFamily,
     };
     return families;
 }

@@ -22,9 +22,18 @@ constexpr Rule kRules[] = {
     {"pcie.link_degraded", Layer::pcie, Severity::warning, {C::pcie},
      "a link on a GPU's path trained narrower or slower than its maximum"},
     {"pcie.aer_fatal", Layer::pcie, Severity::error, {C::pcie},
-     "a device on a GPU's path counted fatal uncorrectable AER errors since boot"},
+     "a device on a GPU's path counted fatal uncorrectable AER errors since boot, and no second reading shows "
+     "whether they still grow"},
     {"pcie.aer_nonfatal", Layer::pcie, Severity::warning, {C::pcie},
-     "a device on a GPU's path counted non-fatal uncorrectable AER errors since boot"},
+     "a device on a GPU's path counted non-fatal uncorrectable AER errors since boot, and no second reading shows "
+     "whether they still grow"},
+    {"pcie.aer_uncorrectable_growing", Layer::pcie, Severity::error, {C::pcie},
+     "fatal or non-fatal AER counters of a GPU or a port on its path to the root port grew between two readings"},
+    {"pcie.aer_correctable_growing", Layer::pcie, Severity::warning, {C::pcie},
+     "correctable AER counters of a GPU or a port on its path to the root port grew between two readings"},
+    {"pcie.aer_history", Layer::pcie, Severity::info, {C::pcie},
+     "AER counters on a GPU's path are not zero but did not grow between two readings: errors of the past since "
+     "boot"},
     {"pcie.nouveau_bound", Layer::pcie, Severity::error, {C::pcie}, "an NVIDIA GPU is bound to nouveau"},
     {"pcie.gpu_passthrough", Layer::pcie, Severity::info, {C::pcie},
      "a GPU is bound to vfio-pci or pci-stub: reserved for a VM"},
@@ -97,7 +106,128 @@ std::vector<const PciDevice*> gpu_path_devices(const PcieLayer& l) {
 std::string what(const PciDevice& d) {
     if (d.is_gpu) return "GPU";
     if (d.is_nvswitch) return "NVSwitch";
-    return "bridge";
+    // A bridge with no bridge above it sits on a root bus: the root port; the ones between are switch ports.
+    return d.parent.empty() ? "root port" : "switch port";
+}
+
+// One AER file (or the root port's totals) in both readings.
+struct AerFile {
+    std::string_view file;  // sysfs attribute, for the evidence
+    const std::map<std::string, uint64_t>& first;
+    const std::map<std::string, uint64_t>& later;
+    bool uncorrectable;
+};
+
+// "BadTLP 3 -> 7, TOTAL_ERR_COR 5 -> 9": the counters of these files that grew; TOTAL lines only when alone.
+std::string grown_counters(const std::vector<AerFile>& files, bool uncorrectable, std::vector<Evidence>& evidence) {
+    std::string out;
+    for (auto& f : files) {
+        if (f.uncorrectable != uncorrectable) continue;
+        std::string grown;
+        for (auto& [name, before] : f.first) {
+            auto it = f.later.find(name);
+            if (it == f.later.end() || it->second <= before) continue;
+            grown += fmt::format("{}{} {} -> {}", grown.empty() ? "" : ", ", name, before, it->second);
+        }
+        if (grown.empty()) continue;
+        evidence.push_back({std::string(f.file), grown});
+        out += (out.empty() ? "" : "; ") + grown;
+    }
+    return out;
+}
+
+// AER counters of one device on a GPU's path: growth between the two readings is what is happening now; a count
+// that did not grow is the past since boot. Without a second reading (an older snapshot, a capture that recorded
+// none, --health-interval 0) growth is unknown, so uncorrectable counts keep their old weight (fail closed).
+void check_aer(const PcieLayer& l, const PciDevice& d, const std::string& who, const std::vector<GpuRef>& subjects,
+               std::vector<Finding>& out) {
+    uint64_t fatal = aer_total(d.aer_fatal), nonfatal = aer_total(d.aer_nonfatal);
+    if (!d.aer_later) {
+        if (fatal)
+            out.push_back(rule("pcie.aer_fatal")
+                              .finding(fmt::format("{} reported {} fatal uncorrectable PCIe error(s) since boot ({}); "
+                                                   "no second reading shows whether they still grow",
+                                                   who, fatal, nonzero_counters(d.aer_fatal)),
+                                       {subjects,
+                                        {{sysfs(d, "aer_dev_fatal"), fmt::format("TOTAL_ERR_FATAL {}", fatal)}},
+                                        "Drain the node and save the kernel log (AER lines name the error source); a "
+                                        "fatal error on a GPU or its bridge usually needs a power cycle and, if it "
+                                        "recurs, a hardware ticket for the card, riser or slot. Run `gpudx diagnose` "
+                                        "on the node itself: it reads the counters twice and tells old from new."}));
+        if (nonfatal)
+            out.push_back(rule("pcie.aer_nonfatal")
+                              .finding(fmt::format("{} reported {} non-fatal uncorrectable PCIe error(s) since boot "
+                                                   "({}); no second reading shows whether they still grow",
+                                                   who, nonfatal, nonzero_counters(d.aer_nonfatal)),
+                                       {subjects,
+                                        {{sysfs(d, "aer_dev_nonfatal"), fmt::format("TOTAL_ERR_NONFATAL {}", nonfatal)}},
+                                        "Watch whether the count grows (`gpudx diagnose` on the node reads it twice); "
+                                        "a growing count points at the card, riser or slot, so schedule a reseat and "
+                                        "check the kernel log for AER lines."}));
+        return;
+    }
+    const AerCounters& later = *d.aer_later;
+    std::vector<AerFile> files = {{"aer_dev_fatal", d.aer_fatal, later.fatal, true},
+                                  {"aer_dev_nonfatal", d.aer_nonfatal, later.nonfatal, true},
+                                  {"aer_dev_correctable", d.aer_correctable, later.correctable, false}};
+    // The root port's totals, one file each: the fatal and non-fatal ones count uncorrectable errors of the
+    // hierarchy below it.
+    std::vector<std::string> rootport_files;
+    std::vector<std::map<std::string, uint64_t>> rootport_first, rootport_later;
+    for (auto& [name, n] : d.aer_rootport) {
+        rootport_files.push_back("aer_rootport_" + name);
+        rootport_first.push_back({{name, n}});
+        auto it = later.rootport.find(name);
+        rootport_later.push_back(it == later.rootport.end() ? std::map<std::string, uint64_t>{}
+                                                            : std::map<std::string, uint64_t>{{name, it->second}});
+    }
+    for (size_t i = 0; i < rootport_files.size(); ++i)
+        files.push_back({rootport_files[i], rootport_first[i], rootport_later[i], rootport_files[i] != "aer_rootport_total_err_cor"});
+    std::string interval = l.aer_sample_interval_ms ? fmt::format("{:g} s", *l.aer_sample_interval_ms / 1000) : "a moment";
+    auto with_paths = [&](std::vector<Evidence> ev) {
+        for (auto& e : ev) e.source = sysfs(d, e.source);
+        return ev;
+    };
+    std::vector<Evidence> uncor_evidence, cor_evidence;
+    std::string uncor = grown_counters(files, true, uncor_evidence);
+    std::string cor = grown_counters(files, false, cor_evidence);
+    if (!uncor.empty())
+        out.push_back(rule("pcie.aer_uncorrectable_growing")
+                          .finding(fmt::format("{} is logging uncorrectable PCIe errors now: within {} {}", who,
+                                               interval, uncor),
+                                   {subjects, with_paths(std::move(uncor_evidence)),
+                                    "Drain the node: uncorrectable errors that keep coming corrupt or stall DMA. Save "
+                                    "the kernel log (AER lines name the error type and the requester), then reseat or "
+                                    "replace the card, riser or cable at this port; a power cycle clears a port the "
+                                    "kernel could not recover."}));
+    if (!cor.empty())
+        out.push_back(rule("pcie.aer_correctable_growing")
+                          .finding(fmt::format("{} is logging correctable PCIe errors now: within {} {}", who,
+                                               interval, cor),
+                                   {subjects, with_paths(std::move(cor_evidence)),
+                                    "Correctable errors are retried in hardware but cost bandwidth, and a link that "
+                                    "keeps logging them often degrades further: check the link width and speed, "
+                                    "watch the counters over a job, and schedule a reseat of the card or riser at "
+                                    "this port."}));
+    if (uncor.empty() && cor.empty()) {
+        std::string counts;
+        auto add = [&](std::string_view file, const std::map<std::string, uint64_t>& c) {
+            if (auto nz = nonzero_counters(c); !nz.empty()) counts += fmt::format("{}{}: {}", counts.empty() ? "" : "; ", file, nz);
+        };
+        add("fatal", d.aer_fatal);
+        add("non-fatal", d.aer_nonfatal);
+        add("correctable", d.aer_correctable);
+        for (auto& [name, n] : d.aer_rootport)
+            if (n) counts += fmt::format("{}root port {} {}", counts.empty() ? "" : "; ", name, n);
+        if (counts.empty()) return;
+        out.push_back(rule("pcie.aer_history")
+                          .finding(fmt::format("{} counted PCIe errors since boot, none within {}: {}", who,
+                                               interval, counts),
+                                   {subjects,
+                                    {{sysfs(d, "aer_dev_*"), counts}},
+                                    "Nothing to do now; if the counts were not there after the last reboot, look for "
+                                    "their AER lines in the kernel log to learn when they happened."}));
+    }
 }
 
 bool module_loaded(const Snapshot& s, std::string_view name) {
@@ -187,30 +317,7 @@ void check_device_health(const CheckContext& ctx, std::vector<Finding>& out) {
             out.push_back(std::move(f));
         }
 
-        uint64_t fatal = aer_total(d.aer_fatal), nonfatal = aer_total(d.aer_nonfatal);
-        if (fatal) {
-            out.push_back(
-                rule("pcie.aer_fatal")
-                    .finding(fmt::format("{} reported {} fatal uncorrectable PCIe error(s) since boot ({})", who, fatal,
-                                         nonzero_counters(d.aer_fatal)),
-                             {subjects,
-                              {{sysfs(d, "aer_dev_fatal"), fmt::format("TOTAL_ERR_FATAL {}", fatal)}},
-                              "Drain the node and save the kernel log (AER lines name the error source); a fatal error "
-                              "on a GPU or its bridge usually needs a power cycle and, if it recurs, a hardware ticket "
-                              "for the card, riser or slot."}));
-        }
-        if (nonfatal) {
-            out.push_back(
-                rule("pcie.aer_nonfatal")
-                    .finding(
-                        fmt::format("{} reported {} non-fatal uncorrectable PCIe error(s) since boot ({})", who,
-                                    nonfatal, nonzero_counters(d.aer_nonfatal)),
-                        {subjects,
-                         {{sysfs(d, "aer_dev_nonfatal"), fmt::format("TOTAL_ERR_NONFATAL {}", nonfatal)}},
-                         "Watch whether the count grows (`cat` the file again after a job); a growing count points "
-                         "at the card, riser or slot, so schedule a reseat and check the kernel log for AER "
-                         "lines."}));
-        }
+        check_aer(ctx.snapshot.pcie, d, who, subjects, out);
     }
 }
 

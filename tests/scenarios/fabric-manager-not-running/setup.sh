@@ -32,3 +32,24 @@ cat > _driver/answers.json <<'JSON'
  "faults": [{"call": "cuInit", "result": 802}]
 }
 JSON
+# systemd's view, as gather records it (docs/capture-format.md): the start script exited 1, as in
+# NVIDIA/gpu-operator#610 ("nvidia-fabricmanager.service: Control process exited, code=exited, status=1/FAILURE").
+cat > _commands/systemctl-show.txt <<'UNITS'
+ActiveEnterTimestamp=
+ActiveState=failed
+ExecMainStatus=1
+Id=nvidia-fabricmanager.service
+InactiveEnterTimestamp=Tue 2026-06-30 09:58:12 UTC
+LoadState=loaded
+Result=exit-code
+SubState=failed
+UnitFileState=enabled
+
+ActiveState=inactive
+ExecMainStatus=0
+Id=nvidia-imex.service
+LoadState=not-found
+Result=success
+SubState=dead
+UnitFileState=
+UNITS

@@ -31,3 +31,23 @@ cat > _driver/answers.json <<'JSON'
  "faults": [{"call": "nvmlDeviceGetGpuFabricInfo", "device": 1, "result": 999}]
 }
 JSON
+# The fabric manager itself runs (systemctl show, as gather records it: docs/capture-format.md).
+cat > _commands/systemctl-show.txt <<'UNITS'
+ActiveEnterTimestamp=Tue 2026-06-30 09:58:11 UTC
+ActiveState=active
+ExecMainStatus=0
+Id=nvidia-fabricmanager.service
+InactiveEnterTimestamp=
+LoadState=loaded
+Result=success
+SubState=running
+UnitFileState=enabled
+
+Id=nvidia-imex.service
+LoadState=not-found
+ActiveState=inactive
+SubState=dead
+Result=success
+ExecMainStatus=0
+UnitFileState=
+UNITS
