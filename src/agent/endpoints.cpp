@@ -1,5 +1,7 @@
 #include "agent/endpoints.hpp"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <deque>
 #include <limits>
@@ -188,6 +190,15 @@ HttpResponse Endpoints::page_response() {
 }
 
 HttpResponse Endpoints::handle(const HttpRequest& r) {
+    HttpResponse res = answer(r);
+    // A large answer (the status as JSON or the page of a diagnosis with thousands of findings) was made from a JSON
+    // tree or a page model several times its size, freed by now: its pages go back to the system instead of
+    // staying in the server thread's arena.
+    if (res.body.size() > (1u << 20)) ::malloc_trim(0);
+    return res;
+}
+
+HttpResponse Endpoints::answer(const HttpRequest& r) {
     if (r.path == "/" || r.path == "/report.html") return page_response();
     if (r.path == "/metrics") {
         auto p = publication_.latest();
