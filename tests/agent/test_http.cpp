@@ -1,6 +1,7 @@
 // The agent's HTTP server against clients that do not play by the rules (issue 28): slow ones, idle ones, too
 // many, too large, ranges, other methods, ones that never read, and a process out of descriptors; the events
-// answer's byte cap and `gpudx events` following it (a since= out of range: test_agent.cpp and agent_cli.sh).
+// answer, streamed in pieces of bounded size and written as text, and `gpudx events` following a continuation (a
+// since= out of range: test_agent.cpp and agent_cli.sh).
 // Every client is a raw socket on loopback (or the unix socket) whose reads have a deadline as a safety net;
 // the bounds asserted ("answers within 2 s while 50 slow clients are held") are correctness bounds, far above
 // what an answer takes.
