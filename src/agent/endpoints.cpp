@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -23,6 +25,8 @@ namespace {
 constexpr size_t kDefaultEventLimit = 1000;
 constexpr size_t kMaxEventLimit = 100000;
 constexpr size_t kEventPage = 500;
+// Events in one piece of a streamed /v1/events answer: about 45 kB of text.
+constexpr size_t kEventsPiece = 64;
 
 }  // namespace
 
@@ -90,36 +94,45 @@ HttpResponse Endpoints::events_response(const HttpRequest& r) {
         if (!v || *v == 0) return bad("limit=" + it->second + ": not a positive number");
         limit = std::min<size_t>(*v, kMaxEventLimit);
     }
-    // Written event by event, a page of the store at a time: 10,000 events never sit in memory as one JSON
-    // document, and the main loop's writes wait for one page at most. At most 4 MiB, whatever limit= asks: past
-    // that the answer says where to go on ("next_after"), so what a client that does not read it pins stays
-    // bounded (docs/agent.md).
-    constexpr size_t kMaxEventsAnswerBytes = 4u << 20;
-    EventsAnswer answer(kMaxEventsAnswerBytes);
-    bool full = false;
-    int64_t cursor = after;
-    for (;;) {
-        auto page = recorder_.page(since, cursor, std::min(kEventPage, limit - answer.count()));
-        if (!page) break;  // no store: every event is among the unstored
-        for (const auto& e : *page) {
-            if (!answer.add(e)) {
-                full = true;
-                break;
-            }
-            cursor = e.id;
-        }
-        if (full || page->size() < kEventPage || answer.count() >= limit) break;
-    }
-    // Held in memory (no id): after the stored ones.
-    std::vector<AgentEvent> unstored;
-    if (!full) unstored = recorder_.unstored(since, limit);
-    size_t left_out = 0;
-    for (const auto& e : unstored) {
-        if (answer.count() + left_out >= limit) break;
-        if (left_out > 0 || !answer.add(e)) ++left_out;
-    }
+    // Streamed (chunked), a piece of kEventsPiece events at a time, each made when the client has taken the one
+    // before: an answer of any size holds one piece in the agent, a client that stops reading pins one piece until
+    // the server's answer deadline, and the main loop's writes wait for one page of the store at most. The events
+    // are written as text from the store's rows (append_event_json), never as one JSON document.
+    struct Stream {
+        EventsAnswer answer{std::numeric_limits<size_t>::max()};
+        int64_t since = 0, cursor = 0;
+        size_t limit = 0;
+        size_t unstored_seen = 0;  // held in memory (no id): listed after the stored ones
+        enum class Phase { stored, unstored, done } phase = Phase::stored;
+    };
+    auto s = std::make_shared<Stream>();
+    s->since = since;
+    s->cursor = after;
+    s->limit = limit;
     HttpResponse res;
-    res.body = std::move(answer).finish(full ? std::optional<int64_t>(cursor) : std::nullopt, left_out);
+    res.more = [s, this]() -> std::optional<std::string> {
+        auto add = [&](const AgentEvent& e, std::optional<std::string_view> evidence_json) {
+            s->answer.add(e, evidence_json);
+            if (e.id > 0) s->cursor = e.id;
+        };
+        while (s->phase != Stream::Phase::done) {
+            size_t want = std::min(kEventsPiece, s->limit - s->answer.count());
+            if (s->phase == Stream::Phase::stored) {
+                auto visited = recorder_.visit_page(s->since, s->cursor, want, add);
+                // Without a store every event is among the unstored.
+                if (!visited || *visited < want) s->phase = Stream::Phase::unstored;
+            } else {
+                size_t visited = want == 0 ? 0 : recorder_.visit_unstored(s->since, s->unstored_seen, want, add);
+                s->unstored_seen += visited;
+                if (visited < want || want == 0) break;
+            }
+            if (s->answer.count() >= s->limit) s->phase = Stream::Phase::unstored;
+            if (s->answer.pending_bytes() > 0) return s->answer.take();
+        }
+        if (s->phase == Stream::Phase::done) return std::nullopt;
+        s->phase = Stream::Phase::done;
+        return std::move(s->answer).finish(std::nullopt, 0);
+    };
     return res;
 }
 
@@ -177,6 +190,15 @@ HttpResponse Endpoints::page_response() {
 }
 
 HttpResponse Endpoints::handle(const HttpRequest& r) {
+    HttpResponse res = answer(r);
+    // A large answer (the status as JSON or the page of a diagnosis with thousands of findings) was made from a JSON
+    // tree or a page model several times its size, freed by now: its pages go back to the system instead of
+    // staying in the server thread's arena.
+    if (res.body.size() > (1u << 20)) ::malloc_trim(0);
+    return res;
+}
+
+HttpResponse Endpoints::answer(const HttpRequest& r) {
     if (r.path == "/" || r.path == "/report.html") return page_response();
     if (r.path == "/metrics") {
         auto p = publication_.latest();
@@ -186,12 +208,7 @@ HttpResponse Endpoints::handle(const HttpRequest& r) {
         return res;
     }
     if (r.path == "/v1/status") return status_response(r);
-    if (r.path == "/v1/events") {
-        auto res = events_response(r);
-        // A large answer's buffers go back to the system once sent (its copy in the response stays until then).
-        if (res.body.size() > (1u << 20)) ::malloc_trim(0);
-        return res;
-    }
+    if (r.path == "/v1/events") return events_response(r);
     nlohmann::json unknown = {{"error", "no such endpoint: " + r.path},
                               {"endpoints", {"/", "/report.html", "/metrics", "/v1/status", "/v1/events"}}};
     return {404, "application/json", json_text(unknown) + "\n", {}};

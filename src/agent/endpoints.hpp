@@ -51,6 +51,7 @@ public:
     HttpResponse handle(const HttpRequest& r);
 
 private:
+    HttpResponse answer(const HttpRequest& r);
     HttpResponse status_response(const HttpRequest& r);
     HttpResponse events_response(const HttpRequest& r);
     // / and /report.html: the node page of the latest diagnosis and the recent events (docs/report.md).

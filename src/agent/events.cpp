@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
@@ -256,12 +257,68 @@ std::optional<int64_t> parse_event_time(std::string_view text, int64_t now) {
     return *wall * 1000 + frac_ms;
 }
 
-bool EventsAnswer::add(const AgentEvent& e) {
-    std::string text = json_text(event_to_json(e));
-    if (count_ > 0 && body_.size() + 2 + text.size() > max_bytes_) return false;
+namespace {
+
+// A string as nlohmann's dump writes it (no ASCII escaping, invalid UTF-8 replaced). Text that needs no escape,
+// all a log line or an id usually holds, is copied as it is; anything else goes through nlohmann itself, so the
+// two can never differ.
+void append_json_string(std::string& out, std::string_view s) {
+    bool plain = std::all_of(s.begin(), s.end(), [](char c) {
+        auto u = static_cast<unsigned char>(c);
+        return u >= 0x20 && u < 0x80 && c != '"' && c != '\\';
+    });
+    if (!plain) {
+        out += json_text(nlohmann::json(s));
+        return;
+    }
+    out += '"';
+    out += s;
+    out += '"';
+}
+
+}  // namespace
+
+void append_event_json(std::string& out, const AgentEvent& e, std::optional<std::string_view> evidence_json) {
+    // The keys in the order nlohmann's objects keep them (sorted), as event_to_json's dump writes them.
+    out += "{\"evidence\":";
+    // The store's text was written by json_text, and EventStore::visit hands out only text that is JSON.
+    if (evidence_json) out += *evidence_json;
+    else out += json_text(e.evidence);
+    out += ",\"finding\":";
+    append_json_string(out, e.finding);
+    out += ",\"gpu\":{\"pci\":";
+    append_json_string(out, e.gpu_pci);
+    out += ",\"uuid\":";
+    append_json_string(out, e.gpu_uuid);
+    out += "},\"id\":";
+    out += std::to_string(e.id);
+    out += ",\"kind\":";
+    append_json_string(out, to_string(e.kind));
+    out += ",\"layer\":";
+    append_json_string(out, e.layer);
+    out += ",\"message\":";
+    append_json_string(out, e.message);
+    out += ",\"severity\":";
+    append_json_string(out, e.severity);
+    out += ",\"time\":";
+    append_json_string(out, utc_iso8601_ms(e.time_ms));
+    out += ",\"time_ms\":";
+    out += std::to_string(e.time_ms);
+    out += '}';
+}
+
+bool EventsAnswer::add(const AgentEvent& e, std::optional<std::string_view> evidence_json) {
+    event_.clear();
+    append_event_json(event_, e, evidence_json);
+    if (count_ > 0 && taken_ + body_.size() + 2 + event_.size() > max_bytes_) return false;
     body_ += count_++ == 0 ? "\n" : ",\n";
-    body_ += text;
+    body_ += event_;
     return true;
+}
+
+std::string EventsAnswer::take() {
+    taken_ += body_.size();
+    return std::exchange(body_, {});
 }
 
 std::string EventsAnswer::finish(std::optional<int64_t> next_after, size_t left_out) && {

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -94,6 +95,10 @@ private:
 };
 
 nlohmann::json event_to_json(const AgentEvent& e);
+// Appends json_text(event_to_json(e)) byte for byte without building a JSON tree (/v1/events writes 10,000 of
+// them in milliseconds). `evidence_json`: the evidence array as JSON text, as the store keeps it (EventStore::visit
+// hands out only text that is JSON); nullopt: e.evidence.
+void append_event_json(std::string& out, const AgentEvent& e, std::optional<std::string_view> evidence_json = {});
 // Reads back what event_to_json wrote (the client of /v1/events); a missing field is left empty, a kind as
 // read_event_kind reads it.
 AgentEvent event_from_json(const nlohmann::json& j);
@@ -108,23 +113,29 @@ AgentEventKind read_event_kind(std::string_view name, std::string& message);
 // nullopt for anything else, and for a time or an age that is negative, not a number, or past the year 9999.
 std::optional<int64_t> parse_event_time(std::string_view text, int64_t now_ms);
 
-// The body of a /v1/events answer, written event by event: {"events": [...]}, and the byte cap that bounds it
-// whatever ?limit= asks. Full, it takes no more events; the answer then says where the rest is: "next_after"
-// (the last id it holds: ask ?after= that), or "left_out" (events held in memory while the store refuses them,
-// which have no id to go on from).
+// The body of a /v1/events answer, written event by event: {"events": [...]}, and a byte cap (the agent's
+// streamed answer has none: it holds one piece at a time). Full, it takes no more events; the answer then says
+// where the rest is: "next_after" (the last id it holds: ask ?after= that), or "left_out" (events held in memory
+// while the store refuses them, which have no id to go on from).
 class EventsAnswer {
 public:
     explicit EventsAnswer(size_t max_bytes) : max_bytes_(max_bytes) {}
     // False, and the event left out, once one more would pass the cap; the first event always goes in, so
-    // every answer makes progress.
-    bool add(const AgentEvent& e);
+    // every answer makes progress. `evidence_json` as for append_event_json.
+    bool add(const AgentEvent& e, std::optional<std::string_view> evidence_json = {});
     size_t count() const { return count_; }
+    // The text made since the last take: a streamed answer hands it out piece by piece and holds one at a time.
+    std::string take();
+    size_t pending_bytes() const { return body_.size(); }
+    // The rest of the answer: all of it when take was never called.
     std::string finish(std::optional<int64_t> next_after, size_t left_out) &&;
 
 private:
     size_t max_bytes_;
     size_t count_ = 0;
+    size_t taken_ = 0;  // bytes already handed out by take: the cap counts the whole answer
     std::string body_ = "{\"events\": [";
+    std::string event_;  // one event's text, its buffer reused
 };
 
 int64_t now_ms();

@@ -32,6 +32,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The most of a streamed answer made for one connection in one turn of the thread's loop.
+constexpr size_t kStreamTurnBytes = 1u << 20;
+
 // With no descriptor left even for the spare, the listener is not watched for this long (no busy loop).
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 
@@ -51,12 +54,19 @@ const char* reason_phrase(int status) {
     }
 }
 
+// How a body's end is known: its length, the chunked coding's last chunk (a body made as it is sent), or, for
+// an HTTP/1.0 client of such a body, the connection's close.
+enum class BodyEnd { length, chunked, close };
+
 // Every answer says it is the whole of it: no keep-alive, no ranges.
-std::string answer_head(int status, std::string_view content_type, size_t content_length,
+std::string answer_head(int status, std::string_view content_type, BodyEnd end, size_t content_length,
                         const std::vector<std::pair<std::string, std::string>>& headers) {
-    std::string head = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n"
+    std::string head = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\n{}"
                                    "Connection: close\r\nAccept-Ranges: none\r\n",
-                                   status, reason_phrase(status), content_type, content_length);
+                                   status, reason_phrase(status), content_type,
+                                   end == BodyEnd::length    ? fmt::format("Content-Length: {}\r\n", content_length)
+                                   : end == BodyEnd::chunked ? std::string("Transfer-Encoding: chunked\r\n")
+                                                             : std::string());
     for (const auto& [name, value] : headers) head += name + ": " + value + "\r\n";
     head += "\r\n";
     return head;
@@ -69,6 +79,10 @@ struct Refusal {
     std::string why;
     std::vector<std::pair<std::string, std::string>> headers;
 };
+
+std::string chunk_of(std::string_view piece) {
+    return fmt::format("{:x}\r\n{}\r\n", piece.size(), piece);
+}
 
 int hex_digit(char c) {
     if (c >= '0' && c <= '9') return c - '0';
@@ -107,6 +121,7 @@ size_t head_end(std::string_view in) {
 struct ParsedRequest {
     std::optional<Refusal> refusal;
     bool head_only = false;  // HEAD: the answer's head alone
+    bool http10 = false;     // an HTTP/1.0 client knows no chunked coding: a streamed body ends with the connection
     HttpRequest request;
 };
 
@@ -140,6 +155,7 @@ ParsedRequest parse_request(std::string_view head, const HttpServerLimits& limit
         return out;
     }
     out.head_only = method == "HEAD";
+    out.http10 = version == "HTTP/1.0";
     target = target.substr(0, target.find('#'));
     auto question = target.find('?');
     out.request.path = percent_decode(target.substr(0, question), false);
@@ -241,6 +257,9 @@ struct HttpServer::Impl {
         Clock::time_point deadline;
         std::string in;              // the request head so far
         std::string out_head, out_body;
+        // A streamed answer's next pieces (HttpResponse::more): out_body holds one chunk of it at a time.
+        std::function<std::optional<std::string>()> more;
+        bool chunked = false;        // the pieces go in the chunked coding (else the body ends with the connection)
         size_t sent = 0;             // of out_head + out_body
         size_t counted = 0;          // bytes counted in the listener's answer bytes (the handler's answers)
         uint64_t answer_order = 0;   // when its answer was ready: the one that waits longest has the smallest
@@ -279,6 +298,7 @@ struct HttpServer::Impl {
     void read_request(Connection& c, Clock::time_point now);
     void answer(Connection& c, std::string_view head, Clock::time_point now);
     void refuse(Connection& c, const Refusal& r, Clock::time_point now);
+    bool next_piece(Connection& c);
     void start_writing(Connection& c, std::string head, std::string body, size_t counted, Clock::time_point now);
     void write_answer(Connection& c, Clock::time_point now);
     void drain(Connection& c);
@@ -297,6 +317,7 @@ void HttpServer::Impl::close(Connection& c) {
     c.in = {};
     c.out_head = {};
     c.out_body = {};
+    c.more = nullptr;
     --open;
 }
 
@@ -404,7 +425,10 @@ void HttpServer::Impl::answer(Connection& c, std::string_view head, Clock::time_
     }
     ++stats.answered;
     now = Clock::now();  // the answer's deadline runs from when it is ready
-    std::string out_head = answer_head(res.status, res.content_type, res.body.size(), res.headers);
+    BodyEnd end = !res.more ? BodyEnd::length : parsed.http10 ? BodyEnd::close : BodyEnd::chunked;
+    if (parsed.head_only) res.more = nullptr;  // the head says how the body would come; none comes
+    if (end == BodyEnd::chunked && !res.body.empty()) res.body = chunk_of(res.body);
+    std::string out_head = answer_head(res.status, res.content_type, end, res.body.size(), res.headers);
     if (parsed.head_only) res.body = {};
     size_t size = out_head.size() + res.body.size();
     // The answers held for clients that do not read are bounded: the longest-waiting go first.
@@ -414,6 +438,8 @@ void HttpServer::Impl::answer(Connection& c, std::string_view head, Clock::time_
         refuse(c, Refusal{503, "the answer is larger than the agent holds for its clients", {}}, now);
         return;
     }
+    c.more = std::move(res.more);
+    c.chunked = end == BodyEnd::chunked;
     start_writing(c, std::move(out_head), std::move(res.body), size, now);
 }
 
@@ -421,7 +447,7 @@ void HttpServer::Impl::answer(Connection& c, std::string_view head, Clock::time_
 void HttpServer::Impl::refuse(Connection& c, const Refusal& r, Clock::time_point now) {
     ++stats.refused;
     std::string body = fmt::format("{{\"error\":\"{}\"}}\n", r.why);
-    start_writing(c, answer_head(r.status, "application/json", body.size(), r.headers), std::move(body), 0, now);
+    start_writing(c, answer_head(r.status, "application/json", BodyEnd::length, body.size(), r.headers), std::move(body), 0, now);
 }
 
 void HttpServer::Impl::start_writing(Connection& c, std::string head, std::string body, size_t counted,
@@ -439,9 +465,43 @@ void HttpServer::Impl::start_writing(Connection& c, std::string head, std::strin
     write_answer(c, now);  // most answers fit the socket's buffer at once
 }
 
+// The streamed answer's next chunk into out_body, counted in the answer bytes in place of the one sent; the
+// last chunk once `more` says the end. False when the connection was closed (the piece could not be made).
+bool HttpServer::Impl::next_piece(Connection& c) {
+    std::optional<std::string> piece;
+    try {
+        do piece = c.more();
+        while (piece && piece->empty());  // an empty chunk would end the answer
+    } catch (const std::exception&) {
+        // The head is sent: the answer can only be cut short, which a chunked client sees as incomplete.
+        close(c);
+        return false;
+    }
+    stats.answer_bytes -= c.counted;
+    c.out_head = {};
+    if (!c.chunked) c.out_body = piece ? std::move(*piece) : std::string();
+    else c.out_body = piece ? chunk_of(*piece) : std::string("0\r\n\r\n");
+    if (!piece) c.more = nullptr;
+    c.sent = 0;
+    c.counted = c.out_body.size();
+    stats.answer_bytes += c.counted;
+    stats.peak_answer_bytes = std::max(stats.peak_answer_bytes, stats.answer_bytes);
+    return true;
+}
+
 void HttpServer::Impl::write_answer(Connection& c, Clock::time_point now) {
-    size_t total = c.out_head.size() + c.out_body.size();
-    while (c.sent < total) {
+    size_t made = 0;  // of a streamed answer, in this turn
+    for (;;) {
+        size_t total = c.out_head.size() + c.out_body.size();
+        if (c.sent == total) {
+            if (!c.more) break;
+            // A fast client's large answer leaves the thread to the listener's other connections now and then:
+            // the socket is still writable, so the next turn of poll goes on with it.
+            if (made >= kStreamTurnBytes) return;
+            if (!next_piece(c)) return;
+            made += c.out_body.size();
+            continue;
+        }
         iovec parts[2];
         int count = 0;
         if (c.sent < c.out_head.size()) parts[count++] = {c.out_head.data() + c.sent, c.out_head.size() - c.sent};
@@ -492,7 +552,7 @@ void HttpServer::Impl::expire(Clock::time_point now) {
             // Said, if the client can take it at once; it is closed either way.
             static const std::string kTimeout = [] {
                 std::string body = "{\"error\":\"the request was not whole within the deadline\"}\n";
-                return answer_head(408, "application/json", body.size(), {}) + body;
+                return answer_head(408, "application/json", BodyEnd::length, body.size(), {}) + body;
             }();
             (void)!::send(c->fd, kTimeout.data(), kTimeout.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
         }

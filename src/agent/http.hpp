@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,10 @@ struct HttpResponse {
     std::string content_type = "application/json";
     std::string body;
     std::vector<std::pair<std::string, std::string>> headers;
+    // Set, the answer is `body` and then what this returns, piece by piece as the client takes them (chunked; to
+    // an HTTP/1.0 client, ended by the close): an answer of any size holds one piece in memory. Called on the
+    // server's thread, a piece when the one before is sent; nullopt at the end.
+    std::function<std::optional<std::string>()> more;
 };
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;

@@ -65,6 +65,13 @@ std::optional<std::vector<AgentEvent>> Recorder::page(int64_t since_ms, int64_t 
     return store_->query(since_ms, after_id, limit);
 }
 
+std::optional<size_t> Recorder::visit_page(int64_t since_ms, int64_t after_id, size_t limit,
+                                           const EventStore::EventVisitor& visit) {
+    std::lock_guard lock(mutex_);
+    if (!store_) return std::nullopt;
+    return store_->visit(since_ms, after_id, limit, visit);
+}
+
 std::vector<AgentEvent> Recorder::unstored(int64_t since_ms, size_t limit) {
     std::lock_guard lock(mutex_);
     if (store_) return store_->pending(since_ms);
@@ -72,6 +79,24 @@ std::vector<AgentEvent> Recorder::unstored(int64_t since_ms, size_t limit) {
     for (const auto& e : memory_events_)
         if (e.time_ms >= since_ms && out.size() < limit) out.push_back(e);
     return out;
+}
+
+size_t Recorder::visit_unstored(int64_t since_ms, size_t skip, size_t limit, const EventStore::EventVisitor& visit) {
+    std::lock_guard lock(mutex_);
+    size_t visited = 0;
+    auto take = [&](const AgentEvent& e) {
+        if (e.time_ms < since_ms || visited >= limit) return;
+        if (skip > 0) {
+            --skip;
+            return;
+        }
+        visit(e, std::nullopt);
+        ++visited;
+    };
+    if (store_) store_->each_pending(take);
+    else
+        for (const auto& e : memory_events_) take(e);
+    return visited;
 }
 
 void Recorder::describe(AgentStatus& s) const {

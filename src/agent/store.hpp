@@ -6,10 +6,12 @@
 // until a write succeeds again. Every such state is said in status() and as an event.
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/events.hpp"
@@ -57,8 +59,17 @@ public:
     std::optional<std::string> state(const std::string& key);
     // Stored events with time >= since_ms and id > after_id, oldest first, at most `limit`.
     std::vector<AgentEvent> query(int64_t since_ms, int64_t after_id, size_t limit);
+    // The same events handed one by one to `visit` with their evidence as the JSON text stored (e.evidence left
+    // empty), so an answer can write them without parsing and building each one; how many were visited. A
+    // visitor of events held in memory is given nullopt: their evidence is e.evidence.
+    using EventVisitor = std::function<void(const AgentEvent& e, std::optional<std::string_view> evidence_json)>;
+    size_t visit(int64_t since_ms, int64_t after_id, size_t limit, const EventVisitor& visit);
     // The events waiting in memory for a write to succeed (id 0), with time >= since_ms.
     std::vector<AgentEvent> pending(int64_t since_ms) const;
+    template <typename F>
+    void each_pending(F&& f) const {
+        for (const auto& e : pending_) f(e);
+    }
     // Deletes events older than max_age and the oldest while the pages in use exceed max_bytes.
     void prune(int64_t now);
     EventStoreStatus status() const;

@@ -142,8 +142,8 @@ int run_events(const EventsOptions& o) {
         std::fprintf(stderr, "gpudx events: %s (start one with `gpudx agent`, docs/agent.md)\n", why.c_str());
         return kExitNoAgent;
     };
-    // The agent ends an answer at its byte cap and says where the rest starts ("next_after"): asked again from
-    // there until the events run out or --limit is reached, so everything is listed.
+    // An agent that ends an answer early says where the rest starts ("next_after"; agents before the streamed
+    // answer did so at 4 MiB): asked again from there until the events run out or --limit is reached.
     std::vector<nlohmann::json> listed;
     uint64_t left_out = 0;
     int64_t after = o.after;
