@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# gpudx on a GPU node against the driver's own tools, in one table with the ratios (issue #34, items 1 and 5):
+#   - `gpudx diagnose --no-cuda` (NVML, no cuInit) against `nvidia-smi -L` (goal: <= 1.1x) and `nvidia-smi -q`;
+#   - `gpudx diagnose` and `gpudx ids` with CUDA against a bare process that loads libcuda.so.1 and runs cuInit and
+#     cuDeviceGetCount (bench/cuda_floor.c; goal: <= 1.0x, since everything else gpudx reads happens while the
+#     driver starts);
+#   - with BEFORE=OLD_GPUDX, the same gpudx commands of an older build (before a change, e.g. the GPU-health
+#     queries), with the difference in ms;
+#   - each collector's own duration from one snapshot (what runs side by side with what).
+# Every command of a round runs once, in turn, for RUNS rounds: a noisy machine's load falls on all of them; the
+# figures are medians. Exit codes of gpudx are verdicts, not failures, and are ignored.
+#
+#   [BEFORE=OLD_GPUDX] bench/diagnose_vs_driver.sh [GPUDX] [RUNS]
+#
+# Needs a GPU node with nvidia-smi and libcuda.so.1; elsewhere it says so and exits 77 (skipped).
+set -uo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+gpudx=$(realpath "${1:-$here/build/gpudx}")
+runs=${2:-15}
+before=${BEFORE:+$(realpath "$BEFORE")}
+command -v nvidia-smi >/dev/null || { echo "diagnose_vs_driver: no nvidia-smi here (not a GPU node): skipped"; exit 77; }
+work=$(mktemp -d /tmp/gpudx-bench-driver.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+floor=$work/cuda_floor
+${CC:-cc} -O2 -o "$floor" "$here/bench/cuda_floor.c" -ldl ||
+  { echo "diagnose_vs_driver: could not compile bench/cuda_floor.c"; exit 77; }
+gpus=$("$floor") || { echo "diagnose_vs_driver: libcuda.so.1 did not start (status $?): skipped"; exit 77; }
+
+# name|command: the commands of one round.
+cases=(
+  "gpudx diagnose --no-cuda|$gpudx diagnose --no-cuda"
+  "nvidia-smi -L|nvidia-smi -L"
+  "nvidia-smi -q|nvidia-smi -q"
+  "gpudx diagnose|$gpudx diagnose"
+  "gpudx ids|$gpudx ids"
+  "cuInit floor|$floor"
+)
+if [[ -n $before ]]; then
+  cases+=("before: diagnose --no-cuda|$before diagnose --no-cuda" "before: diagnose|$before diagnose"
+          "before: ids|$before ids")
+fi
+for c in "${cases[@]}"; do ${c#*|} >/dev/null 2>&1; done  # page cache, driver state
+
+us() { local t0=${EPOCHREALTIME/./}; "$@" >/dev/null 2>&1; echo $(( ${EPOCHREALTIME/./} - t0 )); }
+for ((r = 0; r < runs; r++)); do
+  for i in "${!cases[@]}"; do
+    c=${cases[$i]}
+    # shellcheck disable=SC2086  # the command is words on purpose
+    us ${c#*|} >> "$work/t$i"
+  done
+done
+declare -A med
+for i in "${!cases[@]}"; do
+  med[${cases[$i]%%|*}]=$(sort -n "$work/t$i" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
+done
+ms() { awk -v u="$1" 'BEGIN { printf "%.1f ms", u / 1000 }'; }
+row() { printf '%-30s %10s   %-30s %10s   %7s   %s\n' "$@"; }
+cmp() {  # measured, reference, goal
+  local a=${med[$1]} b=${med[$2]}
+  row "$1" "$(ms "$a")" "$2" "$(ms "$b")" "$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2fx", a / b }')" "$3"
+}
+printf 'gpudx against the driver: %s, %d GPU(s), driver %s, %d rounds (medians), %d CPUs, load %s\n' "$gpudx" \
+  "$gpus" "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)" "$runs" "$(nproc)" \
+  "$(cut -d' ' -f1 /proc/loadavg)"
+nvidia-smi --query-gpu=uuid,pci.bus_id,name --format=csv,noheader | sed 's/^/  GPU: /'
+row "measured" "median" "reference" "median" "ratio" "goal"
+cmp "gpudx diagnose --no-cuda" "nvidia-smi -L" "<= 1.1x"
+cmp "nvidia-smi -q" "gpudx diagnose --no-cuda" "(how much nvidia-smi -q costs more)"
+cmp "gpudx diagnose" "cuInit floor" "<= 1.0x"
+cmp "gpudx ids" "cuInit floor" "<= 1.0x"
+if [[ -n $before ]]; then
+  for n in "diagnose --no-cuda" "diagnose" "ids"; do
+    cmp "gpudx $n" "before: $n" "+$(awk -v a="${med["gpudx $n"]}" -v b="${med["before: $n"]}" \
+      'BEGIN { printf "%.1f", (a - b) / 1000 }') ms"
+  done
+fi
+echo
+echo "collectors of one 'gpudx snapshot' (their own durations; the driver probes run beside the host collectors):"
+"$gpudx" snapshot 2>/dev/null | python3 -c 'import json, sys
+j = json.load(sys.stdin)
+print("  " + ", ".join(f"{c[\"name\"]} {c[\"duration_ms\"]:.1f} ms ({c[\"state\"]})" for c in j["collectors"]))'
