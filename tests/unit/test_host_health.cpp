@@ -446,6 +446,17 @@ TEST(InfinibandCollect, RoceNetdevFallsBackToTheFunctionsOnlyInterface) {
     EXPECT_EQ(port_of(collect_host(n.t.dir.string()), "mlx5_0").netdev, "enp0s12np0");
 }
 
+TEST(InfinibandCollect, CongestionCountersAloneCallForNoSecondReading) {
+    TreeCopy t(kIb, "ib-discards");
+    const std::string c = "sys/class/infiniband/mlx4_0/ports/1/counters/";
+    t.write(c + "port_xmit_discards", "4242\n");  // a busy fabric's congestion, not a link fault
+    t.write("_samples/later/" + c + "port_xmit_discards", "4300\n");
+    auto s = collect_host(t.dir.string());
+    EXPECT_FALSE(s.infiniband.sample_interval_ms);
+    EXPECT_EQ(port_of(s, "mlx4_0").counters.at("port_xmit_discards"), 4242u);  // kept as evidence
+    for (auto& f : all_findings(s)) EXPECT_FALSE(f.id.starts_with("ib.")) << f.id << ": " << f.message;
+}
+
 TEST(InfinibandRules, APortWithoutCountersIsNotEvaluatedNotHealthy) {
     IbNode n;
     n.port("rxe0", "4: ACTIVE", "5: LinkUp", "100 Gb/sec (4X EDR)", "Ethernet");
