@@ -162,7 +162,8 @@ TEST(AerCounters, RootPortTotalsAreRead) {
     EXPECT_EQ(d->aer_rootport.at("total_err_cor"), 4u);
     ASSERT_TRUE(d->aer_later);
     EXPECT_EQ(d->aer_later->rootport.at("total_err_cor"), 6u);
-    auto* cor = find(all_findings(s), "pcie.aer_correctable_growing");
+    auto f = all_findings(s);  // find() points into it: it must outlive the pointer
+    auto* cor = find(f, "pcie.aer_correctable_growing");
     ASSERT_TRUE(cor);
     EXPECT_EQ(cor->evidence.at(0).source, "/sys/bus/pci/devices/0000:00:06.0/aer_rootport_total_err_cor");
 }
@@ -505,7 +506,8 @@ TEST(InfinibandRules, ACounterAtItsMaximumSaysItCannotShowGrowth) {
     EXPECT_FALSE(ib_counter_max("port_xmit_data"));
 
     n.t.write("sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error", "65534\n");
-    x = find(all_findings(collect_host(n.t.dir.string())), "ib.error_history");
+    f = all_findings(collect_host(n.t.dir.string()));
+    x = find(f, "ib.error_history");
     ASSERT_TRUE(x);
     EXPECT_EQ(x->message.find("maximum"), std::string::npos) << x->message;
 }
