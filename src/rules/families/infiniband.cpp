@@ -120,7 +120,7 @@ void check_counters_read(const CheckContext& ctx, const IbDevice& d, const IbPor
     bool warn = p.counters_unreadable() && active(p);
     const Rule& r = warn ? rule("ib.counters_unreadable") : rule("ib.counters_not_read");
     out.push_back(r.finding(
-        fmt::format("{}: link errors could not be evaluated ({})", describe_port(d, p), p.counters_unread),
+        fmt::format("{}: link errors could not be evaluated: {}", describe_port(d, p), p.counters_unread),
         {nearby_gpus(ctx, d),
          {{port_path(d, p, "counters"), p.counters_unread}},
          warn ? "Read the counters by hand (`cat " + port_path(d, p, "counters") + "/symbol_error`, `perfquery`): an "
