@@ -53,26 +53,50 @@ struct PortReader {
         return t ? sanitize_utf8(trim(*t)) : std::string();
     }
 
-    // The port's error counters, each its own file; `names` from the first reading's listing.
+    // The port's error counters, each its own file; `names` from the first reading's listing. `unread` gets why
+    // the first counter that could not be read was not (a file listed but unreadable is not "no errors").
     std::map<std::string, uint64_t> counters(const std::string& dir, const std::vector<std::string>& names,
-                                             Root::Sample which) const {
+                                             Root::Sample which, std::string* unread = nullptr) const {
         std::map<std::string, uint64_t> out;
+        auto note = [&](const std::string& path, const std::string& name, const std::string& why) {
+            problems.push_back({path, why});
+            if (unread && unread->empty()) *unread = "counters/" + name + ": " + why;
+        };
         for (auto& name : names) {
             std::string path = dir + "/" + name;
             auto r = root.read_sample(path, which, 4096);
             if (!r) {
-                if (r.error().sys_errno != ENOENT) problems.push_back({path, r.error().message});
+                // A replayed capture that recorded no second reading answers it ENOENT: growth is then unknown
+                // (the caller keeps no later reading), which is not a problem of this file.
+                if (which == Root::Sample::later && r.error().sys_errno == ENOENT) continue;
+                // The kernel answers a counter its PMA query failed for with an error (EINVAL, EIO) rather than
+                // a number; ENOENT here is a file gone between listing and reading.
+                note(path, name, r.error().message);
                 continue;
             }
-            // Some drivers answer "N/A (no PMA)" for a counter they cannot read: not a number, not zero.
+            // Kernels before 5.x answered "N/A (no PMA)" for a counter they cannot read: not a number, not zero.
             if (auto n = parse_uint(trim(*r))) out[name] = *n;
-            else problems.push_back({path, fmt::format("not a counter: '{}'", sanitize_utf8(trim(*r).substr(0, 40)))});
+            else note(path, name, fmt::format("not a counter: '{}'", sanitize_utf8(trim(*r).substr(0, 40))));
         }
         return out;
     }
 };
 
-IbPort read_port(const PortReader& rd, const std::string& dir, uint32_t number) {
+// The network interface of a RoCE port: the one of its first GID (gid_attrs/ndevs/0); failing that (a kernel
+// before gid_attrs, a GID table not filled yet, which the kernel answers with EINVAL), the only interface of the
+// adapter's PCI function (device/net/), which is the port's on a one-port function.
+std::string roce_netdev(const PortReader& rd, const std::string& device_dir, const std::string& port_dir) {
+    auto r = rd.root.read_file(port_dir + "/gid_attrs/ndevs/0", 4096);
+    if (r) {
+        if (auto name = sanitize_utf8(trim(*r)); !name.empty()) return name;
+    } else if (r.error().sys_errno != ENOENT && r.error().sys_errno != EINVAL) {
+        rd.problems.push_back({port_dir + "/gid_attrs/ndevs/0", r.error().message});
+    }
+    if (auto nets = rd.root.list_dir(device_dir + "/device/net"); nets && nets->size() == 1) return sanitize_utf8(nets->front());
+    return {};
+}
+
+IbPort read_port(const PortReader& rd, const std::string& device_dir, const std::string& dir, uint32_t number) {
     IbPort p;
     p.port = number;
     if (auto t = rd.attr(dir + "/state")) {
@@ -91,19 +115,30 @@ IbPort read_port(const PortReader& rd, const std::string& dir, uint32_t number) 
     }
     p.link_layer = rd.word(dir + "/link_layer");
     // RoCE: the first GID's network interface is the port's netdev (InfiniBand ports have none).
-    if (p.link_layer == "Ethernet") p.netdev = rd.word(dir + "/gid_attrs/ndevs/0");
+    if (p.link_layer == "Ethernet") p.netdev = roce_netdev(rd, device_dir, dir);
+    // A port whose counters cannot be read is "could not evaluate" (ib.counters_not_read), never a clean port.
     if (auto names = rd.root.list_dir(dir + "/counters")) {
         std::vector<std::string> counter_names;
         for (auto& n : *names)
             if (is_ib_error_counter(n)) counter_names.push_back(n);
-        p.counters = rd.counters(dir + "/counters", counter_names, Root::Sample::first);
+        p.counters = rd.counters(dir + "/counters", counter_names, Root::Sample::first, &p.counters_unread);
+        if (p.counters_unread.empty() && std::none_of(counter_names.begin(), counter_names.end(), is_ib_link_error_counter))
+            p.counters_unread = "none of the link error counters offered (only congestion counters)";
+    } else if (names.error().sys_errno == ENOENT) {
+        p.counters_unread = "no counters/ directory (the driver offers no port counters)";
+    } else {
+        rd.problems.push_back({dir + "/counters", names.error().message});
+        p.counters_unread = "counters/: " + names.error().message;
     }
     return p;
 }
 
+// Only the judged counters call for a second reading: the congestion counters (port_xmit_discards ...) are above
+// zero on any busy fabric, and a healthy node would wait --health-interval on every diagnosis for counters that
+// are not judged.
 bool any_error(const IbPort& p) {
     for (auto& [name, n] : p.counters)
-        if (n) return true;
+        if (n && is_ib_link_error_counter(name)) return true;
     return false;
 }
 
@@ -139,7 +174,7 @@ CollectorStatus collect_infiniband(const CollectContext& ctx, InfinibandLayer& l
             for (auto& port : *ports) {
                 auto n = parse_uint(port);
                 if (!n || *n > 0xffff) continue;
-                dev.ports.push_back(read_port(rd, base + "/ports/" + port, static_cast<uint32_t>(*n)));
+                dev.ports.push_back(read_port(rd, base, base + "/ports/" + port, static_cast<uint32_t>(*n)));
             }
             std::sort(dev.ports.begin(), dev.ports.end(), [](const IbPort& a, const IbPort& b) { return a.port < b.port; });
         } else {

@@ -28,11 +28,16 @@ std::optional<double> parse_link_speed(std::string_view text) {
 std::map<std::string, uint64_t> parse_aer_counters(std::string_view text) {
     std::map<std::string, uint64_t> out;
     for (auto line : split_lines(text)) {
-        auto fields = split_ws(line);
-        if (fields.size() != 2) continue;
-        auto n = parse_uint(fields[1]);
-        if (!n) continue;
-        out[sanitize_utf8(fields[0])] = *n;  // counter names go into the JSON as keys
+        // "<name> <count>": the count is the last word. The name is one word since the kernel's short names
+        // ("RxErr", "BadTLP"); the kernels that introduced the files (4.19, and distribution kernels built from
+        // it) wrote the long ones, with blanks: "Receiver Error 2", "RELAY_NUM Rollover 0".
+        auto t = trim(line);
+        auto blank = t.find_last_of(" \t");
+        if (blank == std::string_view::npos) continue;
+        auto name = trim(t.substr(0, blank));
+        auto n = parse_uint(t.substr(blank + 1));
+        if (name.empty() || !n) continue;
+        out[sanitize_utf8(name)] = *n;  // counter names go into the JSON as keys
     }
     return out;
 }

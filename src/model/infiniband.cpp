@@ -14,6 +14,26 @@ bool is_ib_error_counter(std::string_view name) {
                                                        name) != std::end(kIbOtherErrorCounters);
 }
 
+std::optional<uint64_t> ib_counter_max(std::string_view name) {
+    // Widths of drivers/infiniband/core/sysfs.c's PORT_PMA_ATTR table (IBA PortCounters).
+    static constexpr std::pair<std::string_view, int> kWidths[] = {
+        {"symbol_error", 16},
+        {"link_error_recovery", 8},
+        {"link_downed", 8},
+        {"port_rcv_errors", 16},
+        {"port_rcv_remote_physical_errors", 16},
+        {"port_rcv_switch_relay_errors", 16},
+        {"port_xmit_discards", 16},
+        {"port_xmit_constraint_errors", 8},
+        {"port_rcv_constraint_errors", 8},
+        {"local_link_integrity_errors", 4},
+        {"excessive_buffer_overrun_errors", 4},
+        {"VL15_dropped", 16}};
+    for (auto& [n, bits] : kWidths)
+        if (n == name) return (uint64_t{1} << bits) - 1;
+    return std::nullopt;
+}
+
 namespace {
 
 const PciDevice* find(const PcieLayer& l, std::string_view addr) {

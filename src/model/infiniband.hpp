@@ -29,6 +29,12 @@ struct IbPort {
     // The same counters read again InfinibandLayer::sample_interval_ms later, when the first reading of any port
     // showed an error; empty when no second reading was taken (one is kept only when it read every counter again).
     std::map<std::string, uint64_t> counters_later;
+    // Why the port's link errors could not be judged, empty when every counter offered was read. Offered none:
+    // "no counters/ directory ..." (a driver without a PMA: rxe, some RoCE drivers), "none of the link error
+    // counters offered ..."; offered but unreadable, always "counters/...": "counters/: Permission denied",
+    // "counters/symbol_error: not a counter: 'N/A (no PMA)'". Absent from older snapshots (read as empty).
+    std::string counters_unread;
+    bool counters_unreadable() const { return counters_unread.starts_with("counters/"); }
 };
 
 struct IbDevice {
@@ -55,6 +61,10 @@ inline constexpr std::string_view kIbOtherErrorCounters[] = {
     "port_xmit_discards", "port_rcv_switch_relay_errors", "port_rcv_constraint_errors", "port_xmit_constraint_errors",
     "VL15_dropped"};
 bool is_ib_link_error_counter(std::string_view name);
+// The largest value of a PortCounters error counter (4, 8 or 16 bits wide in the InfiniBand PMA, as the kernel's
+// sysfs reads it): such a counter stops there instead of wrapping, so once at its maximum it can no longer grow.
+// nullopt for a name not of that table.
+std::optional<uint64_t> ib_counter_max(std::string_view name);
 bool is_ib_error_counter(std::string_view name);
 
 // Where a device sits on PCIe relative to a GPU, nearest first (nvidia-smi topo's PIX/PXB, PHB, NODE, SYS):

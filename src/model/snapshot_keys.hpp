@@ -108,7 +108,7 @@ GPUDX_SCHEMA(PciDevice, address, vendor_id, device_id, subsystem_vendor_id, subs
 GPUDX_SCHEMA(PcieLayer, devices, gpus, nvswitches, aer_sample_interval_ms)
 
 GPUDX_SCHEMA(IbPort, port, state_code, state, phys_state_code, phys_state, rate, rate_gbps, link_layer, netdev,
-             counters, counters_later)
+             counters, counters_later, counters_unread)
 GPUDX_SCHEMA(IbDevice, name, pci, hca_type, board_id, fw_ver, node_guid, ports)
 GPUDX_SCHEMA(InfinibandLayer, devices, sample_interval_ms)
 GPUDX_SCHEMA(SystemdUnit, name, properties)

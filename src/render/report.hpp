@@ -14,5 +14,8 @@ struct RenderOptions {
 
 std::string render_diagnosis_text(const Snapshot& s, const Diagnosis& d, const RenderOptions& o);
 std::string render_snapshot_text(const Snapshot& s);
+// Each GPU's health in one or two lines (NVML, AER on its path, the nearest InfiniBand/RoCE adapters) and one line
+// for the node's InfiniBand/RoCE ports; empty when the node has neither GPUs nor adapters. render/health_text.cpp.
+std::string render_health_text(const Snapshot& s);
 
 }  // namespace gpudx

@@ -114,6 +114,7 @@ std::string render_diagnosis_text(const Snapshot& s, const Diagnosis& d, const R
     else if (shown == 0)
         out += "No problems found.\n\n";
     if (o.verbose) {
+        if (auto health = render_health_text(s); !health.empty()) out += health + "\n";
         out += "Collectors:\n";
         for (auto& c : s.collectors)
             out += fmt::format("  {:<12} {:<9} {:>8.2f} ms  {}\n", c.name, to_string(c.state), c.duration_ms,
@@ -162,6 +163,7 @@ std::string render_snapshot_text(const Snapshot& s) {
         out += fmt::format("  {:<24} {}\n", clean(l.soname), l.chosen ? clean(l.chosen->real_path) : std::string("not found"));
     out += fmt::format("Device nodes: {}, processes holding them: {}\n", s.devices.nodes.size(), s.devices.holders.size());
     out += fmt::format("Container: {}\n", s.environment.container.in_container ? clean(s.environment.container.runtime) : "none");
+    out += render_health_text(s);
     out += "Collectors:\n";
     for (auto& c : s.collectors)
         out += fmt::format("  {:<12} {:<9} {:>8.2f} ms  {}\n", strip_control(c.name), to_string(c.state), c.duration_ms,

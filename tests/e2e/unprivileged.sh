@@ -32,6 +32,8 @@ mkdir -p "$work/standins" && cp -r "$src/tests/standins/scenarios" "$work/standi
 # Scenarios with a `base` file start from another fixture beside it; some run the generator that built it.
 cp -r "$src/tests/fixtures/mi300x8" "$work/mi300x8"
 cp "$src/tests/fixtures/make_mi300x8.py" "$work/"
+# The ib-* scenarios copy the InfiniBand tree of real hosts from here (tests/scenarios/ib-common.sh).
+cp -r "$src/tests/fixtures/infiniband-procfs" "$work/infiniband-procfs"
 chown -R nobody:"$group" "$work"
 chmod 0755 "$work"
 g=$work/bin/gpudx

@@ -9,6 +9,7 @@
 
 #include "collect/collectors.hpp"
 #include "collect/infiniband.hpp"
+#include "collect/pcie.hpp"
 #include "collect/services.hpp"
 #include "model/infiniband.hpp"
 #include "rules/engine/check_context.hpp"
@@ -35,6 +36,12 @@ struct TreeCopy {
         dir = fs::temp_directory_path() / ("gpudx-hosthealth-" + name + "-" + std::to_string(::getpid()));
         fs::remove_all(dir);
         fs::copy(from, dir, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+    }
+    // An empty tree, for one built file by file.
+    explicit TreeCopy(const std::string& name) {
+        dir = fs::temp_directory_path() / ("gpudx-hosthealth-" + name + "-" + std::to_string(::getpid()));
+        fs::remove_all(dir);
+        fs::create_directories(dir);
     }
     ~TreeCopy() { fs::remove_all(dir); }
     void write(const std::string& rel, const std::string& text) const {
@@ -155,9 +162,127 @@ TEST(AerCounters, RootPortTotalsAreRead) {
     EXPECT_EQ(d->aer_rootport.at("total_err_cor"), 4u);
     ASSERT_TRUE(d->aer_later);
     EXPECT_EQ(d->aer_later->rootport.at("total_err_cor"), 6u);
-    auto* cor = find(all_findings(s), "pcie.aer_correctable_growing");
+    auto f = all_findings(s);  // find() points into it: it must outlive the pointer
+    auto* cor = find(f, "pcie.aer_correctable_growing");
     ASSERT_TRUE(cor);
     EXPECT_EQ(cor->evidence.at(0).source, "/sys/bus/pci/devices/0000:00:06.0/aer_rootport_total_err_cor");
+}
+
+// The AER files as real machines print them. Two public readings:
+//  - a GPU's function on a 6.x kernel, short names (github.com/hakandundar34coding/system-monitoring-center
+//    issue #45, `grep . /sys/class/drm/card1/device/*`): "RxErr 0" ... "TOTAL_ERR_COR 0", "Undefined 0", "DLP 0" ...
+//  - the kernel's own sample (Documentation/ABI/testing/sysfs-bus-pci-devices-aer_stats, `cat aer_dev_correctable`
+//    on a root port 0000:00:1c.0), with the long names of the 4.19 kernels that introduced the files, blanks and
+//    all: "Receiver Error 2", "RELAY_NUM Rollover 0", "TOTAL_ERR_COR 2".
+TEST(AerCounters, ParsesTheShortNamesOfCurrentKernels) {
+    auto c = parse_aer_counters(
+        "RxErr 0\nBadTLP 0\nBadDLLP 0\nRollover 0\nTimeout 0\nNonFatalErr 0\nCorrIntErr 0\nHeaderOF 0\n"
+        "TOTAL_ERR_COR 0\n");
+    EXPECT_EQ(c.size(), 9u);
+    EXPECT_EQ(c.at("HeaderOF"), 0u);
+    EXPECT_EQ(c.at("TOTAL_ERR_COR"), 0u);
+    auto f = parse_aer_counters("Undefined 0\nDLP 0\nSDES 0\nTLP 0\nFCP 0\nCmpltTO 0\nCmpltAbrt 0\nUnxCmplt 0\n"
+                                "RxOF 0\nMalfTLP 0\nECRC 0\nUnsupReq 0\nACSViol 0\nUncorrIntErr 0\nBlockedTLP 0\n"
+                                "AtomicOpBlocked 0\nTLPBlockedErr 0\nTOTAL_ERR_FATAL 0\n");
+    EXPECT_EQ(f.size(), 18u);
+    EXPECT_EQ(f.at("TOTAL_ERR_FATAL"), 0u);
+}
+
+TEST(AerCounters, ParsesTheLongNamesOf419Kernels) {
+    auto c = parse_aer_counters(
+        "Receiver Error 2\nBad TLP 0\nBad DLLP 0\nRELAY_NUM Rollover 0\nReplay Timer Timeout 0\n"
+        "Advisory Non-Fatal 0\nCorrected Internal Error 0\nHeader Log Overflow 0\nTOTAL_ERR_COR 2\n");
+    ASSERT_EQ(c.size(), 9u);
+    EXPECT_EQ(c.at("Receiver Error"), 2u);
+    EXPECT_EQ(c.at("RELAY_NUM Rollover"), 0u);
+    EXPECT_EQ(c.at("TOTAL_ERR_COR"), 2u);
+    // A line without a count, or with a word for one, is no counter.
+    EXPECT_TRUE(parse_aer_counters("Receiver Error\nBad TLP x\n\n").empty());
+}
+
+// A GPU behind a PCIe switch: root port 0000:00:01.0, switch upstream port 0000:01:00.0, downstream port
+// 0000:02:00.0, GPU 0000:03:00.0, each with its AER files (issue #31 item 3: the whole path to the root port).
+struct SwitchedGpuTree {
+    TreeCopy t{"aer-path"};
+    static constexpr const char* kChain[] = {"0000:00:01.0", "0000:01:00.0", "0000:02:00.0", "0000:03:00.0"};
+    SwitchedGpuTree() {
+        std::string dir = "sys/devices/pci0000:00";
+        for (std::string addr : kChain) {
+            dir += "/" + addr;
+            bool gpu = addr == "0000:03:00.0";
+            t.write(dir + "/uevent", gpu ? "DRIVER=nvidia\nPCI_CLASS=30200\nPCI_ID=10DE:2335\n"
+                                         : "DRIVER=pcieport\nPCI_CLASS=60400\nPCI_ID=1000:C030\n");
+            t.write(dir + "/numa_node", "0\n");
+            // Recorded links are files holding their target (docs/capture-format.md).
+            t.write("sys/bus/pci/devices/" + addr, "../../../" + dir.substr(4) + "\n");
+            for (auto which : {"", "_samples/later/"}) {
+                std::string base = std::string(which) + (which[0] ? "sys/bus/pci/devices/" + addr : dir);
+                t.write(base + "/aer_dev_correctable", "RxErr 0\nBadTLP 1\nTOTAL_ERR_COR 1\n");
+                t.write(base + "/aer_dev_fatal", "DLP 0\nTOTAL_ERR_FATAL 0\n");
+                t.write(base + "/aer_dev_nonfatal", "CmpltTO 0\nTOTAL_ERR_NONFATAL 0\n");
+            }
+        }
+        t.write(dir_of("0000:00:01.0") + "/aer_rootport_total_err_cor", "1\n");
+        t.write("_samples/later/sys/bus/pci/devices/0000:00:01.0/aer_rootport_total_err_cor", "1\n");
+    }
+    static std::string dir_of(std::string_view addr) {
+        std::string dir = "sys/devices/pci0000:00";
+        for (std::string a : kChain) {
+            dir += "/" + a;
+            if (a == addr) break;
+        }
+        return dir;
+    }
+    void later(std::string_view addr, const std::string& file, const std::string& text) {
+        t.write("_samples/later/sys/bus/pci/devices/" + std::string(addr) + "/" + file, text);
+    }
+};
+
+TEST(AerCounters, EveryPortOnTheGpusPathToTheRootPortIsReadAndGrowthNamesThePort) {
+    SwitchedGpuTree tree;
+    tree.later("0000:02:00.0", "aer_dev_correctable", "RxErr 0\nBadTLP 5\nTOTAL_ERR_COR 5\n");
+    auto s = collect_host(tree.t.dir.string());
+    ASSERT_EQ(s.pcie.gpus, std::vector<std::string>{"0000:03:00.0"});
+    for (auto& d : s.pcie.devices) {
+        EXPECT_EQ(d.aer_correctable.at("BadTLP"), 1u) << d.address;
+        ASSERT_TRUE(d.aer_later) << d.address;  // each port of the path read twice, not only the one that grew
+    }
+    auto f = all_findings(s);
+    std::vector<const Finding*> grown;
+    for (auto& x : f)
+        if (x.id == "pcie.aer_correctable_growing") grown.push_back(&x);
+    ASSERT_EQ(grown.size(), 1u);
+    EXPECT_NE(grown[0]->message.find("switch port 0000:02:00.0"), std::string::npos) << grown[0]->message;
+    EXPECT_NE(grown[0]->message.find("BadTLP 1 -> 5"), std::string::npos) << grown[0]->message;
+    ASSERT_EQ(grown[0]->subjects.size(), 1u);
+    EXPECT_EQ(grown[0]->subjects[0].pci, "0000:03:00.0");  // the GPU whose traffic crosses the port
+    EXPECT_EQ(grown[0]->evidence.at(0).source, "/sys/bus/pci/devices/0000:02:00.0/aer_dev_correctable");
+    // The ports whose counts did not grow are history, each named.
+    int history = 0;
+    for (auto& x : f) history += x.id == "pcie.aer_history";
+    EXPECT_EQ(history, 3);
+}
+
+TEST(AerCounters, RootPortTotalsGrowingNameTheRootPort) {
+    SwitchedGpuTree tree;
+    tree.later("0000:00:01.0", "aer_rootport_total_err_cor", "4\n");
+    auto f = all_findings(collect_host(tree.t.dir.string()));
+    auto* x = find(f, "pcie.aer_correctable_growing");
+    ASSERT_TRUE(x);
+    EXPECT_NE(x->message.find("root port 0000:00:01.0"), std::string::npos) << x->message;
+    EXPECT_NE(x->message.find("total_err_cor 1 -> 4"), std::string::npos) << x->message;
+}
+
+TEST(AerCounters, LongNamesGrowingAreNamedAsTheKernelWroteThem) {
+    SwitchedGpuTree tree;
+    for (std::string addr : {"0000:03:00.0"}) {
+        tree.t.write(SwitchedGpuTree::dir_of(addr) + "/aer_dev_correctable", "Receiver Error 2\nBad TLP 0\nTOTAL_ERR_COR 2\n");
+        tree.later(addr, "aer_dev_correctable", "Receiver Error 9\nBad TLP 0\nTOTAL_ERR_COR 9\n");
+    }
+    auto f = all_findings(collect_host(tree.t.dir.string()));
+    auto* x = find(f, "pcie.aer_correctable_growing");
+    ASSERT_TRUE(x);
+    EXPECT_NE(x->message.find("Receiver Error 2 -> 9"), std::string::npos) << x->message;
 }
 
 // ---- InfiniBand ----
@@ -251,11 +376,142 @@ TEST(InfinibandRules, GrowingErrorsWarnAndLinkDownedIsAnError) {
 TEST(InfinibandRules, CountsWithoutGrowthAreHistory) {
     TreeCopy t(kIb, "ib-history");
     t.write("sys/class/infiniband/mlx4_0/ports/1/counters/symbol_error", "7\n");
-    auto f = all_findings(collect_host(t.dir.string()));  // no recorded later reading: growth unknown
+    auto s = collect_host(t.dir.string());  // no recorded later reading: growth unknown
+    EXPECT_TRUE(s.collectors[1].problems.empty()) << s.collectors[1].problems.front().path;  // not a read problem
+    auto f = all_findings(s);
     auto* x = find(f, "ib.error_history");
     ASSERT_TRUE(x);
     EXPECT_EQ(x->severity, Severity::info);
     EXPECT_FALSE(find(f, "ib.errors_growing"));
+}
+
+// Ports as real nodes print them. `ibstatus` prints the sysfs attributes as the kernel wrote them:
+//  - github.com/deepseek-ai/DeepEP issue #17 (8x H20, BlueField-3, RoCE): mlx5_1 port 1 "state: 4: ACTIVE",
+//    "phys state: 5: LinkUp", "rate: 400 Gb/sec (4X NDR)", "link_layer: Ethernet";
+//  - github.com/NVIDIA/nccl issue #1866: mlx5_0 port 1 "4: ACTIVE", "5: LinkUp", "100 Gb/sec (4X EDR)", Ethernet.
+// And `ibstat` (which names the same values in words) in github.com/Mellanox/network-operator issue #249: mlx5_7
+// port 1 "State: Down", "Physical state: LinkUp", "Rate: 200", "Link layer: InfiniBand", which the kernel's
+// attributes write as "1: DOWN", "5: LinkUp", "200 Gb/sec (4X HDR)".
+struct IbNode {
+    TreeCopy t{"ib-real"};
+    void port(const std::string& dev, const std::string& state, const std::string& phys, const std::string& rate,
+              const std::string& layer) const {
+        std::string p = "sys/class/infiniband/" + dev + "/ports/1/";
+        t.write(p + "state", state + "\n");
+        t.write(p + "phys_state", phys + "\n");
+        t.write(p + "rate", rate + "\n");
+        t.write(p + "link_layer", layer + "\n");
+        for (auto c : kIbLinkErrorCounters) t.write(p + "counters/" + std::string(c), "0\n");
+    }
+};
+
+const IbPort& port_of(const Snapshot& s, std::string_view dev) {
+    for (auto& d : s.infiniband.devices)
+        if (d.name == dev) return d.ports.at(0);
+    throw std::runtime_error("no device " + std::string(dev));
+}
+
+TEST(InfinibandCollect, ReadsThePortsOfRealNodesAsIbstatusShowsThem) {
+    IbNode n;
+    n.port("mlx5_1", "4: ACTIVE", "5: LinkUp", "400 Gb/sec (4X NDR)", "Ethernet");
+    n.t.write("sys/class/infiniband/mlx5_1/ports/1/gid_attrs/ndevs/0", "eth1\n");
+    n.port("mlx5_0", "4: ACTIVE", "5: LinkUp", "100 Gb/sec (4X EDR)", "Ethernet");
+    n.port("mlx5_7", "1: DOWN", "5: LinkUp", "200 Gb/sec (4X HDR)", "InfiniBand");
+    auto s = collect_host(n.t.dir.string());
+    auto& ndr = port_of(s, "mlx5_1");
+    EXPECT_EQ(ndr.state_code, 4u);
+    EXPECT_EQ(ndr.state, "ACTIVE");
+    EXPECT_EQ(ndr.phys_state_code, 5u);
+    EXPECT_EQ(ndr.phys_state, "LinkUp");
+    EXPECT_EQ(ndr.rate, "400 Gb/sec (4X NDR)");
+    EXPECT_EQ(ndr.rate_gbps, 400.0);
+    EXPECT_EQ(ndr.netdev, "eth1");
+    EXPECT_TRUE(ndr.counters_unread.empty()) << ndr.counters_unread;
+    EXPECT_EQ(port_of(s, "mlx5_0").rate_gbps, 100.0);
+    auto& down = port_of(s, "mlx5_7");
+    EXPECT_EQ(down.state, "DOWN");
+    EXPECT_EQ(down.rate_gbps, 200.0);
+    EXPECT_TRUE(down.netdev.empty());  // an InfiniBand port has no network interface of its own
+    auto f = all_findings(s);
+    auto* x = find(f, "ib.port_link_up_not_active");
+    ASSERT_TRUE(x);
+    EXPECT_NE(x->message.find("mlx5_7 port 1"), std::string::npos) << x->message;
+    for (auto& y : f)
+        if (y.id != "ib.port_link_up_not_active") EXPECT_FALSE(y.id.starts_with("ib.")) << y.id << ": " << y.message;
+}
+
+TEST(InfinibandCollect, RoceNetdevFallsBackToTheFunctionsOnlyInterface) {
+    IbNode n;
+    n.port("mlx5_0", "4: ACTIVE", "5: LinkUp", "100 Gb/sec (4X EDR)", "Ethernet");
+    // No gid_attrs (an older kernel): the PCI function's one network interface is the port's.
+    n.t.write("sys/devices/pci0000:00/0000:00:0c.0/net/enp0s12np0/ifindex", "4\n");
+    n.t.write("sys/class/infiniband/mlx5_0/device", "../../../devices/pci0000:00/0000:00:0c.0\n");
+    EXPECT_EQ(port_of(collect_host(n.t.dir.string()), "mlx5_0").netdev, "enp0s12np0");
+}
+
+TEST(InfinibandCollect, CongestionCountersAloneCallForNoSecondReading) {
+    TreeCopy t(kIb, "ib-discards");
+    const std::string c = "sys/class/infiniband/mlx4_0/ports/1/counters/";
+    t.write(c + "port_xmit_discards", "4242\n");  // a busy fabric's congestion, not a link fault
+    t.write("_samples/later/" + c + "port_xmit_discards", "4300\n");
+    auto s = collect_host(t.dir.string());
+    EXPECT_FALSE(s.infiniband.sample_interval_ms);
+    EXPECT_EQ(port_of(s, "mlx4_0").counters.at("port_xmit_discards"), 4242u);  // kept as evidence
+    for (auto& f : all_findings(s)) EXPECT_FALSE(f.id.starts_with("ib.")) << f.id << ": " << f.message;
+}
+
+TEST(InfinibandRules, APortWithoutCountersIsNotEvaluatedNotHealthy) {
+    IbNode n;
+    n.port("rxe0", "4: ACTIVE", "5: LinkUp", "100 Gb/sec (4X EDR)", "Ethernet");
+    fs::remove_all(n.t.dir / "sys/class/infiniband/rxe0/ports/1/counters");
+    auto s = collect_host(n.t.dir.string());
+    EXPECT_NE(port_of(s, "rxe0").counters_unread.find("no counters/ directory"), std::string::npos);
+    auto f = all_findings(s);
+    auto* x = find(f, "ib.counters_not_read");
+    ASSERT_TRUE(x);
+    EXPECT_EQ(x->severity, Severity::info);  // a driver that offers none is no fault
+    EXPECT_NE(x->message.find("could not be evaluated"), std::string::npos) << x->message;
+    EXPECT_FALSE(find(f, "ib.counters_unreadable"));
+}
+
+TEST(InfinibandRules, UnreadableCountersOfAnActivePortWarn) {
+    IbNode n;
+    n.port("mlx4_0", "4: ACTIVE", "5: LinkUp", "40 Gb/sec (4X QDR)", "InfiniBand");
+    // What kernels before 5.x answered when the adapter's performance agent did not.
+    n.t.write("sys/class/infiniband/mlx4_0/ports/1/counters/symbol_error", "N/A (no PMA)\n");
+    auto s = collect_host(n.t.dir.string());
+    EXPECT_EQ(port_of(s, "mlx4_0").counters_unread, "counters/symbol_error: not a counter: 'N/A (no PMA)'");
+    auto f = all_findings(s);
+    auto* x = find(f, "ib.counters_unreadable");
+    ASSERT_TRUE(x);
+    EXPECT_EQ(x->severity, Severity::warning);
+    EXPECT_FALSE(find(f, "ib.counters_not_read"));
+
+    // The same port down: nothing crosses it, so not reading it is only noted.
+    n.t.write("sys/class/infiniband/mlx4_0/ports/1/state", "1: DOWN\n");
+    n.t.write("sys/class/infiniband/mlx4_0/ports/1/phys_state", "2: Polling\n");
+    f = all_findings(collect_host(n.t.dir.string()));
+    EXPECT_FALSE(find(f, "ib.counters_unreadable"));
+    ASSERT_TRUE(find(f, "ib.counters_not_read"));
+}
+
+TEST(InfinibandRules, ACounterAtItsMaximumSaysItCannotShowGrowth) {
+    IbNode n;
+    n.port("mlx5_0", "4: ACTIVE", "5: LinkUp", "400 Gb/sec (4X NDR)", "InfiniBand");
+    n.t.write("sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error", "65535\n");  // 16 bits, stopped
+    auto f = all_findings(collect_host(n.t.dir.string()));
+    auto* x = find(f, "ib.error_history");
+    ASSERT_TRUE(x);
+    EXPECT_NE(x->message.find("symbol_error at the counter's maximum"), std::string::npos) << x->message;
+    EXPECT_EQ(ib_counter_max("local_link_integrity_errors"), 15u);
+    EXPECT_EQ(ib_counter_max("link_downed"), 255u);
+    EXPECT_FALSE(ib_counter_max("port_xmit_data"));
+
+    n.t.write("sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error", "65534\n");
+    f = all_findings(collect_host(n.t.dir.string()));
+    x = find(f, "ib.error_history");
+    ASSERT_TRUE(x);
+    EXPECT_EQ(x->message.find("maximum"), std::string::npos) << x->message;
 }
 
 TEST(PciePlace, SwitchRootPortRootComplexAndSockets) {

@@ -1,7 +1,7 @@
 // InfiniBand and RoCE ports beside the GPUs (docs/host-health.md): a port whose link is up but that carries no
-// traffic, error counters that grow between two readings, and, for the record, ports down and old errors. What a
-// node of its class should have (ports up, their rate) is judged against its record: baseline.ib_port_down,
-// baseline.ib_rate_lower (rules/comparisons/baseline.cpp).
+// traffic, error counters that grow between two readings, counters that could not be read, and, for the record,
+// ports down and old errors. What a node of its class should have (which ports up, at what rate) is not compared
+// yet: a port down is info until the node's record says it should be up.
 #include <fmt/format.h>
 
 #include "model/infiniband.hpp"
@@ -23,9 +23,15 @@ constexpr Rule kRules[] = {
     {"ib.error_history", Layer::pcie, Severity::info, {C::infiniband},
      "link error counters of an InfiniBand/RoCE port are not zero; they did not grow between two readings, or no "
      "second reading was taken"},
+    {"ib.counters_unreadable", Layer::pcie, Severity::warning, {C::infiniband},
+     "an active InfiniBand/RoCE port lists error counters that could not be read (permission, I/O error, not a "
+     "number): its link errors could not be evaluated"},
+    {"ib.counters_not_read", Layer::pcie, Severity::info, {C::infiniband},
+     "an InfiniBand/RoCE port offers no link error counters (no counters/ directory), or they could not be read on a "
+     "port that carries no traffic: its link errors are not evaluated"},
     {"ib.port_down", Layer::pcie, Severity::info, {C::infiniband},
-     "an InfiniBand/RoCE port is physically down (Polling, Disabled ...): not judged without the node's record "
-     "(--baseline), which says whether it should be up"},
+     "an InfiniBand/RoCE port is physically down (Polling, Disabled ...): not judged, as nothing yet says whether a "
+     "node of its class should have it up"},
 };
 consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
 
@@ -60,6 +66,11 @@ void check_counters(const CheckContext& ctx, const IbDevice& d, const IbPort& p,
         if (n && is_ib_link_error_counter(name)) nonzero += fmt::format("{}{} {}", nonzero.empty() ? "" : ", ", name, n);
     if (nonzero.empty()) return;
     std::string interval = l.sample_interval_ms ? fmt::format("{:g} s", *l.sample_interval_ms / 1000) : "a moment";
+    // A counter at the top of its width stops there (the PMA does not wrap): it can no longer show growth.
+    std::string stuck;
+    for (auto& [name, n] : p.counters)
+        if (auto max = ib_counter_max(name); max && n >= *max && is_ib_link_error_counter(name))
+            stuck += fmt::format("{}{}", stuck.empty() ? "" : ", ", name);
     if (!p.counters_later.empty()) {
         std::string grown;
         std::vector<Evidence> evidence;
@@ -87,14 +98,37 @@ void check_counters(const CheckContext& ctx, const IbDevice& d, const IbPort& p,
         }
     }
     out.push_back(rule("ib.error_history")
-                      .finding(fmt::format("{} counted link errors since its counters were last cleared ({}){}",
+                      .finding(fmt::format("{} counted link errors since its counters were last cleared ({}){}{}",
                                            describe_port(d, p), nonzero,
                                            !p.counters_later.empty() ? fmt::format(", none within {}", interval)
-                                                            : std::string(", not read twice: growth unknown")),
+                                                            : std::string(", not read twice: growth unknown"),
+                                           stuck.empty() ? std::string()
+                                                         : fmt::format("; {} at the counter's maximum, where it stops: "
+                                                                       "growth cannot be seen until the counters are "
+                                                                       "cleared",
+                                                                       stuck)),
                                {nearby_gpus(ctx, d),
                                 {{port_path(d, p, "counters"), nonzero}},
                                 "Nothing to do now if they do not grow; `gpudx diagnose` on the node reads them "
                                 "twice and says when they do."}));
+}
+
+// A port whose counters could not be read is not a port without errors: say that it was not evaluated, and warn
+// where it matters (the port carries traffic and its driver lists counters it then fails to answer).
+void check_counters_read(const CheckContext& ctx, const IbDevice& d, const IbPort& p, std::vector<Finding>& out) {
+    if (p.counters_unread.empty()) return;
+    bool warn = p.counters_unreadable() && active(p);
+    const Rule& r = warn ? rule("ib.counters_unreadable") : rule("ib.counters_not_read");
+    out.push_back(r.finding(
+        fmt::format("{}: link errors could not be evaluated: {}", describe_port(d, p), p.counters_unread),
+        {nearby_gpus(ctx, d),
+         {{port_path(d, p, "counters"), p.counters_unread}},
+         warn ? "Read the counters by hand (`cat " + port_path(d, p, "counters") + "/symbol_error`, `perfquery`): an "
+                    "I/O error from the adapter's own performance agent points at its firmware (`mlxfwmanager`, the "
+                    "kernel log for mlx5 command timeouts); a permission error at a restricted sysfs (run gpudx on "
+                    "the host, not in a container)."
+              : "Nothing to do if this port is not meant to carry GPU traffic (a software or management device); "
+                "otherwise watch its link with the vendor's tools (`perfquery`, `ethtool -S` of its netdev)."}));
 }
 
 void check_infiniband(const CheckContext& ctx, std::vector<Finding>& out) {
@@ -122,11 +156,12 @@ void check_infiniband(const CheckContext& ctx, std::vector<Finding>& out) {
                                                        p.state.empty() ? "state unknown" : p.state),
                                            {nearby_gpus(ctx, d),
                                             {{port_path(d, p, "phys_state"), p.phys_state}},
-                                            "If this port should carry traffic, check its cable and the switch port; "
-                                            "record the healthy node with `gpudx baseline` so a port that goes down "
-                                            "is an error."}));
+                                            "If this port should carry traffic, check its cable, transceiver and "
+                                            "the switch port (`ibstat`, `mlxlink -d <pci>`); an unused port is "
+                                            "expected to be down."}));
             }
             check_counters(ctx, d, p, s.infiniband, out);
+            check_counters_read(ctx, d, p, out);
         }
     }
 }
