@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "rules/comparisons/matrix.hpp"
 #include "rules/engine/families.hpp"
 
 namespace gpudx {
@@ -77,7 +78,7 @@ std::string sampled(const GpuHealth& h) {
 class DeviceHealth {
 public:
     DeviceHealth(const CheckContext& ctx, const NvmlDevice& d, std::vector<Finding>& out)
-        : d_(d), h_(d.health), g_(ctx.gpu(d.pci)), out_(out) {}
+        : d_(d), h_(d.health), g_(ctx.gpu(d.pci)), node_class_(ctx.options.node_class), out_(out) {}
 
     void check() {
         check_links();
@@ -114,6 +115,9 @@ private:
         // No link active at all: a GPU without NVLink peers (a PCIe card, a VM given one GPU) is healthy here;
         // a node class that expects links says so through the matrix (matrix.nvlinks_below).
         if (up.empty() || down.empty()) return;
+        // Fewer active than the node's class expects: matrix.nvlinks_below names these links already.
+        const size_t not_read = h_.nvlink_count && *h_.nvlink_count > d_.nvlinks.size() ? *h_.nvlink_count - d_.nvlinks.size() : 0;
+        if (node_class_ && nvlinks_below_class(*node_class_, up.size(), not_read)) return;
         add(rule("health.nvlink_down"),
             fmt::format("{}: NVLink {} of {} down while {} {} active", describe(g_), fmt::join(down, ", "),
                         d_.nvlinks.size(), up.size(), up.size() == 1 ? "is" : "are"),
@@ -259,6 +263,7 @@ private:
     const NvmlDevice& d_;
     const GpuHealth& h_;
     GpuRef g_;
+    const NodeClass* node_class_;
     std::vector<Finding>& out_;
 };
 
