@@ -17,7 +17,8 @@ using C = Collector;
 constexpr Rule kRules[] = {
     {"health.nvlink_down", Layer::driver, Severity::warning, {C::nvml},
      "a GPU has some NVLinks active and others inactive (a link of an NVLink-connected GPU is down); a GPU with no "
-     "active link at all (a PCIe card, a one-GPU VM) is not judged here"},
+     "active link at all (a PCIe card, a one-GPU VM) is not judged here; with --matrix, a GPU with fewer active than "
+     "its class's nvlinks_active is matrix.nvlinks_below's"},
     {"health.nvlink_errors_growing", Layer::driver, Severity::warning, {C::nvml},
      "an NVLink error counter (replay, recovery, CRC, ECC; NVLink 5: failed recoveries, receive and integrity "
      "errors) grew between the probe's two samples"},
