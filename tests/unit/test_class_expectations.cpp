@@ -108,7 +108,8 @@ const std::string kTwoNdrPorts = "\n[[class.expect.infiniband]]\nports = 2\nrate
 
 // Every rule family and the node held to the matrix, as `gpudx diagnose --matrix` runs them.
 std::vector<Finding> diagnose_held_to(const Snapshot& s, const Matrix& m) {
-    auto held = hold_node_to(s, std::nullopt, m);
+    const std::optional<Matrix> matrix = m;  // class_held_to points into it
+    auto held = hold_node_to(s, std::nullopt, matrix);
     DiagnoseOptions o;
     o.extra_findings = held.findings;
     o.node_class = held.class_held_to;
@@ -200,6 +201,7 @@ TEST(ClassExpectations, GpuWithoutNvlinkInAClassThatExpectsThemIsAnError) {
     auto s = h200x2_with_links();
     s.nvml.devices[0].nvlinks.clear();
     s.nvml.devices[0].unsupported.push_back("nvmlDeviceGetNvLinkState");
+    s.nvml.devices[0].health.nvlink_count.reset();
     auto c = check_against_matrix(matrix_with(kNvlinks18), s, kToday);
     ASSERT_EQ(ids(c.findings), std::vector<std::string>{"matrix.nvlinks_below"});
     EXPECT_NE(c.findings[0].message.find("no NVLink, class 'h200x2' expects 18"), std::string::npos)
@@ -289,8 +291,11 @@ TEST(ClassExpectations, PortDownIsAnErrorOnceInsteadOfTheInfo) {
 
     auto all = diagnose_held_to(s, m);
     EXPECT_NE(find(all, "matrix.ib_port_not_active"), nullptr);
-    for (auto& x : all)
-        if (x.id == "ib.port_down") EXPECT_EQ(x.message.find("mlx5_1"), std::string::npos) << x.message;
+    for (auto& x : all) {
+        if (x.id == "ib.port_down") {
+            EXPECT_EQ(x.message.find("mlx5_1"), std::string::npos) << x.message;
+        }
+    }
 
     // Up on the wire but INIT: the same one finding, not ib.port_link_up_not_active beside it.
     s.infiniband.devices[1].ports[0].phys_state_code = 5;
@@ -455,7 +460,7 @@ TEST(RecordedNvlinks, GpuThatLostEveryLinkIsAnErrorOnce) {
         << fs[0].message;
 
     // With a class that expects the links too, the class's finding says it; the record's is not repeated.
-    auto m = matrix_with(kNvlinks18);
+    const std::optional<Matrix> m = matrix_with(kNvlinks18);
     auto held = hold_node_to(s, base, m);
     EXPECT_EQ(ids(held.findings), std::vector<std::string>{"matrix.nvlinks_below"});
 }
