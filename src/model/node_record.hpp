@@ -94,8 +94,8 @@ struct NodeRecord {
     std::vector<RecordedGpu> gpus;  // sorted by PCI address
     std::string boot_id;  // /proc/sys/kernel/random/boot_id of the boot the record was made in; empty when unknown
     std::vector<RecordedXid> recovery_xids;  // the record's boot's reset/reboot Xids (kernel-log window), by GPU and code
-    // The InfiniBand/RoCE ports, sorted by device and port; nullopt when their collector did not run or failed (an
-    // older snapshot or record). Empty: the node has none.
+    // The InfiniBand/RoCE ports, by device and port; nullopt when their collector did not run or failed (an older
+    // snapshot or record). Empty: the node has none (no /sys/class/infiniband: no RDMA driver, or no adapter).
     std::optional<std::vector<RecordedIbPort>> ib_ports;
 };
 

@@ -353,6 +353,14 @@ TEST(ClassExpectations, PortsNotReadAreUnknown) {
     s.collectors.push_back(ib);
     c = check_against_matrix(matrix_with(kTwoNdrPorts), s, kToday);
     EXPECT_EQ(ids(c.findings), std::vector<std::string>{"matrix.ib_port_missing"});
+    // No /sys/class/infiniband at all (no RDMA driver loaded): no port, not an unread one.
+    s.collectors.back().state = CollectorState::no_data;
+    c = check_against_matrix(matrix_with(kTwoNdrPorts), s, kToday);
+    EXPECT_EQ(ids(c.findings), std::vector<std::string>{"matrix.ib_port_missing"});
+    // A collector that failed did not read them.
+    s.collectors.back().state = CollectorState::error;
+    c = check_against_matrix(matrix_with(kTwoNdrPorts), s, kToday);
+    EXPECT_EQ(ids(c.findings), std::vector<std::string>{"matrix.value_unknown"});
     // A rate not read on an ACTIVE port is unknown, not lower.
     s = with_infiniband(h200x2_with_links());
     s.infiniband.devices[0].ports[0].rate_gbps.reset();

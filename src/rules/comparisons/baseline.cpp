@@ -193,7 +193,9 @@ NodeRecord make_node_record(const Snapshot& s) {
     from_cuda(s.cuda.caller);
     if (s.cuda.all) from_cuda(*s.cuda.all);
     for (auto& [pci, g] : by_pci) r.gpus.push_back(std::move(g));
-    if (s.collected(Collector::infiniband)) {
+    // No /sys/class/infiniband (no_data) is a reading too: the node has no port. An error or no status is unread.
+    if (auto* ib = s.collector(Collector::infiniband);
+        ib && (ib->state == CollectorState::ok || ib->state == CollectorState::no_data)) {
         r.ib_ports.emplace();
         for (auto& d : s.infiniband.devices)
             for (auto& p : d.ports)
