@@ -327,14 +327,16 @@ TEST(ClassExpectations, LowerRateIsAWarning) {
 
 TEST(ClassExpectations, MissingPortsAreAnError) {
     auto s = with_infiniband(h200x2_with_links());
-    auto c = check_against_matrix(matrix_with("\n[[class.expect.infiniband]]\nports = 8\nrate_gbps = 400\n"), s, kToday);
+    auto eight = matrix_with("\n[[class.expect.infiniband]]\nports = 8\nrate_gbps = 400\n");
+    auto c = check_against_matrix(eight, s, kToday);
     ASSERT_EQ(ids(c.findings), std::vector<std::string>{"matrix.ib_port_missing"});
     EXPECT_NE(c.findings[0].message.find("2 InfiniBand port(s) found (mlx5_0 port 1, mlx5_1 port 1), class 'h200x2' "
                                          "expects 8"),
               std::string::npos)
         << c.findings[0].message;
     // devices narrows the entry to the adapters named.
-    c = check_against_matrix(matrix_with("\n[[class.expect.infiniband]]\nports = 1\ndevices = \"mlx5_1\"\n"), s, kToday);
+    auto one = matrix_with("\n[[class.expect.infiniband]]\nports = 1\ndevices = \"mlx5_1\"\n");
+    c = check_against_matrix(one, s, kToday);
     EXPECT_TRUE(c.findings.empty());
     c = check_against_matrix(matrix_with("\n[[class.expect.infiniband]]\nports = 1\nlink_layer = \"Ethernet\"\n"), s,
                              kToday);

@@ -76,8 +76,8 @@ RecordedLink record_link(const PcieLink& l) { return {l.speed_gts, l.width}; }
 // A GPU's NVLinks as NVML answered them, or nullopt when they were not read. No link listed is "none" only when NVML
 // said so: link 0 Not Supported (a GPU without NVLink), or a link count of 0.
 std::optional<std::vector<RecordedNvlink>> record_nvlinks(const NvmlDevice& d) {
-    bool none = std::find(d.unsupported.begin(), d.unsupported.end(), "nvmlDeviceGetNvLinkState") != d.unsupported.end() ||
-                d.health.nvlink_count == 0u;
+    const auto& u = d.unsupported;
+    bool none = std::find(u.begin(), u.end(), "nvmlDeviceGetNvLinkState") != u.end() || d.health.nvlink_count == 0u;
     if (d.nvlinks.empty() && !none) return std::nullopt;
     std::vector<RecordedNvlink> out;
     for (auto& l : d.nvlinks) {
@@ -456,9 +456,9 @@ void compare_nvlinks(const RecordedGpu& b, const RecordedGpu& n, const NodeRecor
                            {"nvmlDeviceGetFieldValues NVML_FI_DEV_NVLINK_GET_STATE",
                             n.nvlinks->empty() ? std::string("no link (Not Supported or a link count of 0)")
                                                : fmt::format("inactive: {}", fmt::join(inactive, ","))}},
-                          "Check `nvidia-smi nvlink -s -i <UUID>`, the kernel log for NVLink Xids (74, 144-150) and, on "
-                          "NVSwitch systems, nvidia-fabricmanager; reset the GPU. Without NVLink its peer traffic "
-                          "falls back to PCIe or fails."}));
+                          "Check `nvidia-smi nvlink -s -i <UUID>`, the kernel log for NVLink Xids (74, 144-150) "
+                          "and, on NVSwitch systems, nvidia-fabricmanager; reset the GPU. Without NVLink its peer "
+                          "traffic falls back to PCIe or fails."}));
         return;
     }
     std::vector<std::string> moved, was_text, now_text;

@@ -216,7 +216,8 @@ private:
         // One entry as a table ([class.expect.infiniband]), several as an array of tables ([[...]]).
         if (auto* one = ib->as_table()) return read_ib_expectation(*one, e.infiniband.emplace_back(), w);
         auto* arr = ib->as_array();
-        if (!arr) return error(*ib, fmt::format("{} must be a table: write each entry as [[class.expect.infiniband]]", w));
+        if (!arr)
+            return error(*ib, fmt::format("{} must be a table: write each entry as [[class.expect.infiniband]]", w));
         for (auto& el : *arr) {
             auto* entry = el.as_table();
             if (!entry) return error(el, fmt::format("{}: each entry must be a table", w));
@@ -379,8 +380,10 @@ std::string class_source(const std::string& mfile, unsigned line, const NodeClas
 Finding value_unknown(std::string message, Evidence expected) {
     return rule("matrix.value_unknown")
         .finding(std::move(message),
-                 {{}, {std::move(expected)}, "Collect the snapshot with the driver loaded and every collector answering "
-                                             "(gpudx snapshot without --no-driver) to check it."});
+                 {{},
+                  {std::move(expected)},
+                  "Collect the snapshot with the driver loaded and every collector answering (gpudx snapshot "
+                  "without --no-driver) to check it."});
 }
 
 // Links NVML did not answer for: the GPU's link count says more links than were read.
@@ -410,20 +413,22 @@ void check_nvlinks(const NodeClass& c, const std::string& mfile, const NodeRecor
             continue;
         }
         GpuRef ref{g.uuid, g.pci};
+        auto links = [](const std::vector<unsigned>& v) {
+            return v.empty() ? std::string("none") : fmt::format("{}", fmt::join(v, ","));
+        };
         std::string message =
             g.nvlinks->empty()
                 ? fmt::format("{}: no NVLink, class '{}' expects {} active on each GPU (NVML reports no NVLink on "
                               "this GPU)",
                               describe(ref), c.name, want)
                 : fmt::format("{}: {} of the {} NVLinks class '{}' expects are active; down: {}", describe(ref),
-                              up.size(), want, c.name, down.empty() ? std::string("none") : fmt::format("{}", fmt::join(down, ", ")));
+                              up.size(), want, c.name,
+                              down.empty() ? std::string("none") : fmt::format("{}", fmt::join(down, ", ")));
         if (g.nvlinks->size() < want && !g.nvlinks->empty())
             message += fmt::format(" (NVML reports {} link(s){})", g.nvlinks->size(),
                                    not_read ? fmt::format(", {} not read", not_read) : std::string());
-        std::string state = g.nvlinks->empty()
-                                ? std::string("no link (Not Supported or a link count of 0)")
-                                : fmt::format("active: {}; inactive: {}", up.empty() ? "none" : fmt::format("{}", fmt::join(up, ",")),
-                                              down.empty() ? "none" : fmt::format("{}", fmt::join(down, ",")));
+        std::string state = g.nvlinks->empty() ? std::string("no link (Not Supported or a link count of 0)")
+                                               : fmt::format("active: {}; inactive: {}", links(up), links(down));
         out.push_back(rule("matrix.nvlinks_below")
                           .finding(std::move(message),
                                    {{ref},
@@ -498,10 +503,10 @@ void check_ib_ports(const NodeClass& c, const std::string& mfile, const NodeReco
                 continue;
             }
             if (*p->rate_gbps + 1e-9 >= *e.rate_gbps) continue;
+            const std::string rate = p->rate.empty() ? fmt::format("{:g} Gb/sec", *p->rate_gbps) : p->rate;
             out.push_back(rule("matrix.ib_rate_lower")
                               .finding(fmt::format("{} runs at {}, below the {:g} Gb/sec class '{}' expects",
-                                                   describe_port(*p), p->rate.empty() ? fmt::format("{:g} Gb/sec", *p->rate_gbps) : p->rate,
-                                                   *e.rate_gbps, c.name),
+                                                   describe_port(*p), rate, *e.rate_gbps, c.name),
                                        {{},
                                         {{ib_path(*p, "rate"), p->rate}, {src, want}},
                                         "The link trained at a lower speed or width: check the cable and transceiver "

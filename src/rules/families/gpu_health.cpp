@@ -117,7 +117,8 @@ private:
         // a node class that expects links says so through the matrix (matrix.nvlinks_below).
         if (up.empty() || down.empty()) return;
         // Fewer active than the node's class expects: matrix.nvlinks_below names these links already.
-        const size_t not_read = h_.nvlink_count && *h_.nvlink_count > d_.nvlinks.size() ? *h_.nvlink_count - d_.nvlinks.size() : 0;
+        const size_t listed = d_.nvlinks.size();
+        const size_t not_read = h_.nvlink_count && *h_.nvlink_count > listed ? *h_.nvlink_count - listed : 0;
         if (node_class_ && nvlinks_below_class(*node_class_, up.size(), not_read)) return;
         add(rule("health.nvlink_down"),
             fmt::format("{}: NVLink {} of {} down while {} {} active", describe(g_), fmt::join(down, ", "),

@@ -131,7 +131,8 @@ void check_infiniband(const CheckContext& ctx, std::vector<Finding>& out) {
     for (auto& d : s.infiniband.devices) {
         for (auto& p : d.ports) {
             // A port the node's class expects is judged against it (matrix.ib_port_not_active); its counters here.
-            if (!node_class || !class_expects_ib_port(*node_class, d.name, p.link_layer)) check_port_state(ctx, d, p, out);
+            if (!node_class || !class_expects_ib_port(*node_class, d.name, p.link_layer))
+                check_port_state(ctx, d, p, out);
             check_counters(ctx, d, p, s.infiniband, out);
         }
     }
