@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../fleet/h200x2_snapshot.hpp"
+#include "fleet/fleet.hpp"
 #include "rules/comparisons/baseline.hpp"
 #include "rules/comparisons/held_to.hpp"
 #include "rules/comparisons/matrix.hpp"
@@ -260,6 +261,21 @@ TEST(ClassExpectations, TheClassReportsALinkDownOnceAndWithoutOneTheHealthRuleDo
     auto fewer = diagnose_held_to(s, matrix_with("\n[class.expect]\nnvlinks_active = 12\n"));
     EXPECT_EQ(find(fewer, "matrix.nvlinks_below"), nullptr);
     EXPECT_NE(find(fewer, "health.nvlink_down"), nullptr);
+}
+
+TEST(ClassExpectations, FleetHealthLeavesTheClassesFactsToItsDivergences) {
+    auto s = h200x2_with_links();
+    s.nvml.devices[0].nvlinks[5].active = false;
+    const std::string text = snapshot_to_json(s).dump();
+    auto m = matrix_with(kNvlinks18);
+    auto held = judge_fleet_snapshot(text, &m);
+    ASSERT_TRUE(held) << held.error().message;
+    EXPECT_EQ(find(held->health, "health.nvlink_down"), nullptr);
+    EXPECT_EQ(ids(check_node_against_matrix(m, held->record, kToday).findings),
+              std::vector<std::string>{"matrix.nvlinks_below"});
+    auto alone = judge_fleet_snapshot(text);
+    ASSERT_TRUE(alone) << alone.error().message;
+    EXPECT_NE(find(alone->health, "health.nvlink_down"), nullptr);
 }
 
 // ---- InfiniBand ----
