@@ -461,20 +461,20 @@ void compare_nvlinks(const RecordedGpu& b, const RecordedGpu& n, const NodeRecor
                           "traffic falls back to PCIe or fails."}));
         return;
     }
-    std::vector<std::string> moved, was_text, now_text;
+    std::vector<std::string> elsewhere, was_text, now_text;
     for (auto& w : *b.nvlinks) {
         if (!w.active) continue;
         const RecordedNvlink* l = link_numbered(*n.nvlinks, w.link);
         // A link down now, with others active, is health.nvlink_down's (or matrix.nvlinks_below's).
         if (!l || !l->active || !remote_end_changed(w, *l, base, now)) continue;
-        moved.push_back(fmt::format("link {}: was {}, now {}", w.link, remote_end(w), remote_end(*l)));
+        elsewhere.push_back(fmt::format("link {}: was {}, now {}", w.link, remote_end(w), remote_end(*l)));
         was_text.push_back(fmt::format("link {}: {}", w.link, remote_end(w)));
         now_text.push_back(fmt::format("link {}: {}", w.link, remote_end(*l)));
     }
-    if (moved.empty()) return;
+    if (elsewhere.empty()) return;
     out.push_back(rule("baseline.nvlink_remote_changed")
                       .finding(fmt::format("{}: {} NVLink(s) lead elsewhere than recorded: {}", describe(gpu_ref(n)),
-                                           moved.size(), join_strings(moved, "; ")),
+                                           elsewhere.size(), join_strings(elsewhere, "; ")),
                                {{gpu_ref(n)},
                                 {{src.record, join_strings(was_text, "; ")},
                                  {"nvmlDeviceGetNvLinkRemotePciInfo_v2, nvmlDeviceGetNvLinkRemoteDeviceType",
