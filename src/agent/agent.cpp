@@ -150,6 +150,7 @@ void Agent::diagnose_and_publish(Snapshot s, DiagnosisTrigger trigger, double st
     p->prom_options.node = make_node_record(s);
     auto held = hold_node_to(s, o_.baseline, o_.matrix);
     p->prom_options.node_class = held.node_class;
+    options.node_class = held.class_held_to;
     options.extra_findings.insert(options.extra_findings.end(), held.findings.begin(), held.findings.end());
     p->diagnosis = diagnose(s, options);
     // Fail closed: a layer that could not be read keeps the findings last read in it, judged again beside

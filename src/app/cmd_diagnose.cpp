@@ -91,6 +91,7 @@ int run_diagnose(const DiagnoseCmdOptions& o) {
     dopts.since = o.node.since;
     auto held = hold_node_to(s, baseline, matrix);
     dopts.extra_findings = std::move(held.findings);
+    dopts.node_class = held.class_held_to;
     PrometheusOptions prom{.node = make_node_record(s), .node_class = held.node_class};
     Diagnosis d = diagnose(s, dopts);
     d.exit_code = process_exit_code(s, node, d.exit_code);

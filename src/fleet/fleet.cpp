@@ -446,12 +446,14 @@ Result<FleetNode> parse_fleet_snapshot(std::string_view text) {
     return fleet_node_of(*s);
 }
 
-Result<FleetNode> judge_fleet_snapshot(std::string_view text) {
+Result<FleetNode> judge_fleet_snapshot(std::string_view text, const Matrix* matrix) {
     auto whole = read_whole_snapshot(text);
     if (whole) {
         FleetNode n = fleet_node_of(*whole);
         n.health_source = HealthSource::snapshot;
-        n.health = health_findings(diagnose(*whole, DiagnoseOptions{}).findings);
+        DiagnoseOptions options;
+        if (matrix) options.node_class = classify_node(*matrix, n.record).node_class;
+        n.health = health_findings(diagnose(*whole, options).findings);
         return n;
     }
     if (!whole.error().message.starts_with(kSchemaMismatch)) return std::unexpected(whole.error());
@@ -459,7 +461,7 @@ Result<FleetNode> judge_fleet_snapshot(std::string_view text) {
     // full reader says why the rules cannot run (as it would for `gpudx diagnose --from`).
     auto n = parse_fleet_snapshot(text);
     if (!n) return n;
-    if (auto health = health_from_snapshot(text)) {
+    if (auto health = health_from_snapshot(text, matrix ? classify_node(*matrix, n->record).node_class : nullptr)) {
         n->health_source = HealthSource::snapshot;
         n->health = std::move(*health);
     } else {
@@ -601,9 +603,9 @@ Result<FleetDiagnosis> parse_fleet_diagnosis(std::string_view text) {
     return d;
 }
 
-Result<FleetInput> read_fleet_input(const std::string& path, std::string& buffer) {
+Result<FleetInput> read_fleet_input(const std::string& path, std::string& buffer, const Matrix* matrix) {
     if (auto read = read_whole_file(path, buffer); !read) return std::unexpected(read.error());
-    auto node = judge_fleet_snapshot(buffer);
+    auto node = judge_fleet_snapshot(buffer, matrix);
     if (node) {
         node->file = path;
         if (node->health_source == HealthSource::snapshot) node->health_file = path;
@@ -622,12 +624,14 @@ Result<FleetInput> read_fleet_input(const std::string& path, std::string& buffer
     return with_path(Result<FleetInput>(std::unexpected(node.error())), path);
 }
 
-Result<std::vector<Finding>> health_from_snapshot(std::string_view text) {
+Result<std::vector<Finding>> health_from_snapshot(std::string_view text, const NodeClass* node_class) {
     json j = json::parse(text, nullptr, false);
     if (j.is_discarded()) return fail("not valid JSON");
     auto s = snapshot_from_json(j);
     if (!s) return std::unexpected(s.error());
-    return health_findings(diagnose(*s, DiagnoseOptions{}).findings);
+    DiagnoseOptions options;
+    options.node_class = node_class;
+    return health_findings(diagnose(*s, options).findings);
 }
 
 std::vector<std::pair<std::string, std::string>> attach_diagnoses(std::vector<FleetNode>& nodes,
@@ -920,7 +924,7 @@ FleetReport build_fleet_report(const Matrix& matrix, const std::vector<std::stri
     parallel_for(
         files.size(), options.jobs,
         [&](size_t i, std::string& buffer) {
-            auto input = read_fleet_input(files[i], buffer);
+            auto input = read_fleet_input(files[i], buffer, &matrix);
             if (!input)
                 outcomes[i].emplace(FleetProblem{files[i], input.error().message});
             else if (auto* n = std::get_if<FleetNode>(&*input))

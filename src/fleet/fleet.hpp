@@ -57,8 +57,10 @@ Result<Snapshot> read_fleet_fields(std::string_view json_text);
 Result<Snapshot> read_whole_snapshot(std::string_view json_text);
 // The node and its health from one read of its snapshot: the whole snapshot, reduced to the record and judged
 // by the rules. When a field the record does not need is not what the schema says, the record is still made and
-// the health is unknown (health_error says why), as from parse_fleet_snapshot and health_from_snapshot.
-Result<FleetNode> judge_fleet_snapshot(std::string_view json_text);
+// the health is unknown (health_error says why), as from parse_fleet_snapshot and health_from_snapshot. With a
+// matrix, the rules judge as `diagnose --matrix` does: the facts the node's class expects (its GPUs' NVLinks, its
+// InfiniBand ports) are the matrix check's divergences, not findings of its health again.
+Result<FleetNode> judge_fleet_snapshot(std::string_view json_text, const Matrix* matrix = nullptr);
 Result<FleetNode> read_fleet_snapshot(const std::string& path, std::string& buffer);
 
 // A saved diagnosis read from its JSON; errors name the problem ("saved diagnosis does not match its format:
@@ -67,11 +69,11 @@ Result<FleetDiagnosis> parse_fleet_diagnosis(std::string_view json_text);
 // A snapshot (judged: judge_fleet_snapshot) or a saved diagnosis, told apart by their keys (a diagnosis has
 // "verdict" and "findings").
 using FleetInput = std::variant<FleetNode, FleetDiagnosis>;
-Result<FleetInput> read_fleet_input(const std::string& path, std::string& buffer);
+Result<FleetInput> read_fleet_input(const std::string& path, std::string& buffer, const Matrix* matrix = nullptr);
 
 // The node's health from its snapshot: the whole snapshot read and the rules run on it (rules/engine/diagnose.hpp),
-// the warning and error findings kept.
-Result<std::vector<Finding>> health_from_snapshot(std::string_view json_text);
+// the warning and error findings kept; node_class as DiagnoseOptions::node_class.
+Result<std::vector<Finding>> health_from_snapshot(std::string_view json_text, const NodeClass* node_class = nullptr);
 // Gives each node the newest saved diagnosis of its hostname, when that is not older than its snapshot; a
 // diagnosis with no snapshot of its host becomes a node of its own (has_snapshot false). Diagnoses left out
 // (older than the snapshot, or than another diagnosis of the host) are returned as (file, newer file).

@@ -41,6 +41,23 @@ struct TestedSet {
     std::vector<std::string> cuda;             // CUDA driver API version "13.0"
 };
 
+// InfiniBand/RoCE ports a node of the class has: every port of the link layer (on the devices named) must be ACTIVE
+// at `rate_gbps` or faster, and there must be at least `ports` of them.
+struct IbPortExpectation {
+    std::string link_layer = "InfiniBand";  // or "Ethernet" (RoCE); compared case-insensitively
+    std::vector<std::string> devices;       // globs over device names ("mlx5_*"); empty: every device
+    unsigned ports = 0;
+    std::optional<double> rate_gbps;  // absent: any rate
+    unsigned line = 0;                // where the entry starts in the file
+};
+
+// What every node of the class has besides its GPUs and versions; absent = not judged against the class.
+struct ClassExpectations {
+    std::optional<unsigned> nvlinks_active;  // NVLinks active on each GPU (18 on HGX H100/H200; 0: none expected)
+    unsigned nvlinks_line = 0;
+    std::vector<IbPortExpectation> infiniband;
+};
+
 struct NodeClass {
     std::string name;
     std::string owner;
@@ -49,6 +66,7 @@ struct NodeClass {
     ClassMatch match;
     TestedSet tested;
     std::optional<AcceptThresholds> accept;
+    ClassExpectations expect;
     unsigned line = 0;  // where the class starts in the file
 };
 
@@ -63,7 +81,8 @@ struct MatrixCheck {
     std::vector<std::string> also_fitting;
     // Finding ids: matrix.no_class, matrix.review_overdue, matrix.gpu_model, matrix.gpu_count,
     // matrix.driver_untested, matrix.kernel_untested, matrix.vbios_untested, matrix.fabric_manager_untested,
-    // matrix.cuda_untested, matrix.value_unknown (info: the class constrains a value the snapshot lacks).
+    // matrix.cuda_untested, matrix.nvlinks_below, matrix.ib_port_missing, matrix.ib_port_not_active,
+    // matrix.ib_rate_lower, matrix.value_unknown (info: the class constrains a value the snapshot lacks).
     std::vector<Finding> findings;
     int exit_code = 0;  // 0 conforming, 1 an error divergence (cards missing), 2 warnings only
 };

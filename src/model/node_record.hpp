@@ -24,6 +24,15 @@ struct RecordedLink {
     bool operator==(const RecordedLink&) const = default;
 };
 
+// One NVLink of a GPU as NVML reported it: whether it was active and, for an active link, the device at its
+// other end. An unread remote end is empty: it is never taken for a change.
+struct RecordedNvlink {
+    unsigned link = 0;
+    bool active = false;
+    std::string remote_pci;   // normalised; empty when not read (NVML answers Not Supported on some systems)
+    std::string remote_type;  // "gpu", "nvswitch", "ibmnpu", "unknown"; empty when not read
+};
+
 struct RecordedGpu {
     std::string uuid;  // empty when no source knew it (driver not loaded)
     std::string pci;   // normalised dddd:bb:dd.f
@@ -33,6 +42,10 @@ struct RecordedGpu {
     RecordedLink link_max, link_current;
     std::optional<int32_t> numa_node;
     std::optional<uint32_t> minor;
+    // The GPU's NVLinks by link number; nullopt when not read (no NVML answer for this GPU, an older snapshot or
+    // record). Empty: NVML says the GPU has none (Not Supported, or a link count of 0).
+    std::optional<std::vector<RecordedNvlink>> nvlinks;
+    std::optional<unsigned> nvlink_count;  // links the GPU has (NVML); more than `nvlinks` holds: some not read
 };
 
 struct RecordedLibrary {
@@ -52,6 +65,18 @@ struct RecordedXid {
     std::string last_text;
 };
 
+// An InfiniBand or RoCE port (/sys/class/infiniband) as the node showed it.
+struct RecordedIbPort {
+    std::string device;  // mlx5_0
+    std::string pci;     // the adapter's normalised address; empty for a software device
+    uint32_t port = 0;
+    bool active = false;            // logical state ACTIVE: the port carries traffic
+    std::string state, phys_state;  // "ACTIVE", "LinkUp", as the kernel names them
+    std::string link_layer;         // "InfiniBand", or "Ethernet" for RoCE
+    std::string rate;               // "400 Gb/sec (4X NDR)", as written
+    std::optional<double> rate_gbps;
+};
+
 struct NodeRecord {
     int schema_version = kNodeRecordSchemaVersion;
     std::string recorded_at;       // when the record was made (ISO 8601 UTC)
@@ -69,6 +94,9 @@ struct NodeRecord {
     std::vector<RecordedGpu> gpus;  // sorted by PCI address
     std::string boot_id;  // /proc/sys/kernel/random/boot_id of the boot the record was made in; empty when unknown
     std::vector<RecordedXid> recovery_xids;  // the record's boot's reset/reboot Xids (kernel-log window), by GPU and code
+    // The InfiniBand/RoCE ports, by device and port; nullopt when their collector did not run or failed (an older
+    // snapshot or record). Empty: the node has none (no /sys/class/infiniband: no RDMA driver, or no adapter).
+    std::optional<std::vector<RecordedIbPort>> ib_ports;
 };
 
 std::string driver_branch_of(std::string_view driver_version);  // "580.159.04" -> "580"

@@ -11,7 +11,9 @@
 namespace gpudx {
 
 GPUDX_JSON(RecordedLink, speed_gts, width)
-GPUDX_JSON(RecordedGpu, uuid, pci, slot, model, vbios, link_max, link_current, numa_node, minor)
+GPUDX_JSON(RecordedNvlink, link, active, remote_pci, remote_type)
+GPUDX_JSON(RecordedGpu, uuid, pci, slot, model, vbios, link_max, link_current, numa_node, minor, nvlinks, nvlink_count)
+GPUDX_JSON(RecordedIbPort, device, pci, port, active, state, phys_state, link_layer, rate, rate_gbps)
 GPUDX_JSON(RecordedLibrary, soname, path, version)
 GPUDX_JSON(RecordedXid, uuid, pci, code, recovery, count, last_text)
 
@@ -35,6 +37,7 @@ nlohmann::json node_record_to_json(const NodeRecord& r) {
     j["gpus"] = r.gpus;
     j["boot_id"] = r.boot_id;
     j["recovery_xids"] = r.recovery_xids;
+    j["ib_ports"] = r.ib_ports;
     repair_utf8(j);
     return j;
 }
@@ -70,10 +73,16 @@ Result<NodeRecord> node_record_from_json(const nlohmann::json& input) {
         if (j.contains("gpus")) r.gpus = j["gpus"].get<std::vector<RecordedGpu>>();
         r.boot_id = j.value("boot_id", "");
         if (j.contains("recovery_xids")) r.recovery_xids = j["recovery_xids"].get<std::vector<RecordedXid>>();
+        if (j.contains("ib_ports")) r.ib_ports = j["ib_ports"].get<std::optional<std::vector<RecordedIbPort>>>();
     } catch (const nlohmann::json::exception& e) {
         return fail(std::string("node record does not match the schema: ") + e.what());
     }
-    for (auto& g : r.gpus) g.pci = normalize_pci(g.pci);
+    for (auto& g : r.gpus) {
+        g.pci = normalize_pci(g.pci);
+        if (g.nvlinks)
+            for (auto& l : *g.nvlinks)
+                if (!l.remote_pci.empty()) l.remote_pci = normalize_pci(l.remote_pci);
+    }
     return r;
 }
 

@@ -197,7 +197,14 @@ concept FleetRead = requires { FleetFields<T>{}; };
 template <> struct FleetFields<Snapshot>
     : FieldList<&Snapshot::schema_version, &Snapshot::gpudx_version, &Snapshot::collected_at, &Snapshot::host,
                 &Snapshot::pcie, &Snapshot::module, &Snapshot::kernel_log, &Snapshot::libraries, &Snapshot::nvml,
-                &Snapshot::cuda> {};
+                &Snapshot::cuda, &Snapshot::infiniband, &Snapshot::collectors> {};
+// Whether the InfiniBand ports were read at all (absent is not "none").
+template <> struct FleetFields<CollectorStatus> : FieldList<&CollectorStatus::name, &CollectorStatus::state> {};
+template <> struct FleetFields<InfinibandLayer> : FieldList<&InfinibandLayer::devices> {};
+template <> struct FleetFields<IbDevice> : FieldList<&IbDevice::name, &IbDevice::pci, &IbDevice::ports> {};
+template <> struct FleetFields<IbPort>
+    : FieldList<&IbPort::port, &IbPort::state_code, &IbPort::state, &IbPort::phys_state, &IbPort::rate,
+                &IbPort::rate_gbps, &IbPort::link_layer> {};
 template <> struct FleetFields<HostInfo> : FieldList<&HostInfo::hostname, &HostInfo::kernel_release> {};
 template <> struct FleetFields<PcieLayer> : FieldList<&PcieLayer::devices, &PcieLayer::gpus> {};
 template <> struct FleetFields<PciDevice>
@@ -220,7 +227,12 @@ template <> struct FleetFields<LibraryCopy> : FieldList<&LibraryCopy::path, &Lib
 template <> struct FleetFields<NvmlLayer>
     : FieldList<&NvmlLayer::driver_version, &NvmlLayer::cuda_driver_version, &NvmlLayer::devices> {};
 template <> struct FleetFields<NvmlDevice>
-    : FieldList<&NvmlDevice::uuid, &NvmlDevice::name, &NvmlDevice::pci, &NvmlDevice::minor> {};
+    : FieldList<&NvmlDevice::uuid, &NvmlDevice::name, &NvmlDevice::pci, &NvmlDevice::minor, &NvmlDevice::nvlinks,
+                &NvmlDevice::health, &NvmlDevice::unsupported> {};
+// The links a node class expects active, and where each leads (the node record's remote ends).
+template <> struct FleetFields<NvlinkState>
+    : FieldList<&NvlinkState::link, &NvlinkState::active, &NvlinkState::remote_pci, &NvlinkState::remote_type> {};
+template <> struct FleetFields<GpuHealth> : FieldList<&GpuHealth::nvlink_count> {};
 template <> struct FleetFields<CudaLayer> : FieldList<&CudaLayer::driver_version, &CudaLayer::caller, &CudaLayer::all> {};
 template <> struct FleetFields<CudaView> : FieldList<&CudaView::devices> {};
 template <> struct FleetFields<CudaDevice> : FieldList<&CudaDevice::uuid, &CudaDevice::name, &CudaDevice::pci> {};

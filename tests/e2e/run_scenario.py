@@ -125,7 +125,7 @@ def main():
     if "--driver-lib-dir" not in args:
         args.append("--no-driver")
     # Options that only diagnose takes stay out of the snapshot's command line.
-    diagnose_only = {"--expect-gpus", "--baseline", "--xid-policy"}
+    diagnose_only = {"--expect-gpus", "--baseline", "--matrix", "--xid-policy"}
     snap_args, i = [], 0
     while i < len(args):
         if args[i] in diagnose_only:

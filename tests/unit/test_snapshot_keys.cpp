@@ -57,6 +57,14 @@ Snapshot fleet_fixture() {
     auto nvswitch = h200x2_pci("0000:00:08.0", 0x068000, 0x10de, 0x22a3);
     nvswitch.is_nvswitch = true;
     s.pcie.devices.push_back(nvswitch);
+    // A link's remote end and an InfiniBand port: what a node class expects and a record compares.
+    s.nvml.devices[0].nvlinks[0].remote_pci = "0000:00:08.0";
+    s.nvml.devices[0].nvlinks[0].remote_type = NvlinkRemote::nvswitch;
+    IbDevice ib{.name = "mlx5_0", .pci = "0000:00:0c.0"};
+    ib.ports.push_back({.port = 1, .state_code = 4, .phys_state_code = 5, .state = "ACTIVE", .phys_state = "LinkUp",
+                        .rate = "400 Gb/sec (4X NDR)", .rate_gbps = 400, .link_layer = "InfiniBand"});
+    s.infiniband.devices.push_back(ib);
+    s.collectors.push_back({.name = "infiniband", .state = CollectorState::ok});
     return s;
 }
 

@@ -47,6 +47,12 @@ constexpr Rule kRules[] = {
      "the Fabric Manager version differs from the record"},
     {"baseline.library_changed", Layer::libraries, Severity::warning, {C::libraries},
      "a driver library resolves to another path or version than recorded"},
+    {"baseline.nvlink_remote_changed", Layer::driver, Severity::warning, {C::nvml},
+     "an NVLink active now and in the record leads to another device than recorded (its remote end's PCI address or "
+     "kind: GPU, NVSwitch); a peer GPU that moved with its UUID is not a change"},
+    {"baseline.nvlink_lost", Layer::driver, Severity::error, {C::nvml},
+     "a GPU with NVLinks active in the record has none active now (a link lost while others stay active is "
+     "health.nvlink_down's, or matrix.nvlinks_below's with --matrix)"},
     {"baseline.xid_recurs_after_reboot", Layer::kernel_log, Severity::error, {C::kernel_log, C::host},
      "an Xid whose NVIDIA bucket asks for a GPU reset or a reboot was in the node record's boot and is back on the "
      "same GPU after the node rebooted: the reset or reboot did not clear it"},
@@ -66,6 +72,23 @@ std::string first_non_empty(std::initializer_list<std::string_view> values) {
 }
 
 RecordedLink record_link(const PcieLink& l) { return {l.speed_gts, l.width}; }
+
+// A GPU's NVLinks as NVML answered them, or nullopt when they were not read. No link listed is "none" only when NVML
+// said so: link 0 Not Supported (a GPU without NVLink), or a link count of 0.
+std::optional<std::vector<RecordedNvlink>> record_nvlinks(const NvmlDevice& d) {
+    const auto& u = d.unsupported;
+    bool none = std::find(u.begin(), u.end(), "nvmlDeviceGetNvLinkState") != u.end() || d.health.nvlink_count == 0u;
+    if (d.nvlinks.empty() && !none) return std::nullopt;
+    std::vector<RecordedNvlink> out;
+    for (auto& l : d.nvlinks) {
+        RecordedNvlink r{l.link, l.active, l.remote_pci, {}};
+        if (l.remote_type != NvlinkRemote::not_read) r.remote_type = std::string(name_of(l.remote_type));
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
+bool ib_port_active(const IbPort& p) { return p.state_code ? *p.state_code == 4 : p.state == "ACTIVE"; }
 
 }  // namespace
 
@@ -156,6 +179,8 @@ NodeRecord make_node_record(const Snapshot& s) {
         fill(g.uuid, d.uuid, false);
         fill(g.model, d.name, false);
         if (!g.minor && d.minor) g.minor = d.minor;
+        g.nvlinks = record_nvlinks(d);
+        g.nvlink_count = d.health.nvlink_count;
     }
     auto from_cuda = [&](const CudaView& v) {
         for (auto& d : v.devices) {
@@ -168,6 +193,15 @@ NodeRecord make_node_record(const Snapshot& s) {
     from_cuda(s.cuda.caller);
     if (s.cuda.all) from_cuda(*s.cuda.all);
     for (auto& [pci, g] : by_pci) r.gpus.push_back(std::move(g));
+    // No /sys/class/infiniband (no_data) is a reading too: the node has no port. An error or no status is unread.
+    if (auto* ib = s.collector(Collector::infiniband);
+        ib && (ib->state == CollectorState::ok || ib->state == CollectorState::no_data)) {
+        r.ib_ports.emplace();
+        for (auto& d : s.infiniband.devices)
+            for (auto& p : d.ports)
+                r.ib_ports->push_back({d.name, d.pci, p.port, ib_port_active(p), p.state, p.phys_state, p.link_layer,
+                                       p.rate, p.rate_gbps});
+    }
     r.boot_id = s.host.boot_id;
     const XidPolicy& policy = builtin_xid_policy();
     for (auto& t : s.kernel_log.tallies) {
@@ -377,6 +411,79 @@ void compare_gpu(const RecordedGpu& b, const RecordedGpu& n, const DiffSources& 
     }
 }
 
+// "gpu 0000:1b:00.0", "nvswitch", "an unknown device": what NVML said is at the other end of a link.
+std::string remote_end(const RecordedNvlink& l) {
+    std::string out = l.remote_type;
+    if (!l.remote_pci.empty()) out += (out.empty() ? "" : " ") + l.remote_pci;
+    return out.empty() ? std::string("an unknown device") : out;
+}
+
+const RecordedNvlink* link_numbered(const std::vector<RecordedNvlink>& links, unsigned n) {
+    for (auto& l : links)
+        if (l.link == n) return &l;
+    return nullptr;
+}
+
+// Whether an active link now leads elsewhere than recorded. An end unread on either side is not a change, and a
+// peer GPU at another address with the same UUID is the same peer (it moved: baseline.gpu_moved says so).
+bool remote_end_changed(const RecordedNvlink& was, const RecordedNvlink& now, const NodeRecord& base,
+                        const NodeRecord& current) {
+    if (!was.remote_type.empty() && !now.remote_type.empty() && was.remote_type != now.remote_type) return true;
+    if (was.remote_pci.empty() || now.remote_pci.empty() || was.remote_pci == now.remote_pci) return false;
+    auto then_uuid = by_pci_uuid(base, was.remote_pci), now_uuid = by_pci_uuid(current, now.remote_pci);
+    return then_uuid.empty() || then_uuid != now_uuid;
+}
+
+// A recorded GPU's NVLinks against the same card now: where each active link leads, and whether any is left.
+void compare_nvlinks(const RecordedGpu& b, const RecordedGpu& n, const NodeRecord& base, const NodeRecord& now,
+                     const DiffSources& src, std::vector<Finding>& out) {
+    if (!b.nvlinks || !n.nvlinks) return;  // not read on one side: nothing to compare
+    std::vector<unsigned> was_active;
+    for (auto& l : *b.nvlinks)
+        if (l.active) was_active.push_back(l.link);
+    if (was_active.empty()) return;
+    size_t active_now = std::count_if(n.nvlinks->begin(), n.nvlinks->end(), [](auto& l) { return l.active; });
+    if (active_now == 0) {
+        const RecordedNvlink* first = link_numbered(*b.nvlinks, was_active.front());
+        std::vector<unsigned> inactive;
+        for (auto& l : *n.nvlinks) inactive.push_back(l.link);
+        out.push_back(
+            rule("baseline.nvlink_lost")
+                .finding(fmt::format("{}: no NVLink is active now; the record has {} active (link {} to {})",
+                                     describe(gpu_ref(n)), was_active.size(), first->link, remote_end(*first)),
+                         {{gpu_ref(n)},
+                          {{src.record, fmt::format("active: {}", fmt::join(was_active, ","))},
+                           {"nvmlDeviceGetFieldValues NVML_FI_DEV_NVLINK_GET_STATE",
+                            n.nvlinks->empty() ? std::string("no link (Not Supported or a link count of 0)")
+                                               : fmt::format("inactive: {}", fmt::join(inactive, ","))}},
+                          "Check `nvidia-smi nvlink -s -i <UUID>`, the kernel log for NVLink Xids (74, 144-150) "
+                          "and, on NVSwitch systems, nvidia-fabricmanager; reset the GPU. Without NVLink its peer "
+                          "traffic falls back to PCIe or fails."}));
+        return;
+    }
+    std::vector<std::string> elsewhere, was_text, now_text;
+    for (auto& w : *b.nvlinks) {
+        if (!w.active) continue;
+        const RecordedNvlink* l = link_numbered(*n.nvlinks, w.link);
+        // A link down now, with others active, is health.nvlink_down's (or matrix.nvlinks_below's).
+        if (!l || !l->active || !remote_end_changed(w, *l, base, now)) continue;
+        elsewhere.push_back(fmt::format("link {}: was {}, now {}", w.link, remote_end(w), remote_end(*l)));
+        was_text.push_back(fmt::format("link {}: {}", w.link, remote_end(w)));
+        now_text.push_back(fmt::format("link {}: {}", w.link, remote_end(*l)));
+    }
+    if (elsewhere.empty()) return;
+    out.push_back(rule("baseline.nvlink_remote_changed")
+                      .finding(fmt::format("{}: {} NVLink(s) lead elsewhere than recorded: {}", describe(gpu_ref(n)),
+                                           elsewhere.size(), join_strings(elsewhere, "; ")),
+                               {{gpu_ref(n)},
+                                {{src.record, join_strings(was_text, "; ")},
+                                 {"nvmlDeviceGetNvLinkRemotePciInfo_v2, nvmlDeviceGetNvLinkRemoteDeviceType",
+                                  join_strings(now_text, "; ")}},
+                                "The NVLink topology changed: a GPU, an NVLink bridge or an NVSwitch tray was moved "
+                                "or replaced. If that was planned, run gpudx accept and save a new baseline; otherwise "
+                                "check the hardware before jobs land."}));
+}
+
 // Current GPUs no recorded one explains.
 void report_extra_gpus(const NodeRecord& base, const NodeRecord& now, const std::set<const RecordedGpu*>& accounted,
                        const DiffSources& src, std::vector<Finding>& out) {
@@ -477,7 +584,10 @@ std::vector<Finding> diff_records(const NodeRecord& base, const NodeRecord& now,
     const DiffSources src{baseline_path.empty() ? std::string("baseline") : "baseline " + baseline_path, now_source};
     GpuMatcher matcher(base, now);
     for (auto& b : base.gpus)
-        if (const RecordedGpu* n = matcher.find(b, now, src, out)) compare_gpu(b, *n, src, out);
+        if (const RecordedGpu* n = matcher.find(b, now, src, out)) {
+            compare_gpu(b, *n, src, out);
+            compare_nvlinks(b, *n, base, now, src, out);
+        }
     report_extra_gpus(base, now, matcher.accounted, src, out);
     report_unverified_identity(matcher.unverified, src, out);
     report_stack_changes(base, now, src, out);

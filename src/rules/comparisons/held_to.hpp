@@ -15,6 +15,9 @@ namespace gpudx {
 struct HeldTo {
     std::vector<Finding> findings;  // the record's changes, then the matrix's divergences
     std::string node_class;         // the matrix class that fits the node; empty: no matrix, or none fits
+    // The same class, for DiagnoseOptions::node_class: the facts its expectations settle are among `findings`.
+    // Points into the matrix given; null when none fits.
+    const NodeClass* class_held_to = nullptr;
 };
 
 HeldTo hold_node_to(const Snapshot& s, const std::optional<NodeRecord>& baseline, const std::optional<Matrix>& matrix);

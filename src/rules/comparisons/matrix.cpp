@@ -39,7 +39,17 @@ constexpr Rule kRules[] = {
      "the Fabric Manager version is outside the class's tested set"},
     {"matrix.cuda_untested", Layer::driver, Severity::warning, {C::cuda},
      "the CUDA driver API version is outside the class's tested set"},
-    {"matrix.value_unknown", Layer::module, Severity::info, {C::module, C::nvml, C::cuda, C::libraries},
+    {"matrix.nvlinks_below", Layer::driver, Severity::error, {C::nvml},
+     "a GPU has fewer NVLinks active than its class's nvlinks_active (names the GPU and the links down); a class "
+     "without nvlinks_active leaves the links to health.nvlink_down"},
+    {"matrix.ib_port_missing", Layer::pcie, Severity::error, {C::infiniband},
+     "the node has fewer InfiniBand/RoCE ports of a link layer than its class's [[class.expect.infiniband]] entry"},
+    {"matrix.ib_port_not_active", Layer::pcie, Severity::error, {C::infiniband},
+     "an InfiniBand/RoCE port the class expects is not ACTIVE (replaces ib.port_down and ib.port_link_up_not_active "
+     "for the ports the class names)"},
+    {"matrix.ib_rate_lower", Layer::pcie, Severity::warning, {C::infiniband},
+     "an InfiniBand/RoCE port the class expects runs below the class's rate_gbps"},
+    {"matrix.value_unknown", Layer::module, Severity::info, {C::module, C::nvml, C::cuda, C::libraries, C::infiniband},
      "the class constrains a value this snapshot does not show"},
 };
 consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
@@ -111,7 +121,8 @@ public:
 private:
     bool read_class(const toml::table& t, NodeClass& c) {
         c.line = t.source().begin.line;
-        if (!check_keys(t, {"name", "owner", "review_by", "description", "match", "tested", "accept"}, "[[class]]"))
+        if (!check_keys(t, {"name", "owner", "review_by", "description", "match", "tested", "accept", "expect"},
+                        "[[class]]"))
             return false;
         if (!string_field(t, "name", c.name, true, "[[class]]")) return false;
         std::string where = fmt::format("class '{}'", c.name);
@@ -181,7 +192,65 @@ private:
             if (!pairs.empty()) a.pairs = pairs;
             c.accept = a;
         }
+        if (auto* ex = t.get("expect")) {
+            auto* tbl = ex->as_table();
+            if (!tbl) return error(*ex, fmt::format("{}: expect must be a table", where));
+            if (!read_expectations(*tbl, c.expect, where + " expect")) return false;
+        }
         return true;
+    }
+
+    bool read_expectations(const toml::table& t, ClassExpectations& e, const std::string& where) {
+        if (!check_keys(t, {"nvlinks_active", "infiniband"}, where)) return false;
+        if (auto* n = t.get("nvlinks_active")) {
+            auto v = n->value<int64_t>();
+            if (!n->is_integer() || !v || *v < 0 || *v > 64)
+                return error(*n, fmt::format("{}: nvlinks_active must be an integer from 0 to 64 (NVLinks active "
+                                             "on each GPU)", where));
+            e.nvlinks_active = static_cast<unsigned>(*v);
+            e.nvlinks_line = n->source().begin.line;
+        }
+        auto* ib = t.get("infiniband");
+        if (!ib) return true;
+        const std::string w = where + " infiniband";
+        // One entry as a table ([class.expect.infiniband]), several as an array of tables ([[...]]).
+        if (auto* one = ib->as_table()) return read_ib_expectation(*one, e.infiniband.emplace_back(), w);
+        auto* arr = ib->as_array();
+        if (!arr)
+            return error(*ib, fmt::format("{} must be a table: write each entry as [[class.expect.infiniband]]", w));
+        for (auto& el : *arr) {
+            auto* entry = el.as_table();
+            if (!entry) return error(el, fmt::format("{}: each entry must be a table", w));
+            if (!read_ib_expectation(*entry, e.infiniband.emplace_back(), w)) return false;
+        }
+        return true;
+    }
+
+    bool read_ib_expectation(const toml::table& t, IbPortExpectation& e, const std::string& where) {
+        e.line = t.source().begin.line;
+        if (!check_keys(t, {"ports", "rate_gbps", "link_layer", "devices"}, where)) return false;
+        auto* n = t.get("ports");
+        if (!n) return error_at(e.line, fmt::format("{} has no 'ports' (how many ports of the link layer)", where));
+        auto v = n->value<int64_t>();
+        if (!n->is_integer() || !v || *v < 1 || *v > 1024)
+            return error(*n, fmt::format("{}: ports must be a positive integer", where));
+        e.ports = static_cast<unsigned>(*v);
+        if (auto* r = t.get("rate_gbps")) {
+            auto rate = r->value<double>();
+            if (!r->is_number() || !rate || *rate <= 0)
+                return error(*r, fmt::format("{}: rate_gbps must be a positive number (Gb/s, as the port's rate "
+                                             "file writes it: 400 for \"400 Gb/sec (4X NDR)\")", where));
+            e.rate_gbps = *rate;
+        }
+        std::string layer;
+        if (!string_field(t, "link_layer", layer, false, where)) return false;
+        if (!layer.empty()) {
+            if (to_lower(layer) == "infiniband") e.link_layer = "InfiniBand";
+            else if (to_lower(layer) == "ethernet") e.link_layer = "Ethernet";
+            else return error(*t.get("link_layer"), fmt::format("{}: link_layer must be \"InfiniBand\" or \"Ethernet\" "
+                                                               "(RoCE), not '{}'", where, layer));
+        }
+        return string_list(t, "devices", e.devices, where);
     }
 
     bool check_keys(const toml::table& t, std::initializer_list<std::string_view> allowed, std::string_view where) {
@@ -304,7 +373,182 @@ const NodeClass* pick(const std::vector<const NodeClass*>& candidates, size_t gp
 
 std::string listed(const std::vector<std::string>& v) { return v.empty() ? "(any)" : join_strings(v); }
 
+std::string class_source(const std::string& mfile, unsigned line, const NodeClass& c) {
+    return fmt::format("{}:{} class {}", mfile, line, c.name);
+}
+
+Finding value_unknown(std::string message, Evidence expected) {
+    return rule("matrix.value_unknown")
+        .finding(std::move(message),
+                 {{},
+                  {std::move(expected)},
+                  "Collect the snapshot with the driver loaded and every collector answering (gpudx snapshot "
+                  "without --no-driver) to check it."});
+}
+
+// Links NVML did not answer for: the GPU's link count says more links than were read.
+size_t nvlinks_not_read(const RecordedGpu& g) {
+    size_t read = g.nvlinks ? g.nvlinks->size() : 0;
+    return g.nvlink_count && *g.nvlink_count > read ? *g.nvlink_count - read : 0;
+}
+
+// Each GPU's active NVLinks against the class's nvlinks_active. Links that were not read could be the missing
+// ones: then the count is unknown, not short.
+void check_nvlinks(const NodeClass& c, const std::string& mfile, const NodeRecord& node, std::vector<Finding>& out) {
+    if (!c.expect.nvlinks_active || *c.expect.nvlinks_active == 0) return;
+    const unsigned want = *c.expect.nvlinks_active;
+    const std::string src = class_source(mfile, c.expect.nvlinks_line, c);
+    const std::string expected = fmt::format("nvlinks_active = {}", want);
+    std::vector<std::string> unknown;
+    for (auto& g : node.gpus) {
+        if (!g.nvlinks) {
+            unknown.push_back(g.pci);
+            continue;
+        }
+        std::vector<unsigned> up, down;
+        for (auto& l : *g.nvlinks) (l.active ? up : down).push_back(l.link);
+        const size_t not_read = nvlinks_not_read(g);
+        if (!nvlinks_below_class(c, up.size(), not_read)) {
+            if (up.size() < want) unknown.push_back(g.pci);
+            continue;
+        }
+        GpuRef ref{g.uuid, g.pci};
+        auto links = [](const std::vector<unsigned>& v) {
+            return v.empty() ? std::string("none") : fmt::format("{}", fmt::join(v, ","));
+        };
+        std::string message =
+            g.nvlinks->empty()
+                ? fmt::format("{}: no NVLink, class '{}' expects {} active on each GPU (NVML reports no NVLink on "
+                              "this GPU)",
+                              describe(ref), c.name, want)
+                : fmt::format("{}: {} of the {} NVLinks class '{}' expects are active; down: {}", describe(ref),
+                              up.size(), want, c.name,
+                              down.empty() ? std::string("none") : fmt::format("{}", fmt::join(down, ", ")));
+        if (g.nvlinks->size() < want && !g.nvlinks->empty())
+            message += fmt::format(" (NVML reports {} link(s){})", g.nvlinks->size(),
+                                   not_read ? fmt::format(", {} not read", not_read) : std::string());
+        std::string state = g.nvlinks->empty() ? std::string("no link (Not Supported or a link count of 0)")
+                                               : fmt::format("active: {}; inactive: {}", links(up), links(down));
+        out.push_back(rule("matrix.nvlinks_below")
+                          .finding(std::move(message),
+                                   {{ref},
+                                    {{"nvmlDeviceGetFieldValues NVML_FI_DEV_NVLINK_GET_STATE", state}, {src, expected}},
+                                    "Check `nvidia-smi nvlink -s -i <UUID>` and the kernel log for NVLink Xids (74, "
+                                    "144-150); reset the GPU (and on NVSwitch systems restart nvidia-fabricmanager). A "
+                                    "link that stays down needs the baseboard serviced. If GPUs of this class have "
+                                    "fewer links, correct the class's nvlinks_active."}));
+    }
+    if (!unknown.empty())
+        out.push_back(value_unknown(
+            fmt::format("The class expects {} NVLinks active on each GPU, but the links of {} were not (all) read",
+                        want, join_strings(unknown)),
+            {src, expected}));
+}
+
+bool same_text(std::string_view a, std::string_view b) { return to_lower(a) == to_lower(b); }
+
+std::string describe_port(const RecordedIbPort& p) {
+    std::string what = p.link_layer;
+    if (!p.pci.empty()) what += (what.empty() ? "" : ", ") + p.pci;
+    return fmt::format("{} port {}{}", p.device, p.port, what.empty() ? "" : " (" + what + ")");
+}
+
+std::string ib_path(const RecordedIbPort& p, std::string_view attr) {
+    return fmt::format("/sys/class/infiniband/{}/ports/{}/{}", p.device, p.port, attr);
+}
+
+// "8 InfiniBand port(s) at 400 Gb/sec on mlx5_*".
+std::string describe_expectation(const IbPortExpectation& e) {
+    return fmt::format("{} {} port(s){}{}", e.ports, e.link_layer,
+                       e.rate_gbps ? fmt::format(" at {:g} Gb/sec", *e.rate_gbps) : std::string(),
+                       e.devices.empty() ? std::string() : " on " + join_strings(e.devices));
+}
+
+// The InfiniBand/RoCE ports of each [[class.expect.infiniband]] entry: every port it covers ACTIVE at its rate,
+// and as many as it says.
+void check_ib_ports(const NodeClass& c, const std::string& mfile, const NodeRecord& node, std::vector<Finding>& out) {
+    for (auto& e : c.expect.infiniband) {
+        const std::string src = class_source(mfile, e.line, c);
+        const std::string want = describe_expectation(e);
+        if (!node.ib_ports) {
+            out.push_back(value_unknown(
+                fmt::format("The class expects {} ACTIVE, but the InfiniBand ports were not read", want),
+                {src, want}));
+            continue;
+        }
+        std::vector<const RecordedIbPort*> covered;
+        std::vector<std::string> rate_unknown;
+        for (auto& p : *node.ib_ports)
+            if (ib_port_expected(e, p.device, p.link_layer)) covered.push_back(&p);
+        for (auto* p : covered) {
+            if (!p->active) {
+                out.push_back(rule("matrix.ib_port_not_active")
+                                  .finding(fmt::format("{} is {} ({}): class '{}' expects {} ACTIVE", describe_port(*p),
+                                                       p->state.empty() ? "not ACTIVE" : p->state,
+                                                       p->phys_state.empty() ? "physical state unknown" : p->phys_state,
+                                                       c.name, want),
+                                           {{},
+                                            {{ib_path(*p, "state"), p->state},
+                                             {ib_path(*p, "phys_state"), p->phys_state},
+                                             {src, want}},
+                                            "Check the cable, the transceiver and the switch port (`ibstat`, "
+                                            "`mlxlink -d <pci>`); a port up on the wire but INIT has no subnet "
+                                            "manager configuring it (opensm or the fabric's UFM). If this port is not "
+                                            "meant to carry traffic, narrow the class's devices."}));
+                continue;
+            }
+            if (!e.rate_gbps) continue;
+            if (!p->rate_gbps) {
+                rate_unknown.push_back(fmt::format("{} port {}", p->device, p->port));
+                continue;
+            }
+            if (*p->rate_gbps + 1e-9 >= *e.rate_gbps) continue;
+            const std::string rate = p->rate.empty() ? fmt::format("{:g} Gb/sec", *p->rate_gbps) : p->rate;
+            out.push_back(rule("matrix.ib_rate_lower")
+                              .finding(fmt::format("{} runs at {}, below the {:g} Gb/sec class '{}' expects",
+                                                   describe_port(*p), rate, *e.rate_gbps, c.name),
+                                       {{},
+                                        {{ib_path(*p, "rate"), p->rate}, {src, want}},
+                                        "The link trained at a lower speed or width: check the cable and transceiver "
+                                        "(`mlxlink -d <pci>` shows the speed and lanes it negotiated) and the switch "
+                                        "port's configuration; reseat or replace the cable."}));
+        }
+        if (covered.size() < e.ports) {
+            std::vector<std::string> names;
+            for (auto* p : covered) names.push_back(fmt::format("{} port {}", p->device, p->port));
+            out.push_back(rule("matrix.ib_port_missing")
+                              .finding(fmt::format("{} {} port(s) found{}, class '{}' expects {}", covered.size(),
+                                                   e.link_layer, names.empty() ? "" : " (" + join_strings(names) + ")",
+                                                   c.name, want),
+                                       {{},
+                                        {{"/sys/class/infiniband", names.empty() ? "none" : join_strings(names)},
+                                         {src, want}},
+                                        "Check that every adapter is on PCIe (`lspci -d 15b3:`) and that its driver "
+                                        "(mlx5_core, mlx5_ib) is loaded; an adapter missing from the bus needs "
+                                        "reseating or replacement."}));
+        }
+        if (!rate_unknown.empty())
+            out.push_back(value_unknown(
+                fmt::format("The class expects {}, but the rate of {} was not read", want, join_strings(rate_unknown)),
+                {src, want}));
+    }
+}
+
 }  // namespace
+
+bool nvlinks_below_class(const NodeClass& c, size_t active, size_t not_read) {
+    return c.expect.nvlinks_active && *c.expect.nvlinks_active > 0 && active + not_read < *c.expect.nvlinks_active;
+}
+
+bool ib_port_expected(const IbPortExpectation& e, std::string_view device, std::string_view link_layer) {
+    return same_text(e.link_layer, link_layer) && (e.devices.empty() || matches_any(e.devices, device));
+}
+
+bool class_expects_ib_port(const NodeClass& c, std::string_view device, std::string_view link_layer) {
+    for (auto& e : c.expect.infiniband)
+        if (ib_port_expected(e, device, link_layer)) return true;
+    return false;
+}
 
 Classification classify_node(const Matrix& m, const NodeRecord& node) {
     Classification out;
@@ -456,6 +700,8 @@ MatrixCheck check_node_against_matrix(const Matrix& m, const NodeRecord& node, c
             unknown("VBIOS", c.tested.vbios);
         }
     }
+    check_nvlinks(c, mfile, node, r.findings);
+    check_ib_ports(c, mfile, node, r.findings);
     std::stable_sort(r.findings.begin(), r.findings.end(),
                      [](const Finding& a, const Finding& b) { return a.severity > b.severity; });
     r.exit_code = exit_code_for(r.findings);

@@ -42,6 +42,13 @@ MatrixCheck check_against_matrix(const Matrix& m, const Snapshot& s, const Calen
 std::optional<AcceptThresholds> thresholds_for(const Matrix& m, const Snapshot& s);
 const NodeClass* class_for(const Matrix& m, const Snapshot& s);
 
+// The facts a class's expectations settle, which the rule families then leave to the matrix (one finding per fact,
+// DiagnoseOptions::node_class): a GPU with fewer NVLinks active than nvlinks_active (matrix.nvlinks_below; links not
+// read may be the missing ones), and the InfiniBand/RoCE ports an [[class.expect.infiniband]] entry covers.
+bool nvlinks_below_class(const NodeClass& c, size_t active, size_t not_read);
+bool ib_port_expected(const IbPortExpectation& e, std::string_view device, std::string_view link_layer);
+bool class_expects_ib_port(const NodeClass& c, std::string_view device, std::string_view link_layer);
+
 // Case-insensitive shell glob (fnmatch) over any of `patterns`.
 bool matches_any(const std::vector<std::string>& patterns, std::string_view value);
 

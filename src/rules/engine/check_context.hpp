@@ -13,6 +13,7 @@ namespace gpudx {
 struct XidPolicy;           // rules/reference/xid_policy.hpp
 struct SignatureCatalogue;  // rules/reference/signatures.hpp
 struct ResultCodeTable;     // rules/reference/result_codes.hpp
+struct NodeClass;           // model/matrix.hpp
 
 struct DiagnoseOptions {
     std::optional<unsigned> expect_gpus;  // --expect-gpus N
@@ -23,6 +24,10 @@ struct DiagnoseOptions {
     // Findings from comparisons made outside the rule families (the node record of `--baseline`): they
     // count toward the layers, the boundary and the verdict like any other.
     std::vector<Finding> extra_findings;
+    // The node's class in the compatibility matrix (`--matrix`), when one fits: the facts its expectations settle
+    // (a GPU's NVLinks short of nvlinks_active, the InfiniBand ports it names) are the matrix check's findings
+    // (among extra_findings), so the families do not report them again (rules/comparisons/matrix.hpp).
+    const NodeClass* node_class = nullptr;
 };
 
 struct CheckContext {

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "rules/comparisons/matrix.hpp"
 #include "rules/engine/families.hpp"
 
 namespace gpudx {
@@ -16,7 +17,8 @@ using C = Collector;
 constexpr Rule kRules[] = {
     {"health.nvlink_down", Layer::driver, Severity::warning, {C::nvml},
      "a GPU has some NVLinks active and others inactive (a link of an NVLink-connected GPU is down); a GPU with no "
-     "active link at all (a PCIe card, a one-GPU VM) is not judged here"},
+     "active link at all (a PCIe card, a one-GPU VM) is not judged here; with --matrix, a GPU with fewer active than "
+     "its class's nvlinks_active is matrix.nvlinks_below's"},
     {"health.nvlink_errors_growing", Layer::driver, Severity::warning, {C::nvml},
      "an NVLink error counter (replay, recovery, CRC, ECC; NVLink 5: failed recoveries, receive and integrity "
      "errors) grew between the probe's two samples"},
@@ -77,7 +79,7 @@ std::string sampled(const GpuHealth& h) {
 class DeviceHealth {
 public:
     DeviceHealth(const CheckContext& ctx, const NvmlDevice& d, std::vector<Finding>& out)
-        : d_(d), h_(d.health), g_(ctx.gpu(d.pci)), out_(out) {}
+        : d_(d), h_(d.health), g_(ctx.gpu(d.pci)), node_class_(ctx.options.node_class), out_(out) {}
 
     void check() {
         check_links();
@@ -114,6 +116,10 @@ private:
         // No link active at all: a GPU without NVLink peers (a PCIe card, a VM given one GPU) is healthy here;
         // a node class that expects links says so through the matrix (matrix.nvlinks_below).
         if (up.empty() || down.empty()) return;
+        // Fewer active than the node's class expects: matrix.nvlinks_below names these links already.
+        const size_t listed = d_.nvlinks.size();
+        const size_t not_read = h_.nvlink_count && *h_.nvlink_count > listed ? *h_.nvlink_count - listed : 0;
+        if (node_class_ && nvlinks_below_class(*node_class_, up.size(), not_read)) return;
         add(rule("health.nvlink_down"),
             fmt::format("{}: NVLink {} of {} down while {} {} active", describe(g_), fmt::join(down, ", "),
                         d_.nvlinks.size(), up.size(), up.size() == 1 ? "is" : "are"),
@@ -259,6 +265,7 @@ private:
     const NvmlDevice& d_;
     const GpuHealth& h_;
     GpuRef g_;
+    const NodeClass* node_class_;
     std::vector<Finding>& out_;
 };
 

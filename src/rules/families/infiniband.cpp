@@ -1,10 +1,12 @@
 // InfiniBand and RoCE ports beside the GPUs (docs/host-health.md): a port whose link is up but that carries no
 // traffic, error counters that grow between two readings, counters that could not be read, and, for the record,
-// ports down and old errors. What a node of its class should have (which ports up, at what rate) is not compared
-// yet: a port down is info until the node's record says it should be up.
+// ports down and old errors. What a node of its class should have (how many ports, ACTIVE, their rate) is judged
+// against the class in the matrix: matrix.ib_port_missing, matrix.ib_port_not_active, matrix.ib_rate_lower
+// (rules/comparisons/matrix.cpp).
 #include <fmt/format.h>
 
 #include "model/infiniband.hpp"
+#include "rules/comparisons/matrix.hpp"
 #include "rules/engine/families.hpp"
 
 namespace gpudx {
@@ -30,8 +32,8 @@ constexpr Rule kRules[] = {
      "an InfiniBand/RoCE port offers no link error counters (no counters/ directory), or they could not be read on a "
      "port that carries no traffic: its link errors are not evaluated"},
     {"ib.port_down", Layer::pcie, Severity::info, {C::infiniband},
-     "an InfiniBand/RoCE port is physically down (Polling, Disabled ...): not judged, as nothing yet says whether a "
-     "node of its class should have it up"},
+     "an InfiniBand/RoCE port is physically down (Polling, Disabled ...): not judged without the node's class "
+     "(--matrix with [[class.expect.infiniband]]), which says whether it should be up"},
 };
 consteval const Rule& rule(std::string_view id) { return declared_rule(kRules, id); }
 
@@ -131,35 +133,42 @@ void check_counters_read(const CheckContext& ctx, const IbDevice& d, const IbPor
                 "otherwise watch its link with the vendor's tools (`perfquery`, `ethtool -S` of its netdev)."}));
 }
 
+void check_port_state(const CheckContext& ctx, const IbDevice& d, const IbPort& p, std::vector<Finding>& out) {
+    if (link_up(p) && !p.state.empty() && !active(p)) {
+        out.push_back(
+            rule("ib.port_link_up_not_active")
+                .finding(fmt::format("{} has its link up ({}) but is {}: it carries no traffic", describe_port(d, p),
+                                     p.phys_state, p.state),
+                         {nearby_gpus(ctx, d),
+                          {{port_path(d, p, "phys_state"), p.phys_state}, {port_path(d, p, "state"), p.state}},
+                          p.link_layer == "Ethernet"
+                              ? "A RoCE port up on the wire but not active: check the interface (`ip link "
+                                "show` of its netdev, `rdma link`) and that the RDMA core module is loaded."
+                              : "INIT with the link up means no subnet manager has configured the port: check "
+                                "that opensm (or the fabric's UFM) runs and sees this port (`ibstat`, "
+                                "`sminfo`); ARMED that it was configured but not activated."}));
+    } else if (!p.phys_state.empty() && !link_up(p) && !active(p)) {
+        out.push_back(rule("ib.port_down")
+                          .finding(fmt::format("{} is down ({}, {})", describe_port(d, p), p.phys_state,
+                                               p.state.empty() ? "state unknown" : p.state),
+                                   {nearby_gpus(ctx, d),
+                                    {{port_path(d, p, "phys_state"), p.phys_state}},
+                                    "If this port should carry traffic, check its cable, transceiver and the switch port "
+                                    "(`ibstat`, `mlxlink -d <pci>`); "
+                                    "say so in the node's class ([[class.expect.infiniband]] in the matrix, "
+                                    "gpudx diagnose --matrix) so a port that goes down is an error."}));
+    }
+}
+
 void check_infiniband(const CheckContext& ctx, std::vector<Finding>& out) {
     const auto& s = ctx.snapshot;
     if (!s.collected(Collector::infiniband)) return;
+    const NodeClass* node_class = ctx.options.node_class;
     for (auto& d : s.infiniband.devices) {
         for (auto& p : d.ports) {
-            if (link_up(p) && !p.state.empty() && !active(p)) {
-                out.push_back(
-                    rule("ib.port_link_up_not_active")
-                        .finding(fmt::format("{} has its link up ({}) but is {}: it carries no traffic",
-                                             describe_port(d, p), p.phys_state, p.state),
-                                 {nearby_gpus(ctx, d),
-                                  {{port_path(d, p, "phys_state"), p.phys_state},
-                                   {port_path(d, p, "state"), p.state}},
-                                  p.link_layer == "Ethernet"
-                                      ? "A RoCE port up on the wire but not active: check the interface (`ip link "
-                                        "show` of its netdev, `rdma link`) and that the RDMA core module is loaded."
-                                      : "INIT with the link up means no subnet manager has configured the port: check "
-                                        "that opensm (or the fabric's UFM) runs and sees this port (`ibstat`, "
-                                        "`sminfo`); ARMED that it was configured but not activated."}));
-            } else if (!p.phys_state.empty() && !link_up(p) && !active(p)) {
-                out.push_back(rule("ib.port_down")
-                                  .finding(fmt::format("{} is down ({}, {})", describe_port(d, p), p.phys_state,
-                                                       p.state.empty() ? "state unknown" : p.state),
-                                           {nearby_gpus(ctx, d),
-                                            {{port_path(d, p, "phys_state"), p.phys_state}},
-                                            "If this port should carry traffic, check its cable, transceiver and "
-                                            "the switch port (`ibstat`, `mlxlink -d <pci>`); an unused port is "
-                                            "expected to be down."}));
-            }
+            // A port the node's class expects is judged against it (matrix.ib_port_not_active); its counters here.
+            if (!node_class || !class_expects_ib_port(*node_class, d.name, p.link_layer))
+                check_port_state(ctx, d, p, out);
             check_counters(ctx, d, p, s.infiniband, out);
             check_counters_read(ctx, d, p, out);
         }
