@@ -319,13 +319,14 @@ struct RocmSmiPeerLink {
     std::optional<unsigned long long> hops;
 };
 
-#define GPUDX_ROCM_XGMI_STATUSES(X) X(no_errors) X(error) X(multiple_errors)
+// not_read: not asked or not answered (an older snapshot, Not Supported: the device's `unsupported` says which).
+#define GPUDX_ROCM_XGMI_STATUSES(X) X(not_read) X(no_errors) X(error) X(multiple_errors)
 GPUDX_NAMED_ENUM(RocmXgmiStatus, GPUDX_ROCM_XGMI_STATUSES)
 
 struct RocmSmiHealth {
     std::vector<RocmSmiTemperatureLimits> temperature_limits;  // the sensors whose reading answered
     std::string gpu_metrics_version;                           // the kernel's gpu_metrics table: "1.5"
-    std::optional<RocmXgmiStatus> xgmi_error_status;           // rsmi_dev_xgmi_error_status
+    RocmXgmiStatus xgmi_error_status = RocmXgmiStatus::not_read;  // rsmi_dev_xgmi_error_status
     std::vector<RocmSmiPeerLink> links;                        // to the other GPUs (one device per PCI address)
     std::vector<RocmSmiHealthSample> samples;
     std::string second_sample_skipped;  // why a wanted second sample was not taken; empty else

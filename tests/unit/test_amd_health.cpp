@@ -328,7 +328,7 @@ TEST(AmdHealth, HealthRoundTripsThroughTheSnapshotJson) {
     RocmSmiLayer old;
     layer_from_json(j, old);
     EXPECT_TRUE(old.devices[0].health.samples.empty());
-    EXPECT_FALSE(old.devices[0].health.xgmi_error_status.has_value());
+    EXPECT_EQ(old.devices[0].health.xgmi_error_status, RocmXgmiStatus::not_read);
 }
 
 }  // namespace GPUDX_UNITY_ID

@@ -170,8 +170,8 @@ private:
     }
 
     void check_xgmi_status() {
-        if (!h_.xgmi_error_status || *h_.xgmi_error_status == RocmXgmiStatus::no_errors) return;
-        bool several = *h_.xgmi_error_status == RocmXgmiStatus::multiple_errors;
+        if (h_.xgmi_error_status == RocmXgmiStatus::not_read || h_.xgmi_error_status == RocmXgmiStatus::no_errors) return;
+        bool several = h_.xgmi_error_status == RocmXgmiStatus::multiple_errors;
         add(rule("health.xgmi_errors"),
             fmt::format("{}: ROCm SMI reports {} on its XGMI links", describe(g_),
                         several ? "multiple XGMI errors" : "an XGMI error"),
@@ -256,7 +256,7 @@ void not_judged(const CheckContext& ctx, const std::vector<const RocmSmiDevice*>
         bool throttle = std::any_of(h.samples.begin(), h.samples.end(),
                                     [](auto& x) { return x.indep_throttle_status.has_value(); });
         if (!throttle) gaps["throttle reasons (no indep_throttle_status)"].push_back(d);
-        if (!h.xgmi_error_status) gaps["XGMI error status"].push_back(d);
+        if (h.xgmi_error_status == RocmXgmiStatus::not_read) gaps["XGMI error status"].push_back(d);
     }
     if (gaps.empty()) return;
     std::vector<std::string> parts;
