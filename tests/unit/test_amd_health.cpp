@@ -132,7 +132,8 @@ TEST(AmdHealth, MemoryOverCriticalIsAnError) {
     set_temperature(d.health.samples[0], RocmTemperatureSensor::memory, 106000);
     d.health.samples.push_back(d.health.samples[0]);
     d.health.samples[1].after_ms = 1000;
-    auto* f = find(judge(d), "health.amd_temperature_high");
+    auto fs1 = judge(d);
+    auto* f = find(fs1, "health.amd_temperature_high");
     ASSERT_NE(f, nullptr);
     EXPECT_EQ(f->severity, Severity::error);
     EXPECT_NE(f->message.find("memory"), std::string::npos);
@@ -160,7 +161,8 @@ TEST(AmdHealth, EmergencyLimitStandsInForAMissingCritical) {
     auto d = healthy_mi300x(0);
     d.health.temperature_limits[1].critical_mc.reset();
     set_temperature(d.health.samples[0], RocmTemperatureSensor::junction, 107000);
-    auto* f = find(judge(d), "health.amd_temperature_high");
+    auto fs2 = judge(d);
+    auto* f = find(fs2, "health.amd_temperature_high");
     ASSERT_NE(f, nullptr);
     EXPECT_NE(f->message.find("emergency limit of 110.0 °C"), std::string::npos) << f->message;
 }
@@ -170,7 +172,8 @@ TEST(AmdHealth, ThermalThrottleInEverySampleWarns) {
     d.health.samples[0].indep_throttle_status = kTempHotspot | kPpt0;
     d.health.samples.push_back(d.health.samples[0]);
     d.health.samples[1].after_ms = 1000;
-    auto* f = find(judge(d), "health.amd_throttle_thermal");
+    auto fs3 = judge(d);
+    auto* f = find(fs3, "health.amd_throttle_thermal");
     ASSERT_NE(f, nullptr);
     EXPECT_EQ(f->severity, Severity::warning);
     EXPECT_NE(f->message.find("TEMP_HOTSPOT"), std::string::npos) << f->message;
@@ -181,7 +184,8 @@ TEST(AmdHealth, ThermalThrottleInEverySampleWarns) {
 TEST(AmdHealth, ProchotIsAHardwareThrottle) {
     auto d = healthy_mi300x(0);
     d.health.samples[0].indep_throttle_status = kProchotGfx;
-    auto* f = find(judge(d), "health.amd_throttle_thermal");
+    auto fs4 = judge(d);
+    auto* f = find(fs4, "health.amd_throttle_thermal");
     ASSERT_NE(f, nullptr);
     EXPECT_NE(f->message.find("PROCHOT_GFX"), std::string::npos);
     EXPECT_NE(f->next_step.find("BMC"), std::string::npos);
@@ -266,7 +270,8 @@ TEST(AmdHealth, PartiallyConnectedHiveJudgesOnlyAGpuWithNoXgmiLink) {
 TEST(AmdHealth, XgmiErrorStatusWarns) {
     auto d = healthy_mi300x(0);
     d.health.xgmi_error_status = RocmXgmiStatus::multiple_errors;
-    auto* f = find(judge(d), "health.xgmi_errors");
+    auto fs5 = judge(d);
+    auto* f = find(fs5, "health.xgmi_errors");
     ASSERT_NE(f, nullptr);
     EXPECT_EQ(f->evidence[0].value, "RSMI_XGMI_STATUS_MULTIPLE_ERRORS");
 }
