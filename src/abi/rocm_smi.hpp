@@ -82,6 +82,33 @@ inline Bdfid decode_bdfid(uint64_t bdfid) {
             static_cast<unsigned>((bdfid >> 28) & 0xf)};
 }
 
+// rsmi_temperature_type_t: the sensors gpudx reads (the HBM_0..3 instances after them are not asked).
+inline constexpr uint32_t TEMP_TYPE_EDGE = 0, TEMP_TYPE_JUNCTION = 1, TEMP_TYPE_MEMORY = 2;
+// rsmi_temperature_metric_t, in millidegrees C: the reading and the GPU's own limits. CRITICAL is where the
+// firmware throttles hard (hwmon temp*_crit), EMERGENCY where the GPU shuts down (temp*_emergency).
+inline constexpr int TEMP_CURRENT = 0, TEMP_CRITICAL = 5, TEMP_EMERGENCY = 7;
+
+// rsmi_xgmi_status_t.
+inline constexpr int XGMI_STATUS_NO_ERRORS = 0, XGMI_STATUS_ERROR = 1, XGMI_STATUS_MULTIPLE_ERRORS = 2;
+// RSMI_IO_LINK_TYPE (an enum whose largest value is 0xFFFFFFFF: 32 bits).
+inline constexpr uint32_t IOLINK_TYPE_UNDEFINED = 0, IOLINK_TYPE_PCIEXPRESS = 1, IOLINK_TYPE_XGMI = 2;
+
+// rsmi_gpu_metrics_t is the library's own union of every gpu_metrics version the kernel may publish, and it grows
+// with each ROCm release: gpudx hands rsmi_dev_gpu_metrics_info_get a buffer far larger than any release's struct
+// and reads only these fields at their offsets, which every release since the v1.3 fields were added kept:
+//   metrics_table_header_t {uint16 structure_size; uint8 format_revision; uint8 content_revision} at 0,
+//   uint32 throttle_status at 68 (after 6 temperatures, 3 activities, the socket power, two uint64 counters and
+//   14 uint16 clocks), and uint64 indep_throttle_status at 112 (after the v1.1 accumulators and HBM temperatures,
+//   the v1.2 firmware timestamp and the v1.3 voltages).
+// Libraries before rocm_smi_lib 7.1 (ROCm 6.1) end the struct at 96 bytes with no indep_throttle_status; a field
+// the GPU's metrics do not carry is written all ones by the library (and our buffer starts all ones, so a field a
+// library did not write reads the same: not reported).
+inline constexpr size_t kGpuMetricsBufferSize = 16384;
+inline constexpr size_t kGpuMetricsFormatRevision = 2, kGpuMetricsContentRevision = 3;
+inline constexpr size_t kGpuMetricsThrottleStatus = 68;
+inline constexpr size_t kGpuMetricsIndepThrottleStatus = 112;
+inline constexpr uint32_t kIndepThrottleFirstLibraryMajor = 7, kIndepThrottleFirstLibraryMinor = 1;
+
 using Init = Status (*)(uint64_t flags);
 using StatusString = Status (*)(Status, const char** text);
 using VersionGet = Status (*)(Version*);
@@ -93,5 +120,9 @@ using DevName = Status (*)(uint32_t index, char* buf, size_t len);
 using DevString = Status (*)(uint32_t index, char* buf, uint32_t len);
 using DevMemoryTotal = Status (*)(uint32_t index, int memory_type, uint64_t* total);
 using DevEccCount = Status (*)(uint32_t index, uint64_t block, ErrorCount* counts);
+using DevTempMetric = Status (*)(uint32_t index, uint32_t sensor, int metric, int64_t* millidegrees);
+using DevGpuMetrics = Status (*)(uint32_t index, void* metrics);  // rsmi_gpu_metrics_t*: see the offsets above
+using DevXgmiErrorStatus = Status (*)(uint32_t index, int* status);
+using TopoLinkType = Status (*)(uint32_t source, uint32_t destination, uint64_t* hops, uint32_t* type);
 
 }  // namespace gpudx::rsmi

@@ -166,7 +166,8 @@ StartedDriverProbes start_driver_probes(const CollectContext& ctx, bool ask_rocm
 
     if (ask_rocm_smi && root.exists(kKfdTopology)) {
         started->rocm_smi_probe = specs.size();
-        RocmSmiQueryOptions ropts{o.driver_library_dir};
+        RocmSmiQueryOptions ropts{o.driver_library_dir, o.health_interval_ms,
+                                  static_cast<unsigned>(o.driver_deadline.count())};
         specs.push_back({"rocm_smi", [ropts, &root](ProbeChannel& ch) {
                              point_standins_at_capture(root);
                              query_rocm_smi(ropts, ch);

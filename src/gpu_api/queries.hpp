@@ -32,6 +32,9 @@ struct CudaQueryOptions {
 
 struct RocmSmiQueryOptions {
     std::optional<std::string> library_dir;
+    // As for NVML: the second health sample's interval (0: one sample) and the probe's deadline.
+    unsigned health_interval_ms = 1000;
+    unsigned deadline_ms = 5000;
 };
 
 // Child side: load, query, and send the layer (as JSON) through the channel as it fills.

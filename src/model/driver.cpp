@@ -1,5 +1,7 @@
 #include "model/driver.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "abi/cuda.hpp"
@@ -21,7 +23,8 @@ enum class DeviceArgument { none, first, last };
 // Where a function of NVML, the CUDA driver or ROCm SMI takes the device its probe names.
 DeviceArgument device_argument(std::string_view function) {
     if (function == "cuDeviceGetAttribute") return DeviceArgument::last;  // (attribute, ordinal)
-    if (function.starts_with("nvmlDevice") || function.starts_with("cuDevice") || function.starts_with("rsmi_dev_"))
+    if (function.starts_with("nvmlDevice") || function.starts_with("cuDevice") || function.starts_with("rsmi_dev_") ||
+        function.starts_with("rsmi_topo_"))  // (source, destination): the source GPU is the one named
         return DeviceArgument::first;
     return DeviceArgument::none;
 }
@@ -197,6 +200,93 @@ std::optional<std::string> second_sample_wanted(const NvmlDevice& d) {
         if (any_nvlink_error(c)) return fmt::format("NVLink {} error counters are not zero", c.link);
     if (s.pcie_replays && *s.pcie_replays > kPcieReplaysNoticeable)
         return fmt::format("{} PCIe replays since the driver loaded", *s.pcie_replays);
+    return std::nullopt;
+}
+
+std::vector<ThrottleReason> rocm_throttle_reasons(unsigned long long bits) {
+    using K = ThrottleKind;
+    // The kernel's SMU_THROTTLER_*_BIT numbers (drivers/gpu/drm/amd/include/kgd_pp_interface.h).
+    static constexpr ThrottleReason kReasons[] = {
+        {0, "PPT0", K::power},          {1, "PPT1", K::power},          {2, "PPT2", K::power},
+        {3, "PPT3", K::power},          {4, "SPL", K::power},           {5, "FPPT", K::power},
+        {6, "SPPT", K::power},          {7, "SPPT_APU", K::power},      {16, "TDC_GFX", K::current},
+        {17, "TDC_SOC", K::current},    {18, "TDC_MEM", K::current},    {19, "TDC_VDD", K::current},
+        {20, "TDC_CVIP", K::current},   {21, "EDC_CPU", K::current},    {22, "EDC_GFX", K::current},
+        {23, "APCC", K::current},       {32, "TEMP_GPU", K::thermal},   {33, "TEMP_CORE", K::thermal},
+        {34, "TEMP_MEM", K::thermal},   {35, "TEMP_EDGE", K::thermal},  {36, "TEMP_HOTSPOT", K::thermal},
+        {37, "TEMP_SOC", K::thermal},   {38, "TEMP_VR_GFX", K::thermal}, {39, "TEMP_VR_SOC", K::thermal},
+        {40, "TEMP_VR_MEM0", K::thermal}, {41, "TEMP_VR_MEM1", K::thermal}, {42, "TEMP_LIQUID0", K::thermal},
+        {43, "TEMP_LIQUID1", K::thermal}, {44, "VRHOT0", K::hardware},  {45, "VRHOT1", K::hardware},
+        {46, "PROCHOT_CPU", K::hardware}, {47, "PROCHOT_GFX", K::hardware}, {56, "PPM", K::power},
+        {57, "FIT", K::reliability},
+    };
+    // Names of the bits gpudx does not know, kept alive for the string_views handed out.
+    static constexpr std::string_view kUnknown[64] = {
+#define GPUDX_BIT_NAME(n) "bit " #n
+        GPUDX_BIT_NAME(0),  GPUDX_BIT_NAME(1),  GPUDX_BIT_NAME(2),  GPUDX_BIT_NAME(3),  GPUDX_BIT_NAME(4),
+        GPUDX_BIT_NAME(5),  GPUDX_BIT_NAME(6),  GPUDX_BIT_NAME(7),  GPUDX_BIT_NAME(8),  GPUDX_BIT_NAME(9),
+        GPUDX_BIT_NAME(10), GPUDX_BIT_NAME(11), GPUDX_BIT_NAME(12), GPUDX_BIT_NAME(13), GPUDX_BIT_NAME(14),
+        GPUDX_BIT_NAME(15), GPUDX_BIT_NAME(16), GPUDX_BIT_NAME(17), GPUDX_BIT_NAME(18), GPUDX_BIT_NAME(19),
+        GPUDX_BIT_NAME(20), GPUDX_BIT_NAME(21), GPUDX_BIT_NAME(22), GPUDX_BIT_NAME(23), GPUDX_BIT_NAME(24),
+        GPUDX_BIT_NAME(25), GPUDX_BIT_NAME(26), GPUDX_BIT_NAME(27), GPUDX_BIT_NAME(28), GPUDX_BIT_NAME(29),
+        GPUDX_BIT_NAME(30), GPUDX_BIT_NAME(31), GPUDX_BIT_NAME(32), GPUDX_BIT_NAME(33), GPUDX_BIT_NAME(34),
+        GPUDX_BIT_NAME(35), GPUDX_BIT_NAME(36), GPUDX_BIT_NAME(37), GPUDX_BIT_NAME(38), GPUDX_BIT_NAME(39),
+        GPUDX_BIT_NAME(40), GPUDX_BIT_NAME(41), GPUDX_BIT_NAME(42), GPUDX_BIT_NAME(43), GPUDX_BIT_NAME(44),
+        GPUDX_BIT_NAME(45), GPUDX_BIT_NAME(46), GPUDX_BIT_NAME(47), GPUDX_BIT_NAME(48), GPUDX_BIT_NAME(49),
+        GPUDX_BIT_NAME(50), GPUDX_BIT_NAME(51), GPUDX_BIT_NAME(52), GPUDX_BIT_NAME(53), GPUDX_BIT_NAME(54),
+        GPUDX_BIT_NAME(55), GPUDX_BIT_NAME(56), GPUDX_BIT_NAME(57), GPUDX_BIT_NAME(58), GPUDX_BIT_NAME(59),
+        GPUDX_BIT_NAME(60), GPUDX_BIT_NAME(61), GPUDX_BIT_NAME(62), GPUDX_BIT_NAME(63),
+#undef GPUDX_BIT_NAME
+    };
+    std::vector<ThrottleReason> out;
+    for (unsigned bit = 0; bit < 64; ++bit) {
+        if (!(bits & (1ull << bit))) continue;
+        auto it = std::find_if(std::begin(kReasons), std::end(kReasons), [&](auto& r) { return r.bit == bit; });
+        out.push_back(it != std::end(kReasons) ? *it : ThrottleReason{bit, kUnknown[bit], ThrottleKind::reliability});
+    }
+    return out;
+}
+
+bool rocm_throttle_is_fault(const ThrottleReason& r) {
+    return r.kind == ThrottleKind::thermal || r.kind == ThrottleKind::hardware;
+}
+
+std::string rocm_throttle_names(const std::vector<ThrottleReason>& reasons) {
+    std::string out;
+    for (auto& r : reasons) {
+        if (!out.empty()) out += ", ";
+        out += r.name;
+    }
+    return out;
+}
+
+std::optional<long long> rocm_temperature_limit(const RocmSmiTemperatureLimits& l) {
+    return l.critical_mc ? l.critical_mc : l.emergency_mc;
+}
+
+std::optional<long long> rocm_temperature(const RocmSmiHealthSample& s, RocmTemperatureSensor sensor) {
+    for (auto& t : s.temperatures)
+        if (t.sensor == sensor) return t.current_mc;
+    return std::nullopt;
+}
+
+std::optional<std::string> rocm_second_sample_wanted(const RocmSmiDevice& d) {
+    const auto& h = d.health;
+    if (h.samples.empty()) return std::nullopt;
+    const auto& s = h.samples.front();
+    for (auto& l : h.temperature_limits) {
+        auto limit = rocm_temperature_limit(l);
+        auto now = rocm_temperature(s, l.sensor);
+        if (limit && now && *now + kRocmTemperatureMarginMc >= *limit)
+            return fmt::format("{} {} m°C, limit {} m°C", name_of(l.sensor), *now, *limit);
+    }
+    if (s.indep_throttle_status) {
+        auto reasons = rocm_throttle_reasons(*s.indep_throttle_status);
+        std::erase_if(reasons, [](auto& r) { return !rocm_throttle_is_fault(r); });
+        if (!reasons.empty()) return "throttled by " + rocm_throttle_names(reasons);
+    }
+    for (auto& e : d.ecc)
+        if (e.correctable) return fmt::format("{} corrected ECC errors in {}", e.correctable, e.block);
     return std::nullopt;
 }
 

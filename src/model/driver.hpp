@@ -279,6 +279,74 @@ struct RocmSmiEcc {
     unsigned long long correctable = 0, uncorrectable = 0;
 };
 
+// ---- AMD GPU health through ROCm SMI (docs/amd.md, "Health"). Everything below is nullopt/empty when it was not
+// read: an older snapshot, a library without the call, or a GPU that answered Not Supported (the device's
+// `unsupported` says which); such a fact is not judged, never taken for healthy.
+
+#define GPUDX_ROCM_TEMPERATURE_SENSORS(X) X(edge) X(junction) X(memory)
+GPUDX_NAMED_ENUM(RocmTemperatureSensor, GPUDX_ROCM_TEMPERATURE_SENSORS)
+
+// A sensor's own limits (rsmi_dev_temp_metric_get), in millidegrees C: critical is where the firmware throttles
+// hard, emergency where the GPU shuts itself down.
+struct RocmSmiTemperatureLimits {
+    RocmTemperatureSensor sensor = RocmTemperatureSensor::edge;
+    std::optional<long long> critical_mc, emergency_mc;
+};
+struct RocmSmiTemperature {
+    RocmTemperatureSensor sensor = RocmTemperatureSensor::edge;
+    long long current_mc = 0;
+};
+
+// One moment of what changes from second to second; the second sample (only when the first showed something to
+// confirm) re-reads the temperatures, the throttle status and the ECC counts of blocks that had corrected errors.
+struct RocmSmiHealthSample {
+    unsigned after_ms = 0;                         // the interval waited after the first sample (0 for it)
+    std::vector<RocmSmiTemperature> temperatures;  // the sensors that answered
+    // rsmi_dev_gpu_metrics_info_get: throttle_status has ASIC-specific bits (kept, not decoded);
+    // indep_throttle_status the kernel's ASIC-independent SMU_THROTTLER_* bits (decoded: rocm_throttle_reasons).
+    std::optional<unsigned> throttle_status;
+    std::optional<unsigned long long> indep_throttle_status;
+    std::vector<RocmSmiEcc> ecc;  // second sample only
+};
+
+#define GPUDX_ROCM_LINK_TYPES(X) X(undefined) X(pcie) X(xgmi) X(other)
+GPUDX_NAMED_ENUM(RocmLinkType, GPUDX_ROCM_LINK_TYPES)
+// How this GPU reaches another (rsmi_topo_get_link_type): XGMI directly (1 hop) or PCIe through the CPUs.
+struct RocmSmiPeerLink {
+    unsigned peer = 0;     // the other device's ROCm SMI index
+    std::string peer_pci;  // its address, normalised
+    RocmLinkType type = RocmLinkType::undefined;
+    std::optional<unsigned long long> hops;
+};
+
+// not_read: not asked or not answered (an older snapshot, Not Supported: the device's `unsupported` says which).
+#define GPUDX_ROCM_XGMI_STATUSES(X) X(not_read) X(no_errors) X(error) X(multiple_errors)
+GPUDX_NAMED_ENUM(RocmXgmiStatus, GPUDX_ROCM_XGMI_STATUSES)
+
+struct RocmSmiHealth {
+    std::vector<RocmSmiTemperatureLimits> temperature_limits;  // the sensors whose reading answered
+    std::string gpu_metrics_version;                           // the kernel's gpu_metrics table: "1.5"
+    RocmXgmiStatus xgmi_error_status = RocmXgmiStatus::not_read;  // rsmi_dev_xgmi_error_status
+    std::vector<RocmSmiPeerLink> links;                        // to the other GPUs (one device per PCI address)
+    std::vector<RocmSmiHealthSample> samples;
+    std::string second_sample_skipped;  // why a wanted second sample was not taken; empty else
+};
+
+// The indep_throttle_status bits (the kernel's SMU_THROTTLER_*_BIT, kgd_pp_interface.h) by what they mean:
+// power and current limits hold a busy GPU at its cap by design; thermal and hardware (VRHOT, PROCHOT) ones say
+// the cooling or the platform is failing it.
+enum class ThrottleKind { power, current, thermal, hardware, reliability };
+struct ThrottleReason {
+    unsigned bit;
+    std::string_view name;
+    ThrottleKind kind;
+};
+// The reasons set in `bits`, in bit order; a bit gpudx does not know is named "bit N" (kind reliability: not judged).
+std::vector<ThrottleReason> rocm_throttle_reasons(unsigned long long bits);
+bool rocm_throttle_is_fault(const ThrottleReason& r);
+// "TEMP_HOTSPOT, PROCHOT_GFX": the names, for evidence.
+std::string rocm_throttle_names(const std::vector<ThrottleReason>& reasons);
+
 struct RocmSmiDevice {
     unsigned index = 0;                        // ROCm SMI's device index
     std::optional<unsigned long long> bdfid;   // rsmi_dev_pci_id_get as returned
@@ -291,6 +359,7 @@ struct RocmSmiDevice {
     std::optional<unsigned long long> vram_total;
     std::optional<unsigned long long> ecc_enabled_blocks;  // bit mask of rsmi_gpu_block_t
     std::vector<RocmSmiEcc> ecc;                // blocks with ECC enabled and their counts
+    RocmSmiHealth health;
     std::vector<std::string> unsupported;       // queries answered RSMI_STATUS_NOT_SUPPORTED
     std::vector<std::string> errors;            // "rsmi_dev_x_get: RSMI_STATUS_... (n)"
 };
@@ -307,6 +376,16 @@ struct RocmSmiLayer {
     std::vector<RocmSmiDevice> devices;
     std::optional<HungCall> hung_call;  // the call that never returned, when one did not
 };
+
+// How near its critical temperature a sensor may read before the first sample calls for a second (and two call for
+// a warning): the same margin as NVIDIA's slowdown threshold.
+inline constexpr long long kRocmTemperatureMarginMc = 5000;
+// The limit a sensor is judged against: critical, else emergency; nullopt when neither was read.
+std::optional<long long> rocm_temperature_limit(const RocmSmiTemperatureLimits& l);
+std::optional<long long> rocm_temperature(const RocmSmiHealthSample& s, RocmTemperatureSensor sensor);
+// Why the first health sample of a device calls for a second one (a sensor near its limit, a thermal or hardware
+// throttle, corrected ECC errors counted), or nullopt.
+std::optional<std::string> rocm_second_sample_wanted(const RocmSmiDevice& d);
 
 // What the recorded return codes mean, for the rules: computed from the integers a snapshot holds (so the JSON
 // stays the libraries' own codes), never stored.

@@ -176,8 +176,14 @@ GPUDX_SCHEMA(CudaView, cuda_visible_devices, cuda_device_order, init_result, ini
              devices)
 GPUDX_SCHEMA(CudaLayer, library_path, load_error, driver_version, caller, all)
 GPUDX_SCHEMA(RocmSmiEcc, block, correctable, uncorrectable)
+GPUDX_SCHEMA(RocmSmiTemperatureLimits, sensor, critical_mc, emergency_mc)
+GPUDX_SCHEMA(RocmSmiTemperature, sensor, current_mc)
+GPUDX_SCHEMA(RocmSmiHealthSample, after_ms, temperatures, throttle_status, indep_throttle_status, ecc)
+GPUDX_SCHEMA(RocmSmiPeerLink, peer, peer_pci, type, hops)
+GPUDX_SCHEMA(RocmSmiHealth, temperature_limits, gpu_metrics_version, xgmi_error_status, links, samples,
+             second_sample_skipped)
 GPUDX_SCHEMA(RocmSmiDevice, index, bdfid, pci, partition, unique_id, name, serial, vbios_version, render_minor,
-             xgmi_hive_id, vram_total, ecc_enabled_blocks, ecc, unsupported, errors)
+             xgmi_hive_id, vram_total, ecc_enabled_blocks, ecc, health, unsupported, errors)
 // probed is not written: a rocm_smi layer in the snapshot means it was asked.
 GPUDX_SCHEMA(RocmSmiLayer, library_path, load_error, init_result, init_error, library_version, driver_version,
              device_count, devices)

@@ -13,6 +13,7 @@
 
 #include "rules/engine/check_context.hpp"
 #include "rules/engine/families.hpp"
+#include "collect/amd.hpp"
 #include "collect/collectors.hpp"
 #include "abi/cuda.hpp"
 #include "abi/nvml.hpp"
@@ -734,4 +735,132 @@ TEST(RocmSmiStandin, MissingLibraryIsNoDataNotACrash) {
     ASSERT_TRUE(st);
     EXPECT_EQ(st->state, CollectorState::no_data);
     EXPECT_NE(p.rocm_smi.load_error.find("librocm_smi64.so"), std::string::npos) << p.rocm_smi.load_error;
+}
+
+// ---- AMD GPU health through the stand-in: the fixture's healthy answers and the mi300x8-health-faults scenario.
+
+namespace {
+
+std::vector<Finding> judge_amd_health(const RocmSmiLayer& r, const std::string& root = kMi300x8) {
+    Snapshot s;
+    s.rocm_smi = r;
+    // The rules read the GPU model from the KFD topology (all-to-all hives): the fixture's module layer.
+    std::vector<ReadProblem> problems;
+    read_amd_gpus(Root(root), s.module, problems);
+    DiagnoseOptions d;
+    CheckContext cc{s, d};
+    std::vector<Finding> out;
+    kAmdHealthFamily.run(cc, out);
+    return out;
+}
+
+}  // namespace
+
+TEST(RocmSmiStandin, HealthyFixtureAnswersItsHealthAndGivesNoWarning) {
+    auto p = probe_mi300x8(nullptr);
+    ASSERT_EQ(p.rocm_smi.devices.size(), 8u);
+    for (const auto& d : p.rocm_smi.devices) {
+        const auto& h = d.health;
+        EXPECT_TRUE(d.errors.empty()) << d.errors.front();
+        // MI300X has no edge sensor: recorded as unsupported, never as a reading.
+        ASSERT_EQ(h.temperature_limits.size(), 2u);
+        EXPECT_EQ(h.temperature_limits[0].sensor, RocmTemperatureSensor::junction);
+        EXPECT_EQ(h.temperature_limits[0].critical_mc, 100000);
+        EXPECT_EQ(h.temperature_limits[1].emergency_mc, 115000);
+        EXPECT_NE(std::find(d.unsupported.begin(), d.unsupported.end(), "rsmi_dev_temp_metric_get(edge, current)"),
+                  d.unsupported.end());
+        EXPECT_NE(std::find(d.unsupported.begin(), d.unsupported.end(),
+                            "indep_throttle_status (not in this GPU's gpu metrics)"),
+                  d.unsupported.end());
+        // A healthy node pays one sample.
+        ASSERT_EQ(h.samples.size(), 1u);
+        EXPECT_EQ(h.samples[0].temperatures.size(), 2u);
+        EXPECT_EQ(h.samples[0].throttle_status, 0u);
+        EXPECT_FALSE(h.samples[0].indep_throttle_status);
+        EXPECT_EQ(h.gpu_metrics_version, "1.5");
+        EXPECT_EQ(h.xgmi_error_status, RocmXgmiStatus::no_errors);
+        ASSERT_EQ(h.links.size(), 7u);
+        for (auto& l : h.links) {
+            EXPECT_EQ(l.type, RocmLinkType::xgmi);
+            EXPECT_EQ(l.hops, 1u);
+        }
+    }
+    auto out = judge_amd_health(p.rocm_smi);
+    for (auto& f : out) EXPECT_EQ(f.severity, Severity::info) << f.id << ": " << f.message;
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].id, "health.amd_not_judged");
+}
+
+TEST(RocmSmiStandin, HealthFaultsAreSampledTwiceAndFound) {
+    ::setenv("GPUDX_STANDIN_SCENARIO", (kScenarios + "/mi300x8-health-faults.json").c_str(), 1);
+    Root root(kMi300x8);
+    CollectOptions o;
+    o.driver_library_dir = kLibs;
+    o.driver_deadline = kAnsweringDeadline;
+    o.probe_cuda = false;
+    o.health_interval_ms = 20;
+    CollectContext ctx{root, o};
+    NvmlLayer nvml;
+    CudaLayer cuda;
+    RocmSmiLayer r;
+    collect_driver(ctx, nvml, cuda, &r);
+    ::unsetenv("GPUDX_STANDIN_SCENARIO");
+    ASSERT_EQ(r.devices.size(), 8u);
+    // Only the GPUs whose first sample called for it were sampled again, after one shared interval.
+    EXPECT_EQ(r.devices[0].health.samples.size(), 1u);
+    ASSERT_EQ(r.devices[2].health.samples.size(), 2u);
+    EXPECT_EQ(r.devices[2].health.samples[1].after_ms, 20u);
+    ASSERT_EQ(r.devices[2].health.samples[1].ecc.size(), 1u);
+    EXPECT_EQ(r.devices[2].health.samples[1].ecc[0].correctable, 130u);
+    EXPECT_EQ(r.devices[1].health.samples[1].indep_throttle_status, (1ull << 36) | 1);
+
+    auto out = judge_amd_health(r);
+    auto ids = [&](std::string_view id) {
+        std::vector<std::string> pcis;
+        for (auto& f : out)
+            if (f.id == id)
+                for (auto& g : f.subjects) pcis.push_back(g.pci);
+        return pcis;
+    };
+    EXPECT_EQ(ids("health.amd_temperature_high"), (std::vector<std::string>{"0000:26:00.0", "0000:e5:00.0"}));
+    EXPECT_EQ(ids("health.amd_throttle_thermal"), (std::vector<std::string>{"0000:26:00.0"}));
+    EXPECT_EQ(ids("health.amd_ecc_correctable_growing"), (std::vector<std::string>{"0000:46:00.0"}));
+    EXPECT_EQ(ids("health.xgmi_link_pcie"), (std::vector<std::string>{"0000:65:00.0", "0000:a6:00.0"}));
+    EXPECT_EQ(ids("health.xgmi_errors"), (std::vector<std::string>{"0000:c6:00.0"}));
+    EXPECT_TRUE(ids("health.amd_ecc_correctable_seen").empty());
+    for (auto& f : out) {
+        if (f.id != "health.amd_temperature_high") continue;
+        EXPECT_EQ(f.severity, f.message.find("memory") != std::string::npos ? Severity::error : Severity::warning)
+            << f.message;
+    }
+
+    // With --health-interval 0 the same answers are judged on one sample: the corrected errors are history.
+    ::setenv("GPUDX_STANDIN_SCENARIO", (kScenarios + "/mi300x8-health-faults.json").c_str(), 1);
+    o.health_interval_ms = 0;
+    RocmSmiLayer once;
+    collect_driver(ctx, nvml, cuda, &once);
+    ::unsetenv("GPUDX_STANDIN_SCENARIO");
+    EXPECT_EQ(once.devices[2].health.samples.size(), 1u);
+    auto single = judge_amd_health(once);
+    EXPECT_TRUE(std::any_of(single.begin(), single.end(),
+                            [](auto& f) { return f.id == "health.amd_ecc_correctable_seen"; }));
+}
+
+TEST(RocmSmiStandin, HungLinkTypeCallNamesTheSourceGpu) {
+    auto p = probe_mi300x8({{"faults", {{{"call", "rsmi_topo_get_link_type"}, {"device", 2}, {"hang", true}}}}},
+                           kHangDeadline);
+    ASSERT_TRUE(p.rocm_smi.hung_call);
+    EXPECT_EQ(p.rocm_smi.hung_call->label(), "rsmi_topo_get_link_type(2, 3)");
+    EXPECT_EQ(p.rocm_smi.hung_call->device, 2u);
+    // Every device was read before the links: their first samples are kept.
+    ASSERT_EQ(p.rocm_smi.devices.size(), 8u);
+    EXPECT_EQ(p.rocm_smi.devices[7].health.samples.size(), 1u);
+}
+
+TEST(RocmSmiStandin, TemperatureErrorIsAnErrorNotUnsupported) {
+    auto p = probe_mi300x8({{"faults", {{{"call", "rsmi_dev_temp_metric_get"}, {"device", 4}, {"result", rsmi::FILE_ERROR}}}}});
+    const auto& d = p.rocm_smi.devices[4];
+    ASSERT_FALSE(d.errors.empty());
+    EXPECT_EQ(d.errors[0].rfind("rsmi_dev_temp_metric_get(edge, current): RSMI_STATUS_FILE_ERROR", 0), 0u) << d.errors[0];
+    EXPECT_TRUE(d.health.temperature_limits.empty());
 }

@@ -54,6 +54,10 @@ RocmSmiApi::RocmSmiApi(DriverLibrary lib) : library(std::move(lib)) {
     l.bind(vbios, "rsmi_dev_vbios_version_get");
     l.bind(memory_total, "rsmi_dev_memory_total_get");
     l.bind(ecc_count, "rsmi_dev_ecc_count_get");
+    l.bind(temp_metric, "rsmi_dev_temp_metric_get");
+    l.bind(gpu_metrics, "rsmi_dev_gpu_metrics_info_get");
+    l.bind(xgmi_error_status, "rsmi_dev_xgmi_error_status");
+    l.bind(link_type, "rsmi_topo_get_link_type");
 }
 
 std::string RocmSmiApi::describe(rsmi::Status rc) const {

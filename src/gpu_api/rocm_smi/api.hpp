@@ -24,6 +24,10 @@ struct RocmSmiApi {
     rsmi::DevString serial = nullptr, vbios = nullptr;
     rsmi::DevMemoryTotal memory_total = nullptr;
     rsmi::DevEccCount ecc_count = nullptr;
+    rsmi::DevTempMetric temp_metric = nullptr;
+    rsmi::DevGpuMetrics gpu_metrics = nullptr;
+    rsmi::DevXgmiErrorStatus xgmi_error_status = nullptr;
+    rsmi::TopoLinkType link_type = nullptr;
 
     // The newest librocm_smi64 soname in `directory`, or (none given) through the loader, then in /opt/rocm/lib;
     // the error is the first attempt's.

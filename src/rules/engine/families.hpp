@@ -10,7 +10,7 @@ namespace gpudx {
 
 extern const RuleFamily kPcieFamily, kModuleFamily, kKernelLogFamily, kLibrariesFamily, kDevicesFamily, kDriverFamily,
     kIdentityFamily, kContainerFamily, kAllocationFamily, kAmdFamily, kProcessFamily, kGpuHealthFamily,
-    kInfinibandFamily, kServicesFamily;
+    kInfinibandFamily, kServicesFamily, kAmdHealthFamily;
 
 // Rules with no family of diagnose: `name` stands for the family in `gpudx rules` and docs/rules.md.
 struct RuleTable {
