@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "core/pci_address.hpp"
+#include "gpu_api/health_sampling.hpp"
 #include "gpu_api/nvml/api.hpp"
 #include "gpu_api/probe.hpp"
 #include "gpu_api/queries.hpp"
@@ -47,13 +48,8 @@ std::optional<unsigned long long> field_number(const nvmlFieldValue_t& f) {
     }
 }
 
-// When the second health sample may be taken: the interval, and the probe's own deadline.
-struct HealthSampling {
-    std::chrono::milliseconds interval{1000};
-    std::chrono::steady_clock::time_point deadline;
-};
 // What the second sample must leave of the deadline for the calls after it (the processes, the other GPUs).
-constexpr std::chrono::milliseconds kSecondSampleMargin{500};
+constexpr std::chrono::milliseconds kNvmlSecondSampleMargin{500};
 
 // ECC counts by location as field values: which location and which count each id fills. The uncorrected totals
 // are the memory-health call's own fields (ecc_uncorrected_volatile/aggregate), copied into the total's entry.
@@ -165,8 +161,7 @@ public:
         if (auto why = second_sample_wanted(dev_)) {
             if (sampling_.interval.count() == 0) {
                 // The user asked for one sample: judged on it alone.
-            } else if (std::chrono::steady_clock::now() + sampling_.interval + kSecondSampleMargin >
-                       sampling_.deadline) {
+            } else if (!sampling_.leaves(kNvmlSecondSampleMargin)) {
                 dev_.health.second_sample_skipped =
                     fmt::format("{}; no second sample: it would not finish inside the driver deadline", *why);
             } else {

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/pci_address.hpp"
+#include "gpu_api/health_sampling.hpp"
 #include "gpu_api/probe.hpp"
 #include "gpu_api/queries.hpp"
 #include "gpu_api/rocm_smi/api.hpp"
@@ -28,14 +29,9 @@ struct RocmSmi {
 
 std::string cstr(const char* buf, size_t n) { return std::string(trim(library_string(buf, n))); }
 
-// When the second health sample may be taken: the interval, and the probe's own deadline.
-struct HealthSampling {
-    std::chrono::milliseconds interval{1000};
-    std::chrono::steady_clock::time_point deadline;
-};
 // A second health sample must leave this much of the deadline (every GPU's re-reading is made after the one
 // interval), or it is not taken.
-constexpr std::chrono::milliseconds kSecondSampleMargin{1000};
+constexpr std::chrono::milliseconds kRocmSecondSampleMargin{1000};
 
 struct Sensor {
     RocmTemperatureSensor sensor;
@@ -272,7 +268,7 @@ void take_second_samples(const RocmSmiApi& api, ProbeChannel& ch, RocmSmiLayer& 
     for (auto& d : layer.devices)
         if (auto why = rocm_second_sample_wanted(d)) wanted.emplace_back(&d, *why);
     if (wanted.empty() || sampling.interval.count() == 0) return;  // 0: the user asked for one sample
-    if (std::chrono::steady_clock::now() + sampling.interval + kSecondSampleMargin > sampling.deadline) {
+    if (!sampling.leaves(kRocmSecondSampleMargin)) {
         for (auto& [d, why] : wanted)
             d->health.second_sample_skipped =
                 fmt::format("{}; no second sample: it would not finish inside the driver deadline", why);
