@@ -76,6 +76,7 @@ if [[ -n $before ]]; then
 fi
 echo
 echo "collectors of one 'gpudx snapshot' (their own durations; the driver probes run beside the host collectors):"
-"$gpudx" snapshot 2>/dev/null | python3 -c 'import json, sys
+"$gpudx" snapshot 2>/dev/null | python3 -c '
+import json, sys
 j = json.load(sys.stdin)
-print("  " + ", ".join(f"{c[\"name\"]} {c[\"duration_ms\"]:.1f} ms ({c[\"state\"]})" for c in j["collectors"]))'
+print("  " + ", ".join("%s %.1f ms (%s)" % (c["name"], c["duration_ms"], c["state"]) for c in j["collectors"]))'

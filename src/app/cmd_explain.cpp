@@ -40,8 +40,7 @@ constexpr size_t kUnrecognisedShown = 20;
 
 KernelLogScanOptions scan_options(const SignatureCatalogue& catalogue) {
     KernelLogScanOptions o;
-    o.extra_words = kernel_log_text_words(catalogue);
-    for (auto& w : job_context_words()) o.extra_words.push_back(w);  // srun, docker run ...: where it ran
+    o.extra_words = explain_scan_words(catalogue);
     o.every_boot = true;
     o.max_kept_lines = kMaxKeptLines;
     o.max_kept_xids = kMaxKeptLines;

@@ -5,6 +5,7 @@
 #include "collect/kernel_log/prefilter_image.hpp"
 #include "collect/kernel_log_parse.hpp"
 #include "rules/reference/catalogue_blob.hpp"
+#include "rules/reference/job_context.hpp"
 #include "test_support.hpp"
 
 namespace gpudx {
@@ -78,26 +79,35 @@ namespace {
 
 namespace kp = kernel_log_prefilter;
 
-// The prefilter compiled in is the one the constructor places for the words diagnose and explain ask for, and
-// the scanner uses it for exactly those words only.
-TEST(PrefilterImage, BuiltinImageIsWhatTheConstructorPlaces) {
-    std::vector<std::string> words = kernel_log_text_words(builtin_signature_catalogue());
-    auto image = kp::read_prefilter_image(kp::builtin_prefilter_image(), words);
-    ASSERT_TRUE(image) << "no compiled-in prefilter for the built-in catalogue's words";
-    EXPECT_TRUE(kp::same_prefilter(*image, kp::Prefilter(words)));
-    EXPECT_TRUE(kp::same_prefilter(*kp::make_prefilter(words), kp::Prefilter(words)));
+// The prefilters compiled in are the ones the constructor places for the words diagnose and explain ask for, and
+// the scanner uses them for exactly those words only.
+std::unique_ptr<kp::Prefilter> compiled_in(const std::vector<std::string>& words) {
+    for (std::string_view image : kp::builtin_prefilter_images())
+        if (auto p = kp::read_prefilter_image(image, words)) return p;
+    return nullptr;
+}
+
+TEST(PrefilterImage, BuiltinImagesAreWhatTheConstructorPlaces) {
+    ASSERT_EQ(kp::builtin_prefilter_images().size(), 2u);
+    for (const auto& words : {kernel_log_text_words(builtin_signature_catalogue()),
+                              explain_scan_words(builtin_signature_catalogue())}) {
+        auto image = compiled_in(words);
+        ASSERT_TRUE(image) << "no compiled-in prefilter for a built-in word list of " << words.size() << " words";
+        EXPECT_TRUE(kp::same_prefilter(*image, kp::Prefilter(words)));
+        EXPECT_TRUE(kp::same_prefilter(*kp::make_prefilter(words), kp::Prefilter(words)));
+    }
 }
 
 TEST(PrefilterImage, OtherWordsArePlacedAtRunTime) {
     std::vector<std::string> words = kernel_log_text_words(builtin_signature_catalogue());
     std::vector<std::string> site = words;
     site.push_back("site-specific words");
-    EXPECT_FALSE(kp::read_prefilter_image(kp::builtin_prefilter_image(), site));
+    EXPECT_FALSE(compiled_in(site));
     std::vector<std::string> reordered(words.rbegin(), words.rend());
-    EXPECT_FALSE(kp::read_prefilter_image(kp::builtin_prefilter_image(), reordered));
+    EXPECT_FALSE(compiled_in(reordered));
     EXPECT_TRUE(kp::same_prefilter(*kp::make_prefilter(site), kp::Prefilter(site)));
     // An image cut short or of another layout is not read.
-    std::string image(kp::builtin_prefilter_image());
+    std::string image(kp::builtin_prefilter_images()[0]);
     EXPECT_FALSE(kp::read_prefilter_image(image.substr(0, image.size() - 1), words));
     EXPECT_FALSE(kp::read_prefilter_image("gpudx-prefilter-0\n" + image.substr(image.find('\n') + 1), words));
 }

@@ -151,7 +151,8 @@ bool same_prefilter(const Prefilter& a, const Prefilter& b) {
 }
 
 std::unique_ptr<Prefilter> make_prefilter(const std::vector<std::string>& extra_words) {
-    if (auto p = read_prefilter_image(builtin_prefilter_image(), extra_words)) return p;
+    for (std::string_view image : builtin_prefilter_images())
+        if (auto p = read_prefilter_image(image, extra_words)) return p;
     return std::make_unique<Prefilter>(extra_words);
 }
 

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "core/text.hpp"
+#include "rules/reference/signatures.hpp"
 
 namespace gpudx {
 
@@ -68,6 +69,12 @@ std::vector<std::string> job_context_words() {
     std::vector<std::string> out;
     for (auto& m : kMarkers) out.emplace_back(m.command);
     return out;
+}
+
+std::vector<std::string> explain_scan_words(const SignatureCatalogue& catalogue) {
+    std::vector<std::string> words = kernel_log_text_words(catalogue);
+    for (auto& w : job_context_words()) words.push_back(w);  // srun, docker run ...: where it ran
+    return words;
 }
 
 bool is_job_context_line(std::string_view line) { return context_of(line).has_value(); }

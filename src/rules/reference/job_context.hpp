@@ -11,8 +11,13 @@
 
 namespace gpudx {
 
+struct SignatureCatalogue;
+
 // The words whose lines `gpudx explain` keeps to see the context (added to the scanner's words).
 std::vector<std::string> job_context_words();
+// The words `gpudx explain` asks the kernel-log scanner for: the catalogue's, then the context's. One list, so the
+// build places its prefilter once (tools/compile_catalogues.cpp) and explain finds it compiled in.
+std::vector<std::string> explain_scan_words(const SignatureCatalogue& catalogue);
 // Whether a line is a command that sets the context (such lines are context, not unrecognised text).
 bool is_job_context_line(std::string_view line);
 // Puts the context's question first in the next step of every "no GPU visible" finding, citing the line.
