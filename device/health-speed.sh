@@ -54,6 +54,18 @@ print("findings:", [(f["id"], f["severity"]) for f in d.get("findings", []) if f
 print("info:", sorted({f["id"] for f in d.get("findings", []) if f["severity"] == "info"}))
 PY
 
+step "2b. text outputs, the node class and the baseline"
+$G snapshot --format text >"$R/snapshot.txt" 2>&1; say "snapshot --format text rc=$?"
+grep -iE "nvlink|health|temp|aer|infiniband" "$R/snapshot.txt" | head -12 | tee -a "$S"
+grep -iE "nvlink|temp|power|aer" "$R/diagnose-v.txt" | head -8 | tee -a "$S"
+for expect in 0 18; do
+  printf 'schema_version = 1\n[[class]]\nname = "h200-vm"\nowner = "ops@example.com"\nreview_by = 2099-01-01\n[class.match]\ngpu_model = "NVIDIA H200*"\n[class.expect]\nnvlinks_active = %d\n' "$expect" >"$R/matrix-$expect.toml"
+  $G diagnose --no-cuda --matrix "$R/matrix-$expect.toml" --format json >"$R/diagnose-matrix-$expect.json" 2>&1
+  say "diagnose --matrix (nvlinks_active = $expect) rc=$?: $(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print([(f['id'], f['severity'], f['message'][:120]) for f in d['findings'] if f['id'].startswith(('matrix', 'health', 'baseline'))])" "$R/diagnose-matrix-$expect.json")"
+done
+$G baseline save "$R/node.json" >/dev/null 2>&1; say "baseline save rc=$?"
+$G diagnose --no-cuda --baseline "$R/node.json" >"$R/diagnose-baseline.txt" 2>&1; say "diagnose --baseline (same node) rc=$?"
+
 step "3. sysfs beside the GPUs"
 for bdf in $(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader); do
   bdf=${bdf: -12}; bdf=${bdf,,}  # 00000000:00:06.0 -> 0000:00:06.0, as sysfs names it
