@@ -47,6 +47,12 @@ struct FindingDetails {
     std::string next_step;
 };
 
+// A finding's subjects for one GPU: none when no source named it (neither UUID nor PCI address known).
+inline std::vector<GpuRef> subjects_of(const GpuRef& gpu) {
+    if (gpu.pci.empty() && gpu.uuid.empty()) return {};
+    return {gpu};
+}
+
 struct Rule {
     std::string_view id;  // stable: "libs.version_mismatch"
     // The layer its findings are filed under; none for gpudx.check_failed, filed under the failing family's.

@@ -69,11 +69,7 @@ public:
 
 private:
     Finding& add(const Rule& r, std::string message, Evidence ev, std::string next) {
-        auto f = r.finding(std::move(message));
-        if (!g_.pci.empty() || !g_.uuid.empty()) f.subjects.push_back(g_);
-        f.evidence.push_back(std::move(ev));
-        f.next_step = std::move(next);
-        out_.push_back(std::move(f));
+        out_.push_back(r.finding(std::move(message), {subjects_of(g_), {std::move(ev)}, std::move(next)}));
         return out_.back();
     }
     std::string call(std::string_view name, std::string_view args = {}) const {

@@ -455,11 +455,7 @@ void check_device_health(const CheckContext& ctx, const NvmlMap& map, std::vecto
         auto attributed = map.attributed.find(d.index);
         auto call = [&](const char* name) { return fmt::format("{}({})", name, d.index); };
         auto add = [&](const Rule& r, std::string msg, Evidence ev, std::string next) {
-            auto f = r.finding(std::move(msg));
-            if (!g.pci.empty() || !g.uuid.empty()) f.subjects.push_back(g);
-            f.evidence.push_back(std::move(ev));
-            f.next_step = std::move(next);
-            out.push_back(std::move(f));
+            out.push_back(r.finding(std::move(msg), {subjects_of(g), {std::move(ev)}, std::move(next)}));
         };
         for (auto& e : d.errors) {
             bool lost = reports_gpu_lost(e);
