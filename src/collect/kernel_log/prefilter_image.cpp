@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/byte_image.hpp"
+
 namespace gpudx::kernel_log_prefilter {
 
 namespace {
@@ -10,55 +12,8 @@ namespace {
 // Written first: an image of another layout is not read (the prefilter is then placed at run time).
 constexpr std::string_view kMagic = "gpudx-prefilter-1\n";
 
-class Writer {
-public:
-    std::string out;
-    void number(uint64_t v) {
-        for (int i = 0; i < 8; ++i) out += static_cast<char>(v >> (8 * i) & 0xff);
-    }
-    void text(std::string_view s) {
-        number(s.size());
-        out += s;
-    }
-    void bytes(const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
-};
-
-class Reader {
-public:
-    explicit Reader(std::string_view in) : in_(in) {}
-    bool ok() const { return ok_; }
-    bool at_end() const { return pos_ == in_.size(); }
-    uint64_t number() {
-        if (!ok_ || in_.size() - pos_ < 8) return ok_ = false, 0;
-        uint64_t v = 0;
-        for (int i = 0; i < 8; ++i) v |= uint64_t{static_cast<uint8_t>(in_[pos_ + i])} << (8 * i);
-        pos_ += 8;
-        return v;
-    }
-    std::string_view text() {
-        uint64_t n = number();
-        if (!ok_ || in_.size() - pos_ < n) return ok_ = false, std::string_view();
-        auto s = in_.substr(pos_, n);
-        pos_ += n;
-        return s;
-    }
-    void bytes(void* p, size_t n) {
-        if (!ok_ || in_.size() - pos_ < n) return void(ok_ = false);
-        std::memcpy(p, in_.data() + pos_, n);
-        pos_ += n;
-    }
-    // A count no larger than what is left could hold.
-    size_t count() {
-        uint64_t n = number();
-        if (n > in_.size() - pos_) return ok_ = false, 0;
-        return n;
-    }
-
-private:
-    std::string_view in_;
-    size_t pos_ = 0;
-    bool ok_ = true;
-};
+using Writer = ByteImageWriter;
+using Reader = ByteImageReader;
 
 // The fingerprint entries of an index, in order.
 void write_index(Writer& w, const FingerprintIndex& index) {

@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "core/byte_image.hpp"
+
 namespace gpudx {
 
 namespace {
@@ -82,19 +84,12 @@ template <class K, class V, class C>
 struct is_map<std::map<K, V, C>> : std::true_type {};
 
 // Numbers little-endian in 8 bytes whatever their type; strings and lists prefixed with their length.
-class Writer {
+class Writer : public ByteImageWriter {
 public:
-    std::string out;
-
-    void number(uint64_t v) {
-        for (int i = 0; i < 8; ++i) out += static_cast<char>(v >> (8 * i) & 0xff);
-    }
-
     template <class T>
     void put(const T& x) {
         if constexpr (std::is_same_v<T, std::string>) {
-            number(x.size());
-            out += x;
+            text(x);
         } else if constexpr (std::is_same_v<T, double>) {
             number(std::bit_cast<uint64_t>(x));
         } else if constexpr (std::is_enum_v<T>) {
@@ -120,39 +115,15 @@ public:
     }
 };
 
-class Reader {
+class Reader : public ByteImageReader {
 public:
-    explicit Reader(std::string_view in) : in_(in) {}
-    bool ok() const { return ok_; }
-    bool at_end() const { return pos_ == in_.size(); }
-
-    uint64_t number() {
-        if (in_.size() - pos_ < 8) return ok_ = false, 0;
-        uint64_t v = 0;
-        for (int i = 0; i < 8; ++i) v |= uint64_t{static_cast<uint8_t>(in_[pos_ + i])} << (8 * i);
-        pos_ += 8;
-        return v;
-    }
-    std::string_view bytes() {
-        uint64_t n = number();
-        if (!ok_ || in_.size() - pos_ < n) return ok_ = false, std::string_view();
-        std::string_view s = in_.substr(pos_, n);
-        pos_ += n;
-        return s;
-    }
-    // A list's length, bounded by what is left (each element takes at least one number): a corrupt count fails
-    // instead of reserving gigabytes.
-    size_t count() {
-        uint64_t n = number();
-        if (n > (in_.size() - pos_) / 8 + 1) return ok_ = false, 0;
-        return n;
-    }
+    using ByteImageReader::ByteImageReader;
 
     template <class T>
     void get(T& x) {
-        if (!ok_) return;
+        if (!ok()) return;
         if constexpr (std::is_same_v<T, std::string>) {
-            x = bytes();
+            x = text();
         } else if constexpr (std::is_same_v<T, double>) {
             x = std::bit_cast<double>(number());
         } else if constexpr (std::is_enum_v<T> || std::is_integral_v<T>) {
@@ -164,11 +135,11 @@ public:
             size_t n = count();
             x.clear();
             x.reserve(n);
-            for (size_t i = 0; i < n && ok_; ++i) get(x.emplace_back());
+            for (size_t i = 0; i < n && ok(); ++i) get(x.emplace_back());
         } else if constexpr (is_map<T>::value) {
             size_t n = count();
             x.clear();
-            for (size_t i = 0; i < n && ok_; ++i) {
+            for (size_t i = 0; i < n && ok(); ++i) {
                 typename T::key_type k{};
                 get(k);
                 get(x[k]);
@@ -233,7 +204,7 @@ std::string write_catalogue_blob(const BuiltinCatalogues& c) {
 Result<CatalogueBlobSections> catalogue_blob_sections(std::string_view blob) {
     if (!blob.starts_with(kMagic)) return fail("the built-in catalogues in this binary are missing or of another layout");
     Reader r(blob.substr(kMagic.size()));
-    CatalogueBlobSections s{r.bytes(), r.bytes(), r.bytes()};
+    CatalogueBlobSections s{r.text(), r.text(), r.text()};
     if (!r.ok() || !r.at_end()) return fail("the built-in catalogues in this binary are damaged");
     return s;
 }
