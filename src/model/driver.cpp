@@ -1,6 +1,7 @@
 #include "model/driver.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include <fmt/format.h>
 
@@ -221,23 +222,11 @@ std::vector<ThrottleReason> rocm_throttle_reasons(unsigned long long bits) {
         {57, "FIT", K::reliability},
     };
     // Names of the bits gpudx does not know, kept alive for the string_views handed out.
-    static constexpr std::string_view kUnknown[64] = {
-#define GPUDX_BIT_NAME(n) "bit " #n
-        GPUDX_BIT_NAME(0),  GPUDX_BIT_NAME(1),  GPUDX_BIT_NAME(2),  GPUDX_BIT_NAME(3),  GPUDX_BIT_NAME(4),
-        GPUDX_BIT_NAME(5),  GPUDX_BIT_NAME(6),  GPUDX_BIT_NAME(7),  GPUDX_BIT_NAME(8),  GPUDX_BIT_NAME(9),
-        GPUDX_BIT_NAME(10), GPUDX_BIT_NAME(11), GPUDX_BIT_NAME(12), GPUDX_BIT_NAME(13), GPUDX_BIT_NAME(14),
-        GPUDX_BIT_NAME(15), GPUDX_BIT_NAME(16), GPUDX_BIT_NAME(17), GPUDX_BIT_NAME(18), GPUDX_BIT_NAME(19),
-        GPUDX_BIT_NAME(20), GPUDX_BIT_NAME(21), GPUDX_BIT_NAME(22), GPUDX_BIT_NAME(23), GPUDX_BIT_NAME(24),
-        GPUDX_BIT_NAME(25), GPUDX_BIT_NAME(26), GPUDX_BIT_NAME(27), GPUDX_BIT_NAME(28), GPUDX_BIT_NAME(29),
-        GPUDX_BIT_NAME(30), GPUDX_BIT_NAME(31), GPUDX_BIT_NAME(32), GPUDX_BIT_NAME(33), GPUDX_BIT_NAME(34),
-        GPUDX_BIT_NAME(35), GPUDX_BIT_NAME(36), GPUDX_BIT_NAME(37), GPUDX_BIT_NAME(38), GPUDX_BIT_NAME(39),
-        GPUDX_BIT_NAME(40), GPUDX_BIT_NAME(41), GPUDX_BIT_NAME(42), GPUDX_BIT_NAME(43), GPUDX_BIT_NAME(44),
-        GPUDX_BIT_NAME(45), GPUDX_BIT_NAME(46), GPUDX_BIT_NAME(47), GPUDX_BIT_NAME(48), GPUDX_BIT_NAME(49),
-        GPUDX_BIT_NAME(50), GPUDX_BIT_NAME(51), GPUDX_BIT_NAME(52), GPUDX_BIT_NAME(53), GPUDX_BIT_NAME(54),
-        GPUDX_BIT_NAME(55), GPUDX_BIT_NAME(56), GPUDX_BIT_NAME(57), GPUDX_BIT_NAME(58), GPUDX_BIT_NAME(59),
-        GPUDX_BIT_NAME(60), GPUDX_BIT_NAME(61), GPUDX_BIT_NAME(62), GPUDX_BIT_NAME(63),
-#undef GPUDX_BIT_NAME
-    };
+    static const auto kUnknown = [] {
+        std::array<std::string, 64> names;
+        for (size_t bit = 0; bit < names.size(); ++bit) names[bit] = fmt::format("bit {}", bit);
+        return names;
+    }();
     std::vector<ThrottleReason> out;
     for (unsigned bit = 0; bit < 64; ++bit) {
         if (!(bits & (1ull << bit))) continue;
