@@ -36,27 +36,13 @@ std::optional<uint64_t> ib_counter_max(std::string_view name) {
 
 namespace {
 
-const PciDevice* find(const PcieLayer& l, std::string_view addr) {
-    for (auto& d : l.devices)
-        if (d.address == addr) return &d;
-    return nullptr;
-}
-
-// The device and every bridge above it, itself first; at most 32 hops, so a loop in a damaged snapshot ends.
-std::vector<const PciDevice*> path_up(const PcieLayer& l, std::string_view addr) {
-    std::vector<const PciDevice*> out;
-    for (const PciDevice* d = find(l, addr); d && out.size() < 32; d = d->parent.empty() ? nullptr : find(l, d->parent))
-        out.push_back(d);
-    return out;
-}
-
 // "0000:3a" of "0000:3a:00.0": the root bus, which names its host bridge (root complex).
 std::string_view bus_of(std::string_view address) { return address.substr(0, 7); }
 
 }  // namespace
 
 PciePlace pcie_place(const PcieLayer& l, std::string_view a, std::string_view b) {
-    auto up_a = path_up(l, a), up_b = path_up(l, b);
+    auto up_a = pcie_path_up(l, a), up_b = pcie_path_up(l, b);
     if (up_a.empty() || up_b.empty()) return PciePlace::unknown;
     // The nearest bridge above both. One that has a bridge above it is a switch port; one without is a root port.
     for (size_t i = 1; i < up_a.size(); ++i)

@@ -3,6 +3,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpudx {
@@ -53,5 +54,13 @@ struct PcieLayer {
     // How long after the first the second AER reading was taken; absent when none was (docs/host-health.md).
     std::optional<double> aer_sample_interval_ms;
 };
+
+// The device at `address`, or nullptr.
+const PciDevice* find_pci_device(const PcieLayer& l, std::string_view address);
+// The device and every bridge above it to its root port, itself first; empty when the address is not on the bus. At
+// most 32 hops, so a parent loop in a damaged snapshot ends.
+std::vector<const PciDevice*> pcie_path_up(const PcieLayer& l, std::string_view address);
+// The total of an AER file's counters: its TOTAL_ERR_* line, else the sum of the named counters (0 when empty).
+uint64_t aer_total(const std::map<std::string, uint64_t>& counters);
 
 }  // namespace gpudx

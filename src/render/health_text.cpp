@@ -13,12 +13,6 @@
 namespace gpudx {
 namespace {
 
-const PciDevice* find_pci(const PcieLayer& l, std::string_view address) {
-    for (auto& d : l.devices)
-        if (d.address == address) return &d;
-    return nullptr;
-}
-
 const NvmlDevice* find_nvml(const Snapshot& s, std::string_view pci) {
     for (auto& d : s.nvml.devices)
         if (d.pci == pci) return &d;
@@ -95,15 +89,10 @@ std::string nvml_line(const NvmlDevice& d) {
     return out;
 }
 
-// An AER file's total: its TOTAL_ERR_* line, else the sum of its counters (as the pcie rules count it).
-std::optional<uint64_t> aer_total(const std::map<std::string, uint64_t>& counters) {
+// An AER file's total (model/pcie.hpp), or nothing when the file was not read.
+std::optional<uint64_t> aer_total_read(const std::map<std::string, uint64_t>& counters) {
     if (counters.empty()) return std::nullopt;
-    uint64_t sum = 0;
-    for (auto& [name, n] : counters) {
-        if (name.starts_with("TOTAL_ERR")) return n;
-        sum += n;
-    }
-    return sum;
+    return aer_total(counters);
 }
 
 std::string port_name(const PciDevice& d) {
@@ -113,20 +102,18 @@ std::string port_name(const PciDevice& d) {
 
 // "AER: GPU and 2 ports to the root port, no errors" / "... : switch port 0000:02:00.0 1 -> 5 correctable".
 std::string aer_line(const PcieLayer& l, std::string_view gpu) {
-    std::vector<const PciDevice*> path;
-    for (const PciDevice* d = find_pci(l, gpu); d && path.size() < 32; d = d->parent.empty() ? nullptr : find_pci(l, d->parent))
-        path.push_back(d);
+    std::vector<const PciDevice*> path = pcie_path_up(l, gpu);
     if (path.empty()) return "AER: GPU not on PCIe";
     size_t with_files = 0;
     std::string errors;
     for (const PciDevice* d : path) {
-        auto cor = aer_total(d->aer_correctable);
-        auto fatal = aer_total(d->aer_fatal), nonfatal = aer_total(d->aer_nonfatal);
+        auto cor = aer_total_read(d->aer_correctable);
+        auto fatal = aer_total_read(d->aer_fatal), nonfatal = aer_total_read(d->aer_nonfatal);
         if (!cor && !fatal && !nonfatal && d->aer_rootport.empty()) continue;
         ++with_files;
         auto show = [&](std::optional<uint64_t> first, const std::map<std::string, uint64_t>* later, std::string_view kind) {
             if (!first) return;
-            auto then = later ? aer_total(*later) : std::nullopt;
+            auto then = later ? aer_total_read(*later) : std::nullopt;
             if (!*first && (!then || !*then)) return;
             errors += fmt::format("{}{} {}{} {}", errors.empty() ? "" : "; ", port_name(*d), *first,
                                   then && *then != *first ? fmt::format(" -> {}", *then) : std::string(), kind);

@@ -72,12 +72,6 @@ std::string first_last(const KernelLogTally& t) {
     return fmt::format("{} times, first at {}, last at {}", t.count, first, when(t.last_monotonic_s, t.last_wall_time));
 }
 
-const PciDevice* find_device(const Snapshot& s, const std::string& pci) {
-    for (auto& d : s.pcie.devices)
-        if (d.address == pci) return &d;
-    return nullptr;
-}
-
 bool is_gpu(const Snapshot& s, const std::string& pci) {
     if (std::find(s.pcie.gpus.begin(), s.pcie.gpus.end(), pci) != s.pcie.gpus.end()) return true;
     return std::any_of(s.module.nvidia_gpus.begin(), s.module.nvidia_gpus.end(),
@@ -92,13 +86,13 @@ std::vector<GpuRef> gpus_at_or_below(const CheckContext& ctx, const std::string&
     if (is_gpu(s, pci)) return {ctx.gpu(pci)};
     std::vector<GpuRef> out;
     for (auto& g : s.pcie.gpus) {
-        const PciDevice* d = find_device(s, g);
+        const PciDevice* d = find_pci_device(s.pcie, g);
         for (int hops = 0; d && !d->parent.empty() && hops < 16; ++hops) {
             if (d->parent == pci) {
                 out.push_back(ctx.gpu(g));
                 break;
             }
-            d = find_device(s, d->parent);
+            d = find_pci_device(s.pcie, d->parent);
         }
     }
     return out;
@@ -426,7 +420,7 @@ void check_fallen_off(const CheckContext& ctx, std::vector<Finding>& out) {
         f.message = fmt::format("{} fell off the bus: it stopped answering on PCIe ({})", name_device(ctx, t.device),
                                 first_last(t));
         add_occurrences(f, log.source, t);
-        if (const PciDevice* d = t.device.empty() ? nullptr : find_device(ctx.snapshot, t.device);
+        if (const PciDevice* d = t.device.empty() ? nullptr : find_pci_device(ctx.snapshot.pcie, t.device);
             d && d->config_unreadable)
             f.evidence.push_back({"/sys/bus/pci/devices/" + t.device + "/config", "reads 0xffff (still off the bus)"});
         f.next_step = "Drain the node and power-cycle it (a GPU off the bus cannot be reset in place); if it happens "

@@ -48,22 +48,6 @@ std::string sysfs(const PciDevice& d, std::string_view attr) {
     return fmt::format("/sys/bus/pci/devices/{}/{}", d.address, attr);
 }
 
-const PciDevice* find_device(const PcieLayer& l, std::string_view addr) {
-    for (auto& d : l.devices)
-        if (d.address == addr) return &d;
-    return nullptr;
-}
-
-// Total of an AER file: its TOTAL_ERR_* line, else the sum of the named counters.
-uint64_t aer_total(const std::map<std::string, uint64_t>& counters) {
-    uint64_t sum = 0;
-    for (auto& [name, n] : counters) {
-        if (name.starts_with("TOTAL_ERR")) return n;
-        sum += n;
-    }
-    return sum;
-}
-
 std::string nonzero_counters(const std::map<std::string, uint64_t>& counters) {
     std::string out;
     for (auto& [name, n] : counters)
@@ -76,7 +60,7 @@ std::vector<GpuRef> gpus_through(const CheckContext& ctx, const PciDevice& dev) 
     const auto& l = ctx.snapshot.pcie;
     std::vector<GpuRef> out;
     for (auto& addr : l.gpus) {
-        for (const PciDevice* d = find_device(l, addr); d; d = d->parent.empty() ? nullptr : find_device(l, d->parent)) {
+        for (const PciDevice* d : pcie_path_up(l, addr)) {
             if (d->address == dev.address) {
                 out.push_back(ctx.gpu(addr));
                 break;
@@ -91,10 +75,10 @@ std::vector<const PciDevice*> gpu_path_devices(const PcieLayer& l) {
     std::set<std::string> wanted(l.gpus.begin(), l.gpus.end());
     wanted.insert(l.nvswitches.begin(), l.nvswitches.end());
     for (auto& addr : l.gpus) {
-        const PciDevice* d = find_device(l, addr);
+        const PciDevice* d = find_pci_device(l, addr);
         for (int hops = 0; d && !d->parent.empty() && hops < 16; ++hops) {
             wanted.insert(d->parent);
-            d = find_device(l, d->parent);
+            d = find_pci_device(l, d->parent);
         }
     }
     std::vector<const PciDevice*> out;
@@ -326,7 +310,7 @@ void check_gpu_binding(const CheckContext& ctx, std::vector<Finding>& out) {
     auto* mod_st = s.collector(Collector::module);
     bool module_data = mod_st && mod_st->state == CollectorState::ok;
     for (auto& addr : s.pcie.gpus) {
-        const PciDevice* d = find_device(s.pcie, addr);
+        const PciDevice* d = find_pci_device(s.pcie, addr);
         if (!d || d->config_unreadable) continue;
         uint32_t vendor = d->vendor_id.value_or(0);
         GpuRef g = ctx.gpu(addr);
