@@ -86,8 +86,12 @@ sanitize-build:
 # The suite under AddressSanitizer and UndefinedBehaviorSanitizer (SANITIZE_TESTS). Tests that preload a library
 # into an instrumented program (the shim, the fault injector) load it ahead of the ASan runtime, which ASan
 # refuses unless verify_asan_link_order=0.
+# The symbolizer of the clang that built them, so that a report names functions, files and lines (without it
+# ASan prints bare addresses: "invalid path to external symbolizer").
+SANITIZE_SYMBOLIZER ?= $(firstword $(wildcard /usr/lib/llvm-16/bin/llvm-symbolizer /usr/bin/llvm-symbolizer-16 /usr/bin/llvm-symbolizer))
 test-sanitize: sanitize-build
 	cd $(SANITIZE_BUILD) && ASAN_OPTIONS=verify_asan_link_order=0 UBSAN_OPTIONS=print_stacktrace=1 \
+		$(if $(SANITIZE_SYMBOLIZER),ASAN_SYMBOLIZER_PATH=$(SANITIZE_SYMBOLIZER)) \
 		ctest --output-on-failure -j $(TEST_JOBS) $(SANITIZE_TESTS)
 
 # The preload shim and its tests under ThreadSanitizer (label shim), in a build directory of its own.

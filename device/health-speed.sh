@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU-health checks and the speed figures on a live GPU node, in one batched run (issues #31 and #34).
-# Carry build-device/ (stripped gpudx, gpudx-before: a build without the GPU-health queries, the shim and
+# Carry build-device/ (stripped gpudx, optionally gpudx-before: an older build to compare with, the shim and
 # bench/gpudx_gen_kernel_log). Results go under $OUT/r and come back as $OUT/results.tar.gz; summary.txt beside it.
 #   1. device/gpu_health.cpp: every health query's answer and time, per GPU; old and new per-GPU call sequences;
 #   2. nvidia-smi's own view (the reference for each check), gpudx diagnose -v / JSON, snapshot, ids (text, JSON);
@@ -17,6 +17,8 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpudx-health-speed}
 R=$OUT/r; mkdir -p "$R"
 G=$PWD/build-device/gpudx; B=$PWD/build-device/gpudx-before
+# Without an older build the before/after columns are left out (the benches take BEFORE as optional).
+[[ -x $B ]] || B=
 S=$R/summary.txt; : >"$S"
 say() { echo "$*" | tee -a "$S"; }
 step() { say; say "== $*"; }
@@ -88,7 +90,7 @@ cat "$R/services.txt" | tee -a "$S"
 step "4. speed"
 BEFORE=$B bash bench/diagnose_vs_driver.sh "$G" 15 2>&1 | tee "$R/diagnose_vs_driver.txt" | tee -a "$S"
 bash bench/startup_and_explain.sh build-device 21 1000000 2>&1 | tee "$R/startup_and_explain.txt" | tee -a "$S"
-GPUDX=$B bash bench/startup_and_explain.sh build-device 11 1000000 >"$R/startup_and_explain-before.txt" 2>&1
+[[ -n $B ]] && GPUDX=$B bash bench/startup_and_explain.sh build-device 11 1000000 >"$R/startup_and_explain-before.txt" 2>&1
 bash bench/xid_storm_vs_grep.sh build-device 1000000 2>&1 | tail -8 | tee "$R/xid_storm.txt" | tee -a "$S"
 
 step "5. the agent with its NVML watcher, 40 s"
