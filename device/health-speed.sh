@@ -3,6 +3,7 @@
 # Carry build-device/ (stripped gpudx, optionally gpudx-before: an older build to compare with, the shim and
 # bench/gpudx_gen_kernel_log). Results go under $OUT/r and come back as $OUT/results.tar.gz; summary.txt beside it.
 #   1. device/gpu_health.cpp: every health query's answer and time, per GPU; old and new per-GPU call sequences;
+#      device/nvml_overlap.cpp: a GPU's health queries from three threads against one after another, NVML's RSS;
 #   2. nvidia-smi's own view (the reference for each check), gpudx diagnose -v / JSON, snapshot, ids (text, JSON);
 #   3. the sysfs beside the GPUs: AER counters of each GPU and the ports above it, /sys/class/infiniband, the fabric
 #      manager's and IMEX's units;
@@ -30,6 +31,10 @@ step "1. gpu_health.cpp"
 g++ -O2 -std=c++20 -Isrc device/gpu_health.cpp -ldl -o /tmp/gpu_health 2>"$R/gpu_health.build.txt" &&
   timeout 120 /tmp/gpu_health 15 >"$R/gpu_health.txt" 2>&1
 say "rc=$?"; tail -25 "$R/gpu_health.txt" | tee -a "$S"
+
+step "1b. nvml_overlap.cpp: the health groups of a GPU in threads; NVML's resident memory"
+g++ -O2 -std=c++20 -Isrc device/nvml_overlap.cpp -ldl -pthread -o /tmp/nvml_overlap 2>"$R/nvml_overlap.build.txt" &&
+  timeout 120 /tmp/nvml_overlap 15 2>&1 | tee "$R/nvml_overlap.txt" | tee -a "$S"
 
 step "2. nvidia-smi and gpudx outputs"
 nvidia-smi -q >"$R/nvidia-smi-q.txt" 2>&1
@@ -60,8 +65,10 @@ step "2b. text outputs, the node class and the baseline"
 $G snapshot --format text >"$R/snapshot.txt" 2>&1; say "snapshot --format text rc=$?"
 grep -iE "nvlink|health|temp|aer|infiniband" "$R/snapshot.txt" | head -12 | tee -a "$S"
 grep -iE "nvlink|temp|power|aer" "$R/diagnose-v.txt" | head -8 | tee -a "$S"
+# The class matches whatever model this node has, so the expectation is what is judged.
+model=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 for expect in 0 18; do
-  printf 'schema_version = 1\n[[class]]\nname = "h200-vm"\nowner = "ops@example.com"\nreview_by = 2099-01-01\n[class.match]\ngpu_model = "NVIDIA H200*"\n[class.expect]\nnvlinks_active = %d\n' "$expect" >"$R/matrix-$expect.toml"
+  printf 'schema_version = 1\n[[class]]\nname = "one-gpu-vm"\nowner = "ops@example.com"\nreview_by = 2099-01-01\n[class.match]\ngpu_model = "%s"\n[class.expect]\nnvlinks_active = %d\n' "$model" "$expect" >"$R/matrix-$expect.toml"
   $G diagnose --no-cuda --matrix "$R/matrix-$expect.toml" --format json >"$R/diagnose-matrix-$expect.json" 2>&1
   say "diagnose --matrix (nvlinks_active = $expect) rc=$?: $(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print([(f['id'], f['severity'], f['message'][:120]) for f in d['findings'] if f['id'].startswith(('matrix', 'health', 'baseline'))])" "$R/diagnose-matrix-$expect.json")"
 done
