@@ -239,28 +239,29 @@ Ran driver_run(const std::string& command, const std::string& scenario, const st
 
 }  // namespace
 
-TEST(DriverFaults, NvmlInitFailingWithEachCode) {
-    // Every nvmlReturn_t NVML defines (1..29 and NVML_ERROR_UNKNOWN), and one it does not.
-    std::vector<int> codes;
-    for (int code = 1; code <= 29; ++code) codes.push_back(code);
-    codes.push_back(999);
-    codes.push_back(12345);
-    for (int code : codes) {
-        SCOPED_TRACE(code);
-        auto scenario = scenario_with({{"faults", {{{"call", "nvmlInit"}, {"result", code}}}}});
-        auto snap = driver_run("snapshot", scenario, kStandins);
-        EXPECT_VALID_JSON(snap);
-        EXPECT_EQ(snap.json["nvml"]["init_result"], code);
-        EXPECT_NE(snap.json["nvml"]["init_error"].get<std::string>().find("(" + std::to_string(code)), std::string::npos)
-            << snap.json["nvml"]["init_error"];
-        EXPECT_EQ((*collector(snap.json, "nvml"))["state"], "error");
-        EXPECT_EQ((*collector(snap.json, "cuda"))["state"], "ok");  // one layer's failure loses nothing else
-        auto diag = driver_run("diagnose --format json", scenario, kStandins);
-        EXPECT_VALID_JSON(diag);
-        EXPECT_TRUE(has_finding(diag.json, "driver.nvml_init_failed"));
-        EXPECT_EQ(diag.exit_code, 1);
-    }
+// Every nvmlReturn_t NVML defines (1..29 and NVML_ERROR_UNKNOWN), and one it does not: one test each, so that
+// ctest spreads the 62 runs of the binary over its jobs (one test running them all was the suite's longest).
+class NvmlInitFailing : public ::testing::TestWithParam<int> {};
+
+TEST_P(NvmlInitFailing, IsAnErrorOfTheNvmlLayerOnly) {
+    const int code = GetParam();
+    auto scenario = scenario_with({{"faults", {{{"call", "nvmlInit"}, {"result", code}}}}});
+    auto snap = driver_run("snapshot", scenario, kStandins);
+    EXPECT_VALID_JSON(snap);
+    EXPECT_EQ(snap.json["nvml"]["init_result"], code);
+    EXPECT_NE(snap.json["nvml"]["init_error"].get<std::string>().find("(" + std::to_string(code)), std::string::npos)
+        << snap.json["nvml"]["init_error"];
+    EXPECT_EQ((*collector(snap.json, "nvml"))["state"], "error");
+    EXPECT_EQ((*collector(snap.json, "cuda"))["state"], "ok");  // one layer's failure loses nothing else
+    auto diag = driver_run("diagnose --format json", scenario, kStandins);
+    EXPECT_VALID_JSON(diag);
+    EXPECT_TRUE(has_finding(diag.json, "driver.nvml_init_failed"));
+    EXPECT_EQ(diag.exit_code, 1);
 }
+
+INSTANTIATE_TEST_SUITE_P(DriverFaults, NvmlInitFailing,
+                         ::testing::Values(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
+                                           23, 24, 25, 26, 27, 28, 29, 999, 12345));
 
 // The --deadline of a run whose stand-in hangs on purpose: every call that answers takes microseconds, so
 // only the hung one is cut, however loaded the machine.
