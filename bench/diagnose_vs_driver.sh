@@ -53,6 +53,14 @@ declare -A med
 for i in "${!cases[@]}"; do
   med[${cases[$i]%%|*}]=$(sort -n "$work/t$i" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
 done
+# The floor of what gpudx asks: the NVML probe's own trace (GPUDX_PROBE_TRACE) times every driver call from
+# dlopen to the last answer; the sum of its main lines is the time the driver took to answer what
+# `diagnose --no-cuda` asks (the GPUs' lanes run inside it), without gpudx's process, collectors and verdict.
+for ((r = 0; r < runs; r++)); do
+  GPUDX_PROBE_TRACE=1 "$gpudx" diagnose --no-cuda 2>&1 >/dev/null |
+    awk '/^gpudx probe nvml \+/ { sub(/^\+/, "", $4); t += $4 } END { printf "%d\n", t * 1000 }'
+done | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }' >"$work/nvml_calls"
+med["its NVML calls (trace)"]=$(cat "$work/nvml_calls")
 ms() { awk -v u="$1" 'BEGIN { printf "%.1f ms", u / 1000 }'; }
 row() { printf '%-30s %10s   %-30s %10s   %7s   %s\n' "$@"; }
 cmp() {  # measured, reference, goal
@@ -65,6 +73,7 @@ printf 'gpudx against the driver: %s, %d GPU(s), driver %s, %d rounds (medians),
 nvidia-smi --query-gpu=uuid,pci.bus_id,name --format=csv,noheader | sed 's/^/  GPU: /'
 row "measured" "median" "reference" "median" "ratio" "goal"
 cmp "gpudx diagnose --no-cuda" "nvidia-smi -L" "<= 1.1x"
+cmp "gpudx diagnose --no-cuda" "its NVML calls (trace)" "(what gpudx adds to the driver's answers)"
 cmp "nvidia-smi -q" "gpudx diagnose --no-cuda" "(how much nvidia-smi -q costs more)"
 cmp "gpudx diagnose" "cuInit floor" "<= 1.0x"
 cmp "gpudx ids" "cuInit floor" "<= 1.0x"
