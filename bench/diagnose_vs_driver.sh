@@ -63,20 +63,23 @@ done | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }' >"$work
 med["its NVML calls (trace)"]=$(cat "$work/nvml_calls")
 ms() { awk -v u="$1" 'BEGIN { printf "%.1f ms", u / 1000 }'; }
 row() { printf '%-30s %10s   %-30s %10s   %7s   %s\n' "$@"; }
-cmp() {  # measured, reference, goal
+source "$here/bench/goal_rows.sh"
+cmp() {  # measured, reference, goal as printed, [goal for bench/speed_goals.sh: ratio<=X]
   local a=${med[$1]} b=${med[$2]}
   row "$1" "$(ms "$a")" "$2" "$(ms "$b")" "$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2fx", a / b }')" "$3"
+  goal_row "$1" "$(awk -v u="$a" 'BEGIN { printf "%.1f", u / 1000 }')" ms "$2" \
+    "$(awk -v u="$b" 'BEGIN { printf "%.1f", u / 1000 }')" "${4:--}"
 }
 printf 'gpudx against the driver: %s, %d GPU(s), driver %s, %d rounds (medians), %d CPUs, load %s\n' "$gpudx" \
   "$gpus" "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)" "$runs" "$(nproc)" \
   "$(cut -d' ' -f1 /proc/loadavg)"
 nvidia-smi --query-gpu=uuid,pci.bus_id,name --format=csv,noheader | sed 's/^/  GPU: /'
 row "measured" "median" "reference" "median" "ratio" "goal"
-cmp "gpudx diagnose --no-cuda" "nvidia-smi -L" "<= 1.1x"
+cmp "gpudx diagnose --no-cuda" "nvidia-smi -L" "<= 1.1x" "ratio<=1.1"
 cmp "gpudx diagnose --no-cuda" "its NVML calls (trace)" "(what gpudx adds to the driver's answers)"
 cmp "nvidia-smi -q" "gpudx diagnose --no-cuda" "(how much nvidia-smi -q costs more)"
-cmp "gpudx diagnose" "cuInit floor" "<= 1.0x"
-cmp "gpudx ids" "cuInit floor" "<= 1.0x"
+cmp "gpudx diagnose" "cuInit floor" "<= 1.0x" "ratio<=1.0"
+cmp "gpudx ids" "cuInit floor" "<= 1.0x" "ratio<=1.0"
 if [[ -n $before ]]; then
   for n in "diagnose --no-cuda" "diagnose" "ids"; do
     cmp "gpudx $n" "before: $n" "+$(awk -v a="${med["gpudx $n"]}" -v b="${med["before: $n"]}" \
