@@ -86,14 +86,9 @@ std::vector<GpuRef> gpus_at_or_below(const CheckContext& ctx, const std::string&
     if (is_gpu(s, pci)) return {ctx.gpu(pci)};
     std::vector<GpuRef> out;
     for (auto& g : s.pcie.gpus) {
-        const PciDevice* d = find_pci_device(s.pcie, g);
-        for (int hops = 0; d && !d->parent.empty() && hops < 16; ++hops) {
-            if (d->parent == pci) {
-                out.push_back(ctx.gpu(g));
-                break;
-            }
-            d = find_pci_device(s.pcie, d->parent);
-        }
+        auto path = pcie_path_up(s.pcie, g);
+        if (std::any_of(path.begin(), path.end(), [&](const PciDevice* d) { return d->parent == pci; }))
+            out.push_back(ctx.gpu(g));
     }
     return out;
 }
