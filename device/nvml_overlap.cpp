@@ -1,6 +1,6 @@
 // device/nvml_overlap.cpp: two floors of gpudx's NVML work on a real node (issue #34), each over fresh children.
 //   1. Time: the health queries of one GPU (the groups gpudx's probe asks after the GPU's identity) one after
-//      another, and the same groups from three threads at once. Whether the driver lets the first-call costs of
+//      another in gpudx's order and reversed, each group timed, and the same groups from three threads at once. Whether the driver lets the first-call costs of
 //      its subsystems (fields, thermal thresholds, clocks) overlap decides whether splitting a GPU's lane helps.
 //   2. Memory: the resident size of a process that only loaded and initialised NVML and opened every GPU, which
 //      is where the agent's NVML watcher child (`gpudx nvml-events`) cannot go below.
@@ -73,16 +73,21 @@ long rss_kb() {
     return kb;
 }
 
-enum class Mode { sequential, threads, memory };
+enum class Mode { sequential, reversed, threads, memory };
+
+// Per group in the last sequential or reversed child: fields, thermal, clocks (ms), to tell a call's own cost from
+// the first call's (a cost that moves with the order is the driver's first-call set-up).
+struct GroupTimes { double fields = 0, thermal = 0, clocks = 0; };
 
 // One fresh child: NVML loaded, initialised, every GPU opened (not timed), then the mode's work. Returns the time
 // of the health groups in ms, or for `memory` the child's resident size in kB.
-double child(Mode mode) {
+double child(Mode mode, GroupTimes* times = nullptr) {
     int fd[2];
     if (pipe(fd) != 0) return -1;
     pid_t pid = fork();
     if (pid == 0) {
         double answer = 0;
+        GroupTimes groups;
         if (mode == Mode::memory && std::getenv("BARE")) {
             answer = (double)rss_kb();
         } else {
@@ -102,17 +107,31 @@ double child(Mode mode) {
                     std::thread a(fields_group, h), b(thermal_group, h), c(clocks_group, h);
                     a.join(), b.join(), c.join();
                 } else {
-                    fields_group(h), thermal_group(h), clocks_group(h);
+                    auto timed = [](void (*group)(nvmlDevice_t), nvmlDevice_t d, double& into) {
+                        double t0 = now_ms();
+                        group(d);
+                        into += now_ms() - t0;
+                    };
+                    if (mode == Mode::reversed) {
+                        timed(clocks_group, h, groups.clocks), timed(thermal_group, h, groups.thermal);
+                        timed(fields_group, h, groups.fields);
+                    } else {
+                        timed(fields_group, h, groups.fields), timed(thermal_group, h, groups.thermal);
+                        timed(clocks_group, h, groups.clocks);
+                    }
                 }
             }
             answer = mode == Mode::memory ? (double)rss_kb() : now_ms() - t;
         }
         if (write(fd[1], &answer, sizeof answer) < 0) _exit(1);
+        if (write(fd[1], &groups, sizeof groups) < 0) _exit(1);
         _exit(0);
     }
     double answer = -1;
     close(fd[1]);
     if (read(fd[0], &answer, sizeof answer) != sizeof answer) answer = -1;
+    GroupTimes groups;
+    if (read(fd[0], &groups, sizeof groups) == sizeof groups && times) *times = groups;
     close(fd[0]);
     waitpid(pid, nullptr, 0);
     return answer;
@@ -127,17 +146,26 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
     int rounds = argc > 1 ? std::atoi(argv[1]) : 15;
-    std::vector<double> seq, par, mem;
-    for (int r = 0; r < rounds; ++r) {  // interleaved, so drift on the node touches both alike
-        seq.push_back(child(Mode::sequential));
+    std::vector<double> seq, rev, par, mem;
+    std::vector<double> fields_first[3], fields_last[3];  // fields, thermal, clocks
+    for (int r = 0; r < rounds; ++r) {  // interleaved, so drift on the node touches all alike
+        GroupTimes a, b;
+        seq.push_back(child(Mode::sequential, &a));
+        rev.push_back(child(Mode::reversed, &b));
         par.push_back(child(Mode::threads));
         mem.push_back(child(Mode::memory));
+        fields_first[0].push_back(a.fields), fields_first[1].push_back(a.thermal), fields_first[2].push_back(a.clocks);
+        fields_last[0].push_back(b.fields), fields_last[1].push_back(b.thermal), fields_last[2].push_back(b.clocks);
     }
     setenv("BARE", "1", 1);
     double bare = child(Mode::memory);
     double s = median(seq), p = median(par);
     std::printf("health groups of every GPU, median of %d fresh children: one after another %.3f ms, three threads "
                 "per GPU %.3f ms (%.2fx)\n", rounds, s, p, p / s);
+    std::printf("per group, fields first: fields %.3f, thermal %.3f, clocks %.3f ms; clocks first: clocks %.3f, "
+                "thermal %.3f, fields %.3f ms (reversed total %.3f ms)\n",
+                median(fields_first[0]), median(fields_first[1]), median(fields_first[2]), median(fields_last[2]),
+                median(fields_last[1]), median(fields_last[0]), median(rev));
     std::printf("resident memory: NVML loaded, initialised, every GPU opened and asked %.1f MB; "
                 "the same process before loading NVML %.1f MB\n", median(mem) / 1024, bare / 1024);
 }
