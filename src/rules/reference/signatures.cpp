@@ -818,6 +818,9 @@ std::map<std::string, std::string> gpu_uuids_in_text(const KernelLog& log, const
     auto candidates = std::make_unique<SignatureCandidates>(catalogue);
     std::vector<char> may_match;
     for (auto& l : log.lines) {
+        // A UUID is kept only when it starts with "GPU-", and a field's value is read from the line: a line without
+        // those bytes names none (the most of a long text's kept lines are passed here without looking further).
+        if (l.text.find("GPU-") == std::string::npos) continue;
         candidates->mark(l.text, may_match);
         bool may_name = false;
         for (size_t s = 0; s < sigs.size() && !may_name; ++s) may_name = may_match[s] && names_uuid[s];
