@@ -446,7 +446,7 @@ private:
 
 std::optional<SignatureMatch> match_lines(const Signature& sig, const std::vector<std::string_view>& lines, size_t i,
                                           size_t& used) {
-    // A one-line signature reads the line where it is; only a joined message is built.
+    // A one-line signature is matched on the line itself: only a message joined over several lines is copied.
     std::string built;
     std::string_view joined = lines[i];
     used = 1;
@@ -819,7 +819,7 @@ std::map<std::string, std::string> gpu_uuids_in_text(const KernelLog& log, const
     std::vector<char> may_match;
     for (auto& l : log.lines) {
         // A UUID is kept only when it starts with "GPU-", and a field's value is read from the line: a line without
-        // those bytes names none (the most of a long text's kept lines are passed here without looking further).
+        // those bytes names none (most of a long text's kept lines are passed here without looking further).
         if (l.text.find("GPU-") == std::string::npos) continue;
         candidates->mark(l.text, may_match);
         bool may_name = false;
