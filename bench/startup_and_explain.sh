@@ -8,8 +8,11 @@
 #   - the kernel-log collector on a quiet 400-line log (a healthy H200 node's dmesg), its own duration from the
 #     snapshot's collector status, against the goal of 1 ms;
 #   - `gpudx explain FILE` against `gpudx diagnose --kernel-log FILE` on LINES generated lines (goal: <= 1.5x), wall
-#     time and peak RSS (/usr/bin/time).
+#     time and peak RSS (/usr/bin/time);
+#   - explain's peak RSS on LINES lines against a tenth of them (goal: flat, within 1.2x).
 # Medians of RUNS runs, the two commands of a row run alternately, so that a shared machine's load falls on both.
+# Each row gives its goal (a ratio to its reference, or an absolute bound) and whether this run met it; with
+# BENCH_ROWS=FILE the rows are also appended there for bench/speed_goals.sh (bench/goal_rows.sh).
 #
 #   bench/startup_and_explain.sh [BUILD_DIR] [RUNS] [LINES]
 #
@@ -18,6 +21,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/goal_rows.sh
+source "$here/bench/goal_rows.sh"
 build=${1:-$here/build}
 runs=${2:-21}
 lines=${3:-1000000}
@@ -52,10 +57,12 @@ us() {  # command... -> wall microseconds (exit codes are verdicts, not failures
 }
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 ms() { awk -v u="$1" 'BEGIN { printf "%.2f ms", u / 1000 }'; }
-row() {  # label, figure, reference label, reference figure, ratio
-  printf '%-40s %14s   %-30s %14s   %6s\n' "$1" "$2" "$3" "$4" "$5"
+row() {  # label, figure, reference label, reference figure, ratio, goal, met
+  printf '%-40s %14s   %-30s %14s   %6s   %-8s %s\n' "$1" "$2" "$3" "$4" "$5" "${6:--}" "${7:--}"
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", (b > 0 ? a / b : 0) }'; }
+# Whether a over b is at most the goal ratio: yes or no.
+met() { awk -v a="$1" -v b="$2" -v g="$3" 'BEGIN { print (b > 0 && a / b <= g) ? "yes" : "no" }'; }
 
 # Two commands, alternately, RUNS times each: their median wall microseconds.
 pair() {  # n, command A (as one string), command B
@@ -69,15 +76,19 @@ pair() {  # n, command A (as one string), command B
 
 printf 'gpudx start-up and explain: %s, median of %d alternating runs, %d CPUs, load %s\n\n' "$gpudx" "$runs" \
   "$(nproc)" "$(cut -d' ' -f1 /proc/loadavg)"
-row "measured" "figure" "reference" "figure" "ratio"
+row "measured" "figure" "reference" "figure" "ratio" "goal" "met"
 
 read -r v t <<< "$(pair "$runs" '"$gpudx" --version' /bin/true)"
 row "gpudx --version" "$(ms "$v")" "/bin/true" "$(ms "$t")" "$(ratio "$v" "$t")"
+goal_row "gpudx --version" "$(ms "$v" | cut -d' ' -f1)" ms "/bin/true" "$(ms "$t" | cut -d' ' -f1)" -
 read -r e v <<< "$(pair "$runs" '"$gpudx" explain --text x' '"$gpudx" --version')"
-row "gpudx explain --text x" "$(ms "$e")" "gpudx --version" "$(ms "$v")" "$(ratio "$e" "$v")"
+row "gpudx explain --text x" "$(ms "$e")" "gpudx --version" "$(ms "$v")" "$(ratio "$e" "$v")" "<= 1.5x" \
+  "$(met "$e" "$v" 1.5)"
+goal_row "gpudx explain --text x" "$(ms "$e" | cut -d' ' -f1)" ms "gpudx --version" "$(ms "$v" | cut -d' ' -f1)" "ratio<=1.5"
 read -r d v <<< "$(pair "$runs" \
   '"$gpudx" diagnose --root "$work/root" --kernel-log "$work/empty.log" --no-driver' '"$gpudx" --version')"
 row "diagnose, empty root and log" "$(ms "$d")" "gpudx --version" "$(ms "$v")" "$(ratio "$d" "$v")"
+goal_row "diagnose, empty root and log" "$(ms "$d" | cut -d' ' -f1)" ms "gpudx --version" "$(ms "$v" | cut -d' ' -f1)" -
 
 # The collector's own duration (its status in the snapshot), not the process's.
 collector=()
@@ -87,7 +98,9 @@ for ((i = 0; i < runs; i++)); do
 print(int(1000 * next(c["duration_ms"] for c in json.load(sys.stdin)["collectors"] if c["name"] == "kernel_log")))')")
 done
 c=$(printf '%s\n' "${collector[@]}" | median)
-row "kernel-log collector, quiet 400 lines" "$(ms "$c")" "goal" "$(ms 1000)" "$(ratio "$c" 1000)"
+row "kernel-log collector, quiet 400 lines" "$(ms "$c")" "1 ms (absolute goal)" "$(ms 1000)" "$(ratio "$c" 1000)" \
+  "< 1 ms" "$(met "$c" 1000 1)"
+goal_row "kernel-log collector, quiet 400 lines" "$(ms "$c" | cut -d' ' -f1)" ms - - "value<=1"
 
 # explain against the kernel-log layer on the same file: wall time and peak RSS, alternately.
 big_runs=$(( runs < 5 ? runs : 5 ))
@@ -101,6 +114,24 @@ for ((i = 0; i < big_runs; i++)); do
 done
 m() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 e=$(m "${et[@]}"); d=$(m "${dt[@]}"); eR=$(m "${er[@]}"); dR=$(m "${dr[@]}")
-row "explain, $lines lines: time" "$e s" "diagnose --kernel-log: time" "$d s" "$(ratio "$e" "$d")"
+row "explain, $lines lines: time" "$e s" "diagnose --kernel-log: time" "$d s" "$(ratio "$e" "$d")" "<= 1.5x" \
+  "$(met "$e" "$d" 1.5)"
+goal_row "explain, $lines lines: time" "$e" s "diagnose --kernel-log, same file" "$d" "ratio<=1.5"
 row "explain, $lines lines: peak RSS" "$((eR / 1024)) MB" "diagnose --kernel-log: RSS" "$((dR / 1024)) MB" \
   "$(ratio "$eR" "$dR")"
+goal_row "explain, $lines lines: peak RSS" "$((eR / 1024))" MB "diagnose --kernel-log, same file" "$((dR / 1024))" -
+
+# Flat in the input's size: explain's peak RSS on a tenth of the lines (the first LINES/10 of the same file) against
+# the whole file's (goal: the same, within 1.2x).
+small=$work/tenth.log
+head -n $((lines / 10)) "$big" > "$small"
+sr=()
+for ((i = 0; i < big_runs; i++)); do
+  /usr/bin/time -f '%e %M' -o "$work/t" "$gpudx" explain "$small" >/dev/null 2>&1 || true
+  read -r t r < <(tail -n 1 "$work/t"); sr+=("$r")
+done
+sR=$(m "${sr[@]}")
+row "explain, $lines lines: peak RSS" "$((eR / 1024)) MB" "explain, $((lines / 10)) lines" "$((sR / 1024)) MB" \
+  "$(ratio "$eR" "$sR")" "<= 1.2x" "$(met "$eR" "$sR" 1.2)"
+goal_row "explain peak RSS, $lines vs $((lines / 10)) lines" "$((eR / 1024))" MB "explain, $((lines / 10)) lines" \
+  "$((sR / 1024))" "ratio<=1.2"

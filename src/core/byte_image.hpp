@@ -3,6 +3,7 @@
 // catalogue_blob.hpp; the kernel-log prefilter image, collect/kernel_log/prefilter_image.hpp): numbers as 8 bytes,
 // little-endian; text as its length, then its bytes. The reader never reads past its input: a short or corrupt image
 // makes ok() false, and its owner refuses the whole image.
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -33,7 +34,11 @@ public:
     uint64_t number() {
         if (!ok_ || left() < 8) return ok_ = false, 0;
         uint64_t v = 0;
-        for (int i = 0; i < 8; ++i) v |= uint64_t{static_cast<uint8_t>(in_[pos_ + i])} << (8 * i);
+        if constexpr (std::endian::native == std::endian::little) {
+            std::memcpy(&v, in_.data() + pos_, 8);  // one load: a compiled-in image is read at every start
+        } else {
+            for (int i = 0; i < 8; ++i) v |= uint64_t{static_cast<uint8_t>(in_[pos_ + i])} << (8 * i);
+        }
         pos_ += 8;
         return v;
     }

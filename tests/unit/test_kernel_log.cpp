@@ -637,6 +637,10 @@ TEST(KernelLogScanner, WordSetFindsWhatAWordByWordSearchFinds) {
     kernel_log_lexing::WordSetCi set;
     for (auto& w : words) set.add(w);
     set.add("NVRM");  // a repeat is one word
+    std::vector<std::string> with_repeats = words;
+    with_repeats.push_back("nvrm");
+    with_repeats.push_back("");
+    const kernel_log_lexing::WordSetCi built_at_once(with_repeats);  // the scanner's way: one sort, not one add each
     std::mt19937 rng(7);
     const std::string alphabet = "abxNVRMnvrmkfdCUDA:-_ errolsi";
     for (int n = 0; n < 20000; ++n) {
@@ -646,6 +650,7 @@ TEST(KernelLogScanner, WordSetFindsWhatAWordByWordSearchFinds) {
         bool expected = false;
         for (auto& w : words) expected = expected || to_lower(line).find(to_lower(w)) != std::string::npos;
         ASSERT_EQ(set.any_in(line), expected) << line;
+        ASSERT_EQ(built_at_once.any_in(line), expected) << line;
     }
     EXPECT_FALSE(kernel_log_lexing::WordSetCi{}.any_in("anything"));
 }

@@ -29,6 +29,33 @@ inline char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c 
 // its first two bytes, so a line costs one pass over its positions, whatever the number of words. Any case.
 class WordSetCi {
 public:
+    WordSetCi() = default;
+    // Many words at once, each folded and filed with one sort of (first two bytes, word) pairs; a repeat filed next
+    // to its twin is dropped (one left over costs a comparison, never a different answer). add() one word at a time
+    // looks every earlier word over (quadratic), and a scanner is built from some hundreds at every start.
+    explicit WordSetCi(const std::vector<std::string>& words) {
+        words_.reserve(words.size());
+        by_pair_.reserve(words.size());
+        for (const auto& word : words) {
+            if (word.empty()) continue;
+            std::string& w = words_.emplace_back(word);
+            for (char& c : w) c = lower(c);
+            auto index = static_cast<uint32_t>(words_.size() - 1);
+            if (w.size() == 1) {
+                if (std::none_of(single_.begin(), single_.end(), [&](uint32_t i) { return words_[i] == w; }))
+                    single_.push_back(index);
+                continue;
+            }
+            uint16_t key = pair_key(w[0], w[1]);
+            present_[key >> 6] |= uint64_t{1} << (key & 63);
+            by_pair_.emplace_back(key, index);
+        }
+        std::sort(by_pair_.begin(), by_pair_.end());
+        auto repeat = [&](const auto& a, const auto& b) {
+            return a.first == b.first && words_[a.second] == words_[b.second];
+        };
+        by_pair_.erase(std::unique(by_pair_.begin(), by_pair_.end(), repeat), by_pair_.end());
+    }
     void add(std::string_view word) {
         std::string w;
         for (char c : word) w += lower(c);

@@ -333,7 +333,7 @@ KernelLogScanner::KernelLogScanner(KernelLogScanOptions options) : state_(std::m
     s.options = std::move(options);
     s.options.max_line_bytes = std::max(s.options.max_line_bytes, kMinMaxLineBytes);
     s.prefilter = kernel_log_prefilter::make_prefilter(s.options.extra_words);
-    for (auto& w : s.options.extra_words) s.extra_words.add(w);
+    s.extra_words = WordSetCi(s.options.extra_words);
     if (!trim(s.options.since).empty()) {
         auto spec = parse_since(s.options.since);
         if (spec) {

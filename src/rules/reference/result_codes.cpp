@@ -1,6 +1,7 @@
 #include "rules/reference/result_codes.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -97,6 +98,11 @@ Result<ResultCode> read_code(const toml::table& t, const std::string& origin) {
         }
     }
     return c;
+}
+
+// A name's first two bytes as one key (ResultCodeMatcher::name_starts_).
+uint16_t name_start(std::string_view name) {
+    return static_cast<uint16_t>(static_cast<uint8_t>(name[0]) | static_cast<uint8_t>(name[1]) << 8);
 }
 
 bool is_word_char(char c) {
@@ -204,6 +210,15 @@ ResultCodeMatcher::ResultCodeMatcher(const std::vector<ResultCodeTable>& tables)
             by_name_.try_emplace(c.name, ResultCodeMatch{&t, &c, "name"});
             for (auto& a : c.aliases) by_name_.try_emplace(a, ResultCodeMatch{&t, &c, "name"});
         }
+    shortest_name_ = by_name_.empty() ? 0 : SIZE_MAX;
+    for (auto& [name, match] : by_name_) {
+        shortest_name_ = std::min(shortest_name_, name.size());
+        longest_name_ = std::max(longest_name_, name.size());
+        if (name.size() >= 2) {
+            auto key = name_start(name);
+            name_starts_[key >> 6] |= uint64_t{1} << (key & 63);
+        }
+    }
     // The runtime's table first (a text both tables share names the runtime's code): programs print
     // cudaGetErrorString far more often. Texts under 8 characters say too little to name a code by; benign codes
     // are no finding.
@@ -234,9 +249,14 @@ std::vector<ResultCodeMatch> ResultCodeMatcher::match(std::string_view line) con
         while (end < line.size() && is_word_char(line[end])) ++end;
         // A success or benign code named on the line ("e == cudaSuccess (803 vs. 0)") is no finding and leaves
         // the line to the other forms.
-        if (auto it = by_name_.find(line.substr(i, end - i)); it != by_name_.end() && it->second.code->severity)
-            add(it->second);
+        std::string_view word = line.substr(i, end - i);
         i = end;
+        if (word.size() < shortest_name_ || word.size() > longest_name_) continue;
+        if (word.size() >= 2) {
+            auto key = name_start(word);
+            if (!(name_starts_[key >> 6] >> (key & 63) & 1)) continue;
+        }
+        if (auto it = by_name_.find(word); it != by_name_.end() && it->second.code->severity) add(it->second);
     }
     if (!out.empty()) return out;
     std::string lower = lowercase(line);

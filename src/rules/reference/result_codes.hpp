@@ -9,8 +9,9 @@
 // "hipErrorNoBinaryForGpu"), by a CUDA code's text after what programs print before it ("CUDA error: out of
 // memory", "Cuda failure 'invalid argument'"), and by a CUDA code's number where the line speaks of CUDA
 // ("error 802", "(803 vs. 0)", "code=2(").
-#include <optional>
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -80,6 +81,10 @@ private:
     };
     const std::vector<ResultCodeTable>* tables_;
     std::map<std::string, ResultCodeMatch, std::less<>> by_name_;
+    // The first two bytes and the lengths the names have: most identifiers of a line (times, addresses, words)
+    // are passed without a lookup in by_name_.
+    std::vector<uint64_t> name_starts_ = std::vector<uint64_t>(65536 / 64);
+    size_t shortest_name_ = 0, longest_name_ = 0;
     std::vector<CudaText> cuda_texts_;  // the runtime's, then the driver API's
 };
 // One line against `tables` (the built-in ones' matcher is made once; other tables get one per call).

@@ -376,6 +376,23 @@ public:
             }
         }
         std::sort(chunks_.begin(), chunks_.end(), [](auto& a, auto& b) { return a.key < b.key; });
+        // A one-line signature's template matches only a line that holds every chunk of every literal it has (the
+        // blanks between chunks match any run of blanks): a line lacking one of them is passed without joining or
+        // matching. Multi-line signatures find their later literals in the lines joined after this one.
+        literal_chunks_.resize(count_);
+        for (size_t s = 0; s < count_; ++s) {
+            const Signature& sig = catalogue.signatures[s];
+            if (sig.lines > 1) continue;
+            for (auto& t : sig.templates) {
+                std::vector<std::string> chunks;
+                for (auto& part : t.parts)
+                    if (part.literal)
+                        for (auto& c : split_blanks(part.text)) chunks.emplace_back(c);
+                // The longest first: the rarest, most often the one a line lacks.
+                std::stable_sort(chunks.begin(), chunks.end(), [](auto& a, auto& b) { return a.size() > b.size(); });
+                literal_chunks_[s].push_back(std::move(chunks));
+            }
+        }
     }
 
     // Sets out[s] for every signature s that may match at `line` (out is resized to the catalogue's size).
@@ -389,11 +406,30 @@ public:
             for (; it != chunks_.end() && it->key == key; ++it)
                 if (!out[it->signature] && line.substr(at).starts_with(it->text)) out[it->signature] = 1;
         }
+        for (size_t s = 0; s < count_; ++s)
+            if (out[s] && !literal_chunks_[s].empty() && !any_template_may_match(s, line)) out[s] = 0;
     }
 
 private:
     static uint16_t pair_key(char a, char b) {
         return static_cast<uint16_t>(static_cast<uint8_t>(a) | static_cast<uint8_t>(b) << 8);
+    }
+    static std::vector<std::string_view> split_blanks(std::string_view text) {
+        std::vector<std::string_view> out;
+        for (size_t i = 0; i < text.size();) {
+            while (i < text.size() && is_blank(text[i])) ++i;
+            size_t start = i;
+            while (i < text.size() && !is_blank(text[i])) ++i;
+            if (i > start) out.push_back(text.substr(start, i - start));
+        }
+        return out;
+    }
+    bool any_template_may_match(size_t s, std::string_view line) const {
+        for (auto& chunks : literal_chunks_[s])
+            if (std::all_of(chunks.begin(), chunks.end(),
+                            [&](const std::string& c) { return line.find(c) != std::string_view::npos; }))
+                return true;
+        return false;
     }
     struct Chunk {
         uint16_t key;
@@ -404,13 +440,19 @@ private:
     uint64_t present_[65536 / 64] = {};
     std::vector<Chunk> chunks_;  // sorted by key
     std::vector<size_t> always_;
+    // Per signature, per template: the chunks of its literals; none for a multi-line signature (not checked).
+    std::vector<std::vector<std::vector<std::string>>> literal_chunks_;
 };
 
 std::optional<SignatureMatch> match_lines(const Signature& sig, const std::vector<std::string_view>& lines, size_t i,
                                           size_t& used) {
-    std::string joined = joined_message(lines, i, sig.lines, used);
+    // A one-line signature is matched on the line itself: only a message joined over several lines is copied.
+    std::string built;
+    std::string_view joined = lines[i];
+    used = 1;
+    if (sig.lines > 1) joined = built = joined_message(lines, i, sig.lines, used);
     for (auto& u : sig.unless)
-        if (joined.find(u) != std::string::npos) return std::nullopt;
+        if (joined.find(u) != std::string_view::npos) return std::nullopt;
     for (auto& t : sig.templates)
         if (auto m = match_template(t, joined, lines[i].size())) return m;
     return std::nullopt;
@@ -776,6 +818,9 @@ std::map<std::string, std::string> gpu_uuids_in_text(const KernelLog& log, const
     auto candidates = std::make_unique<SignatureCandidates>(catalogue);
     std::vector<char> may_match;
     for (auto& l : log.lines) {
+        // A UUID is kept only when it starts with "GPU-", and a field's value is read from the line: a line without
+        // those bytes names none (most of a long text's kept lines are passed here without looking further).
+        if (l.text.find("GPU-") == std::string::npos) continue;
         candidates->mark(l.text, may_match);
         bool may_name = false;
         for (size_t s = 0; s < sigs.size() && !may_name; ++s) may_name = may_match[s] && names_uuid[s];
