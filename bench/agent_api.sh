@@ -119,6 +119,7 @@ make_store
 measure "$gpudx" after
 [[ -n $before ]] && measure "$before" before
 
+source "$src/bench/goal_rows.sh"
 fig() { awk -v t="$1" -v k="$2" '$1 == t && $2 == k {print $3}' "$top/figures"; }
 printf '%-52s %10s %10s %10s %8s\n' "what" "goal" "before" "now" "now/bef."
 row() { # KEY LABEL GOAL
@@ -126,6 +127,12 @@ row() { # KEY LABEL GOAL
   now=$(fig after "$1") bef=$( [[ -n $before ]] && fig before "$1" || true)
   [[ -n $bef && -n $now ]] && ratio=$(awk -v a="$now" -v b="$bef" 'BEGIN{ if (b > 0) printf "%.2f", a/b }')
   printf '%-52s %10s %10s %10s %8s\n' "$2" "$3" "${bef:--}" "${now:--}" "$ratio"
+  # bench/speed_goals.sh's table: each limit in ms or MB (the label's unit), beside the earlier build if any.
+  if [[ $3 =~ ^[0-9]+$ && $2 =~ \((ms|MB)\)$ && -n $now ]]; then
+    local reference=-
+    [[ -n $bef ]] && reference="earlier build"
+    goal_row "agent: ${2%% (*}" "$now" "${BASH_REMATCH[1]}" "$reference" "${bef:--}" "value<=$3"
+  fi
 }
 row events_100 "/v1/events?limit=100, 100 events (ms)" "-"
 row events_10000 "/v1/events?limit=10000 over 10,000 events (ms)" "50"

@@ -119,7 +119,8 @@ row "explain, $lines lines: time" "$e s" "diagnose --kernel-log: time" "$d s" "$
 goal_row "explain, $lines lines: time" "$e" s "diagnose --kernel-log, same file" "$d" "ratio<=1.5"
 row "explain, $lines lines: peak RSS" "$((eR / 1024)) MB" "diagnose --kernel-log: RSS" "$((dR / 1024)) MB" \
   "$(ratio "$eR" "$dR")"
-goal_row "explain, $lines lines: peak RSS" "$((eR / 1024))" MB "diagnose --kernel-log, same file" "$((dR / 1024))" -
+mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }  # the summary's ratios from unrounded figures
+goal_row "explain, $lines lines: peak RSS" "$(mb "$eR")" MB "diagnose --kernel-log, same file" "$(mb "$dR")" -
 
 # Flat in the input's size: explain's peak RSS on a tenth of the lines (the first LINES/10 of the same file) against
 # the whole file's (goal: the same, within 1.2x).
@@ -133,5 +134,5 @@ done
 sR=$(m "${sr[@]}")
 row "explain, $lines lines: peak RSS" "$((eR / 1024)) MB" "explain, $((lines / 10)) lines" "$((sR / 1024)) MB" \
   "$(ratio "$eR" "$sR")" "<= 1.2x" "$(met "$eR" "$sR" 1.2)"
-goal_row "explain peak RSS, $lines vs $((lines / 10)) lines" "$((eR / 1024))" MB "explain, $((lines / 10)) lines" \
-  "$((sR / 1024))" "ratio<=1.2"
+goal_row "explain peak RSS, $lines vs $((lines / 10)) lines" "$(mb "$eR")" MB "explain, $((lines / 10)) lines" \
+  "$(mb "$sR")" "ratio<=1.2"

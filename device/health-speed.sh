@@ -7,10 +7,10 @@
 #   2. nvidia-smi's own view (the reference for each check), gpudx diagnose -v / JSON, snapshot, ids (text, JSON);
 #   3. the sysfs beside the GPUs: AER counters of each GPU and the ports above it, /sys/class/infiniband, the fabric
 #      manager's and IMEX's units;
-#   4. bench/diagnose_vs_driver.sh with BEFORE (the cost of the health queries on a full diagnose), then
-#      bench/startup_and_explain.sh and bench/xid_storm_vs_grep.sh (CPU figures on this quieter machine);
+#   4. bench/speed_goals.sh (diagnose_vs_driver, startup_and_explain, agent_api: one table of issue #34's goals),
+#      with an older build the before/after figures, then bench/xid_storm_vs_grep.sh;
 #   5. the agent on the live node with its NVML watcher for 40 s: verdict, events, the resident memory of the agent
-#      and of the watcher; then bench/agent_api.sh (the events answer at 10,000 events);
+#      and of the watcher;
 #   6. gpudx gather of this node.
 # Changes nothing on the node: no drain, no reset, no clocks or power; state in a temporary folder.
 set -u
@@ -94,10 +94,12 @@ ls -la /sys/class/infiniband/ >"$R/infiniband.txt" 2>&1; say "infiniband: $(ls /
 systemctl show nvidia-fabricmanager nvidia-imex -p LoadState,ActiveState,SubState,Result >"$R/services.txt" 2>&1
 cat "$R/services.txt" | tee -a "$S"
 
-step "4. speed"
-BEFORE=$B bash bench/diagnose_vs_driver.sh "$G" 15 2>&1 | tee "$R/diagnose_vs_driver.txt" | tee -a "$S"
-bash bench/startup_and_explain.sh build-device 21 1000000 2>&1 | tee "$R/startup_and_explain.txt" | tee -a "$S"
-[[ -n $B ]] && GPUDX=$B bash bench/startup_and_explain.sh build-device 11 1000000 >"$R/startup_and_explain-before.txt" 2>&1
+step "4. speed: every goal of issue #34 in one table (bench/speed_goals.sh), then the Xid storm"
+RUNS=15 bash bench/speed_goals.sh build-device 2>&1 | tee "$R/speed_goals.txt" | tee -a "$S"
+if [[ -n $B ]]; then
+  BEFORE=$B bash bench/diagnose_vs_driver.sh "$G" 15 >"$R/diagnose_vs_driver-before.txt" 2>&1
+  GPUDX=$B bash bench/startup_and_explain.sh build-device 11 1000000 >"$R/startup_and_explain-before.txt" 2>&1
+fi
 bash bench/xid_storm_vs_grep.sh build-device 1000000 2>&1 | tail -8 | tee "$R/xid_storm.txt" | tee -a "$S"
 
 step "5. the agent with its NVML watcher, 40 s"
@@ -121,7 +123,6 @@ e = json.load(open(sys.argv[2])); ev = e if isinstance(e, list) else e.get("even
 print("events:", len(ev), [(x.get("source"), x.get("kind") or x.get("type"), x.get("id")) for x in ev][:10])
 PY
 kill -TERM $A; wait $A; say "agent SIGTERM exit $?"
-RUNS=9 STANDINS= BEFORE=$B bash bench/agent_api.sh "$G" 2>&1 | tee "$R/agent_api.txt" | tail -15 | tee -a "$S"
 
 step "6. gather"
 $G gather "$OUT/gather.tar.gz" >"$R/gather.txt" 2>&1; say "gather rc=$?"; ls -la "$OUT/gather.tar.gz" | tee -a "$S"
