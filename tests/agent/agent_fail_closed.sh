@@ -39,7 +39,10 @@ grep -qs DRAIN "$slurm/state" || fail "no longer drained"
   || fail "the carried finding does not say it is carried"
 
 # 3. A restart records nothing twice: the same findings, no new appeared, changed or drained event.
-rmdir "$log" && cp "$root/_commands/dmesg.txt" "$log" && xid79 >> "$log"
+# The log comes back whole in one rename: copied and appended in place, an agent that read it between the copy
+# and the append would rightly see the Xid gone (a cleared finding, then a new one after the restart).
+cp "$root/_commands/dmesg.txt" "$log.new" && xid79 >> "$log.new"
+rmdir "$log" && mv "$log.new" "$log"
 stop_agent
 appeared=$(python3 -c "import sqlite3; print(sqlite3.connect('$state/events.db').execute(\"select count(*) from events where kind in ('appeared','changed','drained')\").fetchone()[0])")
 start_agent
