@@ -13,18 +13,12 @@
 #include <cstdlib>
 #include <vector>
 
-#include "abi/nvml.hpp"
+#include "nvml_dl.hpp"
 
 using namespace gpudx;
+using namespace device_nvml;
 
 namespace {
-
-void* lib;
-template <class F>
-F sym(const char* name) { return reinterpret_cast<F>(dlsym(lib, name)); }
-double now_ms() {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 struct Api {
     nvml::DeviceGetFieldValues fields = sym<nvml::DeviceGetFieldValues>("nvmlDeviceGetFieldValues");

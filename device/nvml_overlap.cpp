@@ -18,18 +18,12 @@
 #include <thread>
 #include <vector>
 
-#include "abi/nvml.hpp"
+#include "nvml_dl.hpp"
 
 using namespace gpudx;
+using namespace device_nvml;
 
 namespace {
-
-void* lib;
-template <class F>
-F sym(const char* name) { return reinterpret_cast<F>(dlsym(lib, name)); }
-double now_ms() {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // The ECC totals, the link count and version, the power limit: what the probe's first field call asks.
 const unsigned kFirstFields[] = {3, 5, 4, 6, 91, 190, 166};
