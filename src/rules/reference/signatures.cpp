@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <map>
 #include <memory>
 #include <set>
 
@@ -362,52 +364,89 @@ void split_rsyslog(std::string_view text, std::vector<std::string_view>& out) {
 class SignatureCandidates {
 public:
     explicit SignatureCandidates(const SignatureCatalogue& catalogue) : count_(catalogue.signatures.size()) {
-        for (size_t s = 0; s < catalogue.signatures.size(); ++s) {
-            for (auto& t : catalogue.signatures[s].templates) {
+        gated_by_.resize(count_);
+        literal_chunks_.resize(count_);
+        for (size_t s = 0; s < count_; ++s) {
+            const Signature& sig = catalogue.signatures[s];
+            for (auto& t : sig.templates) {
                 size_t first = !t.parts.empty() && t.parts[0].literal ? 0 : 1;
                 std::string_view chunk = first < t.parts.size() ? first_chunk(t.parts[first].text) : std::string_view();
                 if (chunk.size() < 2) {
                     always_.push_back(s);  // too short to file: tried at every line
                     continue;
                 }
-                uint16_t key = pair_key(chunk[0], chunk[1]);
-                present_[key >> 6] |= uint64_t{1} << (key & 63);
-                chunks_.push_back({key, std::string(chunk), s});
+                gated_by_[s].push_back(chunk_id(chunk));
             }
-        }
-        std::sort(chunks_.begin(), chunks_.end(), [](auto& a, auto& b) { return a.key < b.key; });
-        // A one-line signature's template matches only a line that holds every chunk of every literal it has (the
-        // blanks between chunks match any run of blanks): a line lacking one of them is passed without joining or
-        // matching. Multi-line signatures find their later literals in the lines joined after this one.
-        literal_chunks_.resize(count_);
-        for (size_t s = 0; s < count_; ++s) {
-            const Signature& sig = catalogue.signatures[s];
+            // A one-line signature's template matches only a line that holds every chunk of every literal it has
+            // (the blanks between chunks match any run of blanks): a line lacking one of them is passed without
+            // joining or matching. Multi-line signatures find their later literals in the lines joined after this
+            // one.
             if (sig.lines > 1) continue;
             for (auto& t : sig.templates) {
-                std::vector<std::string> chunks;
+                TemplateChunks chunks;
                 for (auto& part : t.parts)
                     if (part.literal)
-                        for (auto& c : split_blanks(part.text)) chunks.emplace_back(c);
-                // The longest first: the rarest, most often the one a line lacks.
-                std::stable_sort(chunks.begin(), chunks.end(), [](auto& a, auto& b) { return a.size() > b.size(); });
+                        for (auto& c : split_blanks(part.text)) {
+                            if (c.size() == 1) chunks.bytes.push_back(static_cast<uint8_t>(c[0]));
+                            else chunks.ids.push_back(chunk_id(c));
+                        }
                 literal_chunks_[s].push_back(std::move(chunks));
             }
         }
+        // The chunks filed under their first two bytes: the entries of one pair are contiguous, from
+        // first_entry_[pair] to first_entry_[pair + 1].
+        std::vector<uint32_t> order(chunk_texts_.size());
+        for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+        std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+            return pair_key(chunk_texts_[a][0], chunk_texts_[a][1]) < pair_key(chunk_texts_[b][0], chunk_texts_[b][1]);
+        });
+        first_entry_.assign(65537, 0);
+        for (uint32_t id : order) {
+            const std::string& text = chunk_texts_[id];
+            uint16_t key = pair_key(text[0], text[1]);
+            present_[key >> 6] |= uint64_t{1} << (key & 63);
+            ++first_entry_[key + 1u];
+            Entry e;
+            e.id = id;
+            e.size = static_cast<uint32_t>(text.size());
+            size_t head = std::min<size_t>(text.size(), 8);
+            std::memcpy(&e.head, text.data(), head);
+            e.head_mask = head == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * head)) - 1;
+            entries_.push_back(e);
+        }
+        for (size_t k = 1; k < first_entry_.size(); ++k) first_entry_[k] += first_entry_[k - 1];
+        found_.resize((chunk_texts_.size() + 63) / 64);
     }
 
     // Sets out[s] for every signature s that may match at `line` (out is resized to the catalogue's size).
+    // One pass over the line's positions finds every chunk it holds: the gates' and the one-line signatures'
+    // literals' together, each compared 8 bytes at once.
     void mark(std::string_view line, std::vector<char>& out) const {
         out.assign(count_, 0);
-        for (size_t s : always_) out[s] = 1;
-        for (size_t at = 0; at + 1 < line.size(); ++at) {
+        std::fill(found_.begin(), found_.end(), 0);
+        uint64_t bytes[4] = {};
+        const size_t n = line.size();
+        for (size_t at = 0; at < n; ++at) {
+            auto b = static_cast<uint8_t>(line[at]);
+            bytes[b >> 6] |= uint64_t{1} << (b & 63);
+            if (at + 1 >= n) break;
             uint16_t key = pair_key(line[at], line[at + 1]);
             if (!(present_[key >> 6] >> (key & 63) & 1)) continue;
-            auto it = std::lower_bound(chunks_.begin(), chunks_.end(), key, [](auto& c, uint16_t k) { return c.key < k; });
-            for (; it != chunks_.end() && it->key == key; ++it)
-                if (!out[it->signature] && line.substr(at).starts_with(it->text)) out[it->signature] = 1;
+            uint64_t word = 0;
+            std::memcpy(&word, line.data() + at, std::min<size_t>(n - at, 8));
+            for (uint32_t e = first_entry_[key], end = first_entry_[key + 1u]; e < end; ++e) {
+                const Entry& c = entries_[e];
+                if ((word & c.head_mask) != c.head || c.size > n - at || has(c.id)) continue;
+                if (c.size > 8 && std::memcmp(line.data() + at + 8, chunk_texts_[c.id].data() + 8, c.size - 8) != 0)
+                    continue;
+                found_[c.id >> 6] |= uint64_t{1} << (c.id & 63);
+            }
         }
-        for (size_t s = 0; s < count_; ++s)
-            if (out[s] && !literal_chunks_[s].empty() && !any_template_may_match(s, line)) out[s] = 0;
+        for (size_t s : always_) out[s] = 1;
+        for (size_t s = 0; s < count_; ++s) {
+            if (!out[s]) out[s] = std::any_of(gated_by_[s].begin(), gated_by_[s].end(), [&](uint32_t id) { return has(id); });
+            if (out[s] && !literal_chunks_[s].empty() && !any_template_may_match(s, bytes)) out[s] = 0;
+        }
     }
 
 private:
@@ -424,24 +463,39 @@ private:
         }
         return out;
     }
-    bool any_template_may_match(size_t s, std::string_view line) const {
-        for (auto& chunks : literal_chunks_[s])
-            if (std::all_of(chunks.begin(), chunks.end(),
-                            [&](const std::string& c) { return line.find(c) != std::string_view::npos; }))
+    uint32_t chunk_id(std::string_view chunk) {
+        auto [it, inserted] = chunk_ids_.try_emplace(std::string(chunk), static_cast<uint32_t>(chunk_texts_.size()));
+        if (inserted) chunk_texts_.emplace_back(chunk);
+        return it->second;
+    }
+    bool has(uint32_t id) const { return found_[id >> 6] >> (id & 63) & 1; }
+    bool any_template_may_match(size_t s, const uint64_t (&bytes)[4]) const {
+        for (auto& t : literal_chunks_[s])
+            if (std::all_of(t.ids.begin(), t.ids.end(), [&](uint32_t id) { return has(id); }) &&
+                std::all_of(t.bytes.begin(), t.bytes.end(), [&](uint8_t b) { return bytes[b >> 6] >> (b & 63) & 1; }))
                 return true;
         return false;
     }
-    struct Chunk {
-        uint16_t key;
-        std::string text;
-        size_t signature;
+    struct Entry {
+        uint64_t head = 0, head_mask = 0;  // the chunk's first (up to) 8 bytes, and which bytes of a word they are
+        uint32_t size = 0;
+        uint32_t id = 0;
+    };
+    struct TemplateChunks {
+        std::vector<uint32_t> ids;   // chunks of two bytes or more
+        std::vector<uint8_t> bytes;  // one-byte chunks
     };
     size_t count_;
     uint64_t present_[65536 / 64] = {};
-    std::vector<Chunk> chunks_;  // sorted by key
+    std::map<std::string, uint32_t, std::less<>> chunk_ids_;
+    std::vector<std::string> chunk_texts_;
+    std::vector<Entry> entries_;          // sorted by their first two bytes
+    std::vector<uint32_t> first_entry_;   // per pair of bytes, its first entry
+    mutable std::vector<uint64_t> found_;  // per chunk: found in the line being marked
     std::vector<size_t> always_;
+    std::vector<std::vector<uint32_t>> gated_by_;  // per signature: its templates' first chunks
     // Per signature, per template: the chunks of its literals; none for a multi-line signature (not checked).
-    std::vector<std::vector<std::vector<std::string>>> literal_chunks_;
+    std::vector<std::vector<TemplateChunks>> literal_chunks_;
 };
 
 std::optional<SignatureMatch> match_lines(const Signature& sig, const std::vector<std::string_view>& lines, size_t i,
