@@ -364,7 +364,6 @@ void split_rsyslog(std::string_view text, std::vector<std::string_view>& out) {
 class SignatureCandidates {
 public:
     explicit SignatureCandidates(const SignatureCatalogue& catalogue) : count_(catalogue.signatures.size()) {
-        gated_by_.resize(count_);
         literal_chunks_.resize(count_);
         for (size_t s = 0; s < count_; ++s) {
             const Signature& sig = catalogue.signatures[s];
@@ -375,7 +374,10 @@ public:
                     always_.push_back(s);  // too short to file: tried at every line
                     continue;
                 }
-                gated_by_[s].push_back(chunk_id(chunk));
+                uint32_t id = chunk_id(chunk);
+                if (gates_.size() <= id) gates_.resize(id + 1);
+                if (std::find(gates_[id].begin(), gates_[id].end(), s) == gates_[id].end())
+                    gates_[id].push_back(static_cast<uint32_t>(s));
             }
             // A one-line signature's template matches only a line that holds every chunk of every literal it has
             // (the blanks between chunks match any run of blanks): a line lacking one of them is passed without
@@ -387,7 +389,7 @@ public:
                 for (auto& part : t.parts)
                     if (part.literal)
                         for (auto& c : split_blanks(part.text)) {
-                            if (c.size() == 1) chunks.bytes.push_back(static_cast<uint8_t>(c[0]));
+                            if (c.size() == 1) chunks.bytes.push_back(c[0]);
                             else chunks.ids.push_back(chunk_id(c));
                         }
                 literal_chunks_[s].push_back(std::move(chunks));
@@ -398,12 +400,12 @@ public:
         std::vector<uint32_t> order(chunk_texts_.size());
         for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
         std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-            return pair_key(chunk_texts_[a][0], chunk_texts_[a][1]) < pair_key(chunk_texts_[b][0], chunk_texts_[b][1]);
+            return pair_key(chunk_texts_[a]) < pair_key(chunk_texts_[b]);
         });
         first_entry_.assign(65537, 0);
         for (uint32_t id : order) {
             const std::string& text = chunk_texts_[id];
-            uint16_t key = pair_key(text[0], text[1]);
+            uint16_t key = pair_key(text);
             present_[key >> 6] |= uint64_t{1} << (key & 63);
             ++first_entry_[key + 1u];
             Entry e;
@@ -411,47 +413,55 @@ public:
             e.size = static_cast<uint32_t>(text.size());
             size_t head = std::min<size_t>(text.size(), 8);
             std::memcpy(&e.head, text.data(), head);
-            e.head_mask = head == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * head)) - 1;
+            unsigned char mask[8] = {};
+            std::memset(mask, 0xff, head);
+            std::memcpy(&e.head_mask, mask, 8);
             entries_.push_back(e);
         }
         for (size_t k = 1; k < first_entry_.size(); ++k) first_entry_[k] += first_entry_[k - 1];
         found_.resize((chunk_texts_.size() + 63) / 64);
+        gates_.resize(chunk_texts_.size());
     }
 
     // Sets out[s] for every signature s that may match at `line` (out is resized to the catalogue's size).
     // One pass over the line's positions finds every chunk it holds: the gates' and the one-line signatures'
-    // literals' together, each compared 8 bytes at once.
+    // literals' together, each compared 8 bytes at once. Only the signatures whose gates were found are looked at.
     void mark(std::string_view line, std::vector<char>& out) const {
         out.assign(count_, 0);
-        std::fill(found_.begin(), found_.end(), 0);
-        uint64_t bytes[4] = {};
+        for (uint32_t id : found_list_) found_[id >> 6] = 0;
+        found_list_.clear();
+        const char* p = line.data();
         const size_t n = line.size();
-        for (size_t at = 0; at < n; ++at) {
-            auto b = static_cast<uint8_t>(line[at]);
-            bytes[b >> 6] |= uint64_t{1} << (b & 63);
-            if (at + 1 >= n) break;
-            uint16_t key = pair_key(line[at], line[at + 1]);
-            if (!(present_[key >> 6] >> (key & 63) & 1)) continue;
+        for (size_t at = 0; at + 1 < n; ++at) {
+            uint16_t key = pair_key(line.substr(at));
+            if (!(present_[key >> 6] >> (key & 63) & 1)) [[likely]]
+                continue;
             uint64_t word = 0;
-            std::memcpy(&word, line.data() + at, std::min<size_t>(n - at, 8));
+            std::memcpy(&word, p + at, std::min<size_t>(n - at, 8));
             for (uint32_t e = first_entry_[key], end = first_entry_[key + 1u]; e < end; ++e) {
                 const Entry& c = entries_[e];
                 if ((word & c.head_mask) != c.head || c.size > n - at || has(c.id)) continue;
-                if (c.size > 8 && std::memcmp(line.data() + at + 8, chunk_texts_[c.id].data() + 8, c.size - 8) != 0)
-                    continue;
+                if (c.size > 8 && std::memcmp(p + at + 8, chunk_texts_[c.id].data() + 8, c.size - 8) != 0) continue;
                 found_[c.id >> 6] |= uint64_t{1} << (c.id & 63);
+                found_list_.push_back(c.id);
             }
         }
-        for (size_t s : always_) out[s] = 1;
-        for (size_t s = 0; s < count_; ++s) {
-            if (!out[s]) out[s] = std::any_of(gated_by_[s].begin(), gated_by_[s].end(), [&](uint32_t id) { return has(id); });
-            if (out[s] && !literal_chunks_[s].empty() && !any_template_may_match(s, bytes)) out[s] = 0;
-        }
+        candidates_.clear();
+        for (size_t s : always_)
+            if (!out[s]) out[s] = 1, candidates_.push_back(s);
+        for (uint32_t id : found_list_)
+            for (uint32_t s : gates_[id])
+                if (!out[s]) out[s] = 1, candidates_.push_back(s);
+        for (uint32_t s : candidates_)
+            if (!literal_chunks_[s].empty() && !any_template_may_match(s, line)) out[s] = 0;
     }
 
 private:
-    static uint16_t pair_key(char a, char b) {
-        return static_cast<uint16_t>(static_cast<uint8_t>(a) | static_cast<uint8_t>(b) << 8);
+    // A text's first two bytes as one number (in the machine's byte order, as the 8-byte heads).
+    static uint16_t pair_key(std::string_view text) {
+        uint16_t key;
+        std::memcpy(&key, text.data(), 2);
+        return key;
     }
     static std::vector<std::string_view> split_blanks(std::string_view text) {
         std::vector<std::string_view> out;
@@ -469,10 +479,10 @@ private:
         return it->second;
     }
     bool has(uint32_t id) const { return found_[id >> 6] >> (id & 63) & 1; }
-    bool any_template_may_match(size_t s, const uint64_t (&bytes)[4]) const {
+    bool any_template_may_match(size_t s, std::string_view line) const {
         for (auto& t : literal_chunks_[s])
             if (std::all_of(t.ids.begin(), t.ids.end(), [&](uint32_t id) { return has(id); }) &&
-                std::all_of(t.bytes.begin(), t.bytes.end(), [&](uint8_t b) { return bytes[b >> 6] >> (b & 63) & 1; }))
+                std::all_of(t.bytes.begin(), t.bytes.end(), [&](char b) { return line.find(b) != std::string_view::npos; }))
                 return true;
         return false;
     }
@@ -483,7 +493,7 @@ private:
     };
     struct TemplateChunks {
         std::vector<uint32_t> ids;   // chunks of two bytes or more
-        std::vector<uint8_t> bytes;  // one-byte chunks
+        std::vector<char> bytes;  // one-byte chunks
     };
     size_t count_;
     uint64_t present_[65536 / 64] = {};
@@ -492,8 +502,10 @@ private:
     std::vector<Entry> entries_;          // sorted by their first two bytes
     std::vector<uint32_t> first_entry_;   // per pair of bytes, its first entry
     mutable std::vector<uint64_t> found_;  // per chunk: found in the line being marked
+    mutable std::vector<uint32_t> found_list_;  // the chunks found there, in the order found
+    mutable std::vector<uint32_t> candidates_;  // the signatures marked there
+    std::vector<std::vector<uint32_t>> gates_;  // per chunk: the signatures it is a first chunk of
     std::vector<size_t> always_;
-    std::vector<std::vector<uint32_t>> gated_by_;  // per signature: its templates' first chunks
     // Per signature, per template: the chunks of its literals; none for a multi-line signature (not checked).
     std::vector<std::vector<TemplateChunks>> literal_chunks_;
 };
