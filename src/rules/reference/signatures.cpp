@@ -888,10 +888,15 @@ std::map<std::string, std::string> gpu_uuids_in_text(const KernelLog& log, const
         // those bytes names none (most of a long text's kept lines are passed here without looking further).
         if (l.text.find("GPU-") == std::string::npos) continue;
         candidates->mark(l.text, may_match);
-        bool may_name = false;
-        for (size_t s = 0; s < sigs.size() && !may_name; ++s) may_name = may_match[s] && names_uuid[s];
-        if (!may_name) continue;
-        for (size_t s = 0; s < sigs.size(); ++s) {
+        // A signature after the last one that may name a UUID here cannot: the line is passed when that one is.
+        size_t last_naming = sigs.size();
+        for (size_t s = sigs.size(); s-- > 0;)
+            if (may_match[s] && names_uuid[s]) {
+                last_naming = s;
+                break;
+            }
+        if (last_naming == sigs.size()) continue;
+        for (size_t s = 0; s <= last_naming; ++s) {
             if (!may_match[s]) continue;
             const Signature& sig = sigs[s];
             auto m = match_signature(sig, l.text);
