@@ -1,6 +1,7 @@
 #include "rules/reference/result_codes.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -105,9 +106,15 @@ uint16_t name_start(std::string_view name) {
     return static_cast<uint16_t>(static_cast<uint8_t>(name[0]) | static_cast<uint8_t>(name[1]) << 8);
 }
 
-bool is_word_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
+// A table, not four comparisons: match() asks it of every byte of every kept line.
+constexpr std::array<bool, 256> kWordChars = [] {
+    std::array<bool, 256> t{};
+    for (int c = 0; c < 256; ++c)
+        t[c] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    return t;
+}();
+
+bool is_word_char(char c) { return kWordChars[static_cast<uint8_t>(c)]; }
 
 std::string lowercase(std::string_view s) {
     std::string out(s);
@@ -259,8 +266,8 @@ std::vector<ResultCodeMatch> ResultCodeMatcher::match(std::string_view line) con
         if (auto it = by_name_.find(word); it != by_name_.end() && it->second.code->severity) add(it->second);
     }
     if (!out.empty()) return out;
+    if (find_ci(line, "cuda") == std::string_view::npos) return out;  // before copying the line
     std::string lower = lowercase(line);
-    if (lower.find("cuda") == std::string::npos) return out;
     // By text, after CUDA's own words: the longest confirmed text of the two CUDA tables found after the marker
     // (the first of equal length: the runtime's).
     for (auto marker : kCudaTextMarkers) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <map>
 #include <memory>
 #include <set>
 
@@ -362,57 +364,104 @@ void split_rsyslog(std::string_view text, std::vector<std::string_view>& out) {
 class SignatureCandidates {
 public:
     explicit SignatureCandidates(const SignatureCatalogue& catalogue) : count_(catalogue.signatures.size()) {
-        for (size_t s = 0; s < catalogue.signatures.size(); ++s) {
-            for (auto& t : catalogue.signatures[s].templates) {
+        literal_chunks_.resize(count_);
+        for (size_t s = 0; s < count_; ++s) {
+            const Signature& sig = catalogue.signatures[s];
+            for (auto& t : sig.templates) {
                 size_t first = !t.parts.empty() && t.parts[0].literal ? 0 : 1;
                 std::string_view chunk = first < t.parts.size() ? first_chunk(t.parts[first].text) : std::string_view();
                 if (chunk.size() < 2) {
                     always_.push_back(s);  // too short to file: tried at every line
                     continue;
                 }
-                uint16_t key = pair_key(chunk[0], chunk[1]);
-                present_[key >> 6] |= uint64_t{1} << (key & 63);
-                chunks_.push_back({key, std::string(chunk), s});
+                uint32_t id = chunk_id(chunk);
+                if (gates_.size() <= id) gates_.resize(id + 1);
+                if (std::find(gates_[id].begin(), gates_[id].end(), s) == gates_[id].end())
+                    gates_[id].push_back(static_cast<uint32_t>(s));
             }
-        }
-        std::sort(chunks_.begin(), chunks_.end(), [](auto& a, auto& b) { return a.key < b.key; });
-        // A one-line signature's template matches only a line that holds every chunk of every literal it has (the
-        // blanks between chunks match any run of blanks): a line lacking one of them is passed without joining or
-        // matching. Multi-line signatures find their later literals in the lines joined after this one.
-        literal_chunks_.resize(count_);
-        for (size_t s = 0; s < count_; ++s) {
-            const Signature& sig = catalogue.signatures[s];
+            // A one-line signature's template matches only a line that holds every chunk of every literal it has
+            // (the blanks between chunks match any run of blanks): a line lacking one of them is passed without
+            // joining or matching. Multi-line signatures find their later literals in the lines joined after this
+            // one.
             if (sig.lines > 1) continue;
             for (auto& t : sig.templates) {
-                std::vector<std::string> chunks;
+                TemplateChunks chunks;
                 for (auto& part : t.parts)
                     if (part.literal)
-                        for (auto& c : split_blanks(part.text)) chunks.emplace_back(c);
-                // The longest first: the rarest, most often the one a line lacks.
-                std::stable_sort(chunks.begin(), chunks.end(), [](auto& a, auto& b) { return a.size() > b.size(); });
+                        for (auto& c : split_blanks(part.text)) {
+                            if (c.size() == 1) chunks.bytes.push_back(c[0]);
+                            else chunks.ids.push_back(chunk_id(c));
+                        }
                 literal_chunks_[s].push_back(std::move(chunks));
             }
         }
+        // The chunks filed under their first two bytes: the entries of one pair are contiguous, from
+        // first_entry_[pair] to first_entry_[pair + 1].
+        std::vector<uint32_t> order(chunk_texts_.size());
+        for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+        std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+            return pair_key(chunk_texts_[a]) < pair_key(chunk_texts_[b]);
+        });
+        first_entry_.assign(65537, 0);
+        for (uint32_t id : order) {
+            const std::string& text = chunk_texts_[id];
+            uint16_t key = pair_key(text);
+            present_[key >> 6] |= uint64_t{1} << (key & 63);
+            ++first_entry_[key + 1u];
+            Entry e;
+            e.id = id;
+            e.size = static_cast<uint32_t>(text.size());
+            size_t head = std::min<size_t>(text.size(), 8);
+            std::memcpy(&e.head, text.data(), head);
+            unsigned char mask[8] = {};
+            std::memset(mask, 0xff, head);
+            std::memcpy(&e.head_mask, mask, 8);
+            entries_.push_back(e);
+        }
+        for (size_t k = 1; k < first_entry_.size(); ++k) first_entry_[k] += first_entry_[k - 1];
+        found_.resize((chunk_texts_.size() + 63) / 64);
+        gates_.resize(chunk_texts_.size());
     }
 
     // Sets out[s] for every signature s that may match at `line` (out is resized to the catalogue's size).
+    // One pass over the line's positions finds every chunk it holds: the gates' and the one-line signatures'
+    // literals' together, each compared 8 bytes at once. Only the signatures whose gates were found are looked at.
     void mark(std::string_view line, std::vector<char>& out) const {
         out.assign(count_, 0);
-        for (size_t s : always_) out[s] = 1;
-        for (size_t at = 0; at + 1 < line.size(); ++at) {
-            uint16_t key = pair_key(line[at], line[at + 1]);
-            if (!(present_[key >> 6] >> (key & 63) & 1)) continue;
-            auto it = std::lower_bound(chunks_.begin(), chunks_.end(), key, [](auto& c, uint16_t k) { return c.key < k; });
-            for (; it != chunks_.end() && it->key == key; ++it)
-                if (!out[it->signature] && line.substr(at).starts_with(it->text)) out[it->signature] = 1;
+        for (uint32_t id : found_list_) found_[id >> 6] = 0;
+        found_list_.clear();
+        const char* p = line.data();
+        const size_t n = line.size();
+        for (size_t at = 0; at + 1 < n; ++at) {
+            uint16_t key = pair_key(line.substr(at));
+            if (!(present_[key >> 6] >> (key & 63) & 1)) [[likely]]
+                continue;
+            uint64_t word = 0;
+            std::memcpy(&word, p + at, std::min<size_t>(n - at, 8));
+            for (uint32_t e = first_entry_[key], end = first_entry_[key + 1u]; e < end; ++e) {
+                const Entry& c = entries_[e];
+                if ((word & c.head_mask) != c.head || c.size > n - at || has(c.id)) continue;
+                if (c.size > 8 && std::memcmp(p + at + 8, chunk_texts_[c.id].data() + 8, c.size - 8) != 0) continue;
+                found_[c.id >> 6] |= uint64_t{1} << (c.id & 63);
+                found_list_.push_back(c.id);
+            }
         }
-        for (size_t s = 0; s < count_; ++s)
-            if (out[s] && !literal_chunks_[s].empty() && !any_template_may_match(s, line)) out[s] = 0;
+        candidates_.clear();
+        for (size_t s : always_)
+            if (!out[s]) out[s] = 1, candidates_.push_back(s);
+        for (uint32_t id : found_list_)
+            for (uint32_t s : gates_[id])
+                if (!out[s]) out[s] = 1, candidates_.push_back(s);
+        for (uint32_t s : candidates_)
+            if (!literal_chunks_[s].empty() && !any_template_may_match(s, line)) out[s] = 0;
     }
 
 private:
-    static uint16_t pair_key(char a, char b) {
-        return static_cast<uint16_t>(static_cast<uint8_t>(a) | static_cast<uint8_t>(b) << 8);
+    // A text's first two bytes as one number (in the machine's byte order, as the 8-byte heads).
+    static uint16_t pair_key(std::string_view text) {
+        uint16_t key;
+        std::memcpy(&key, text.data(), 2);
+        return key;
     }
     static std::vector<std::string_view> split_blanks(std::string_view text) {
         std::vector<std::string_view> out;
@@ -424,24 +473,41 @@ private:
         }
         return out;
     }
+    uint32_t chunk_id(std::string_view chunk) {
+        auto [it, inserted] = chunk_ids_.try_emplace(std::string(chunk), static_cast<uint32_t>(chunk_texts_.size()));
+        if (inserted) chunk_texts_.emplace_back(chunk);
+        return it->second;
+    }
+    bool has(uint32_t id) const { return found_[id >> 6] >> (id & 63) & 1; }
     bool any_template_may_match(size_t s, std::string_view line) const {
-        for (auto& chunks : literal_chunks_[s])
-            if (std::all_of(chunks.begin(), chunks.end(),
-                            [&](const std::string& c) { return line.find(c) != std::string_view::npos; }))
+        for (auto& t : literal_chunks_[s])
+            if (std::all_of(t.ids.begin(), t.ids.end(), [&](uint32_t id) { return has(id); }) &&
+                std::all_of(t.bytes.begin(), t.bytes.end(), [&](char b) { return line.find(b) != std::string_view::npos; }))
                 return true;
         return false;
     }
-    struct Chunk {
-        uint16_t key;
-        std::string text;
-        size_t signature;
+    struct Entry {
+        uint64_t head = 0, head_mask = 0;  // the chunk's first (up to) 8 bytes, and which bytes of a word they are
+        uint32_t size = 0;
+        uint32_t id = 0;
+    };
+    struct TemplateChunks {
+        std::vector<uint32_t> ids;   // chunks of two bytes or more
+        std::vector<char> bytes;  // one-byte chunks
     };
     size_t count_;
     uint64_t present_[65536 / 64] = {};
-    std::vector<Chunk> chunks_;  // sorted by key
+    std::map<std::string, uint32_t, std::less<>> chunk_ids_;
+    std::vector<std::string> chunk_texts_;
+    std::vector<Entry> entries_;          // sorted by their first two bytes
+    std::vector<uint32_t> first_entry_;   // per pair of bytes, its first entry
+    mutable std::vector<uint64_t> found_;  // per chunk: found in the line being marked
+    mutable std::vector<uint32_t> found_list_;  // the chunks found there, in the order found
+    mutable std::vector<uint32_t> candidates_;  // the signatures marked there
+    std::vector<std::vector<uint32_t>> gates_;  // per chunk: the signatures it is a first chunk of
     std::vector<size_t> always_;
     // Per signature, per template: the chunks of its literals; none for a multi-line signature (not checked).
-    std::vector<std::vector<std::vector<std::string>>> literal_chunks_;
+    std::vector<std::vector<TemplateChunks>> literal_chunks_;
 };
 
 std::optional<SignatureMatch> match_lines(const Signature& sig, const std::vector<std::string_view>& lines, size_t i,
@@ -822,10 +888,15 @@ std::map<std::string, std::string> gpu_uuids_in_text(const KernelLog& log, const
         // those bytes names none (most of a long text's kept lines are passed here without looking further).
         if (l.text.find("GPU-") == std::string::npos) continue;
         candidates->mark(l.text, may_match);
-        bool may_name = false;
-        for (size_t s = 0; s < sigs.size() && !may_name; ++s) may_name = may_match[s] && names_uuid[s];
-        if (!may_name) continue;
-        for (size_t s = 0; s < sigs.size(); ++s) {
+        // A signature after the last one that may name a UUID here cannot: the line is passed when that one is.
+        size_t last_naming = sigs.size();
+        for (size_t s = sigs.size(); s-- > 0;)
+            if (may_match[s] && names_uuid[s]) {
+                last_naming = s;
+                break;
+            }
+        if (last_naming == sigs.size()) continue;
+        for (size_t s = 0; s <= last_naming; ++s) {
             if (!may_match[s]) continue;
             const Signature& sig = sigs[s];
             auto m = match_signature(sig, l.text);
