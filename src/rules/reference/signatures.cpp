@@ -510,6 +510,18 @@ private:
     std::vector<std::vector<TemplateChunks>> literal_chunks_;
 };
 
+// The candidate index of a catalogue. The built-in one's is built once per thread and kept: the UUID pass and the
+// findings pass of every text ask for it, and building it is most of what `explain` costs on a short text. Per
+// thread because mark() keeps its scratch in the index. A site catalogue's is built for the caller (`own`).
+const SignatureCandidates& candidates_for(const SignatureCatalogue& catalogue, std::unique_ptr<SignatureCandidates>& own) {
+    if (&catalogue == &builtin_signature_catalogue()) {
+        thread_local const SignatureCandidates builtin(catalogue);
+        return builtin;
+    }
+    own = std::make_unique<SignatureCandidates>(catalogue);
+    return *own;
+}
+
 std::optional<SignatureMatch> match_lines(const Signature& sig, const std::vector<std::string_view>& lines, size_t i,
                                           size_t& used) {
     // A one-line signature is matched on the line itself: only a message joined over several lines is copied.
@@ -881,13 +893,14 @@ std::map<std::string, std::string> gpu_uuids_in_text(const KernelLog& log, const
         names_uuid[s] = fields.count("pci") && fields.count("uuid");
     }
     if (std::find(names_uuid.begin(), names_uuid.end(), 1) == names_uuid.end()) return out;
-    auto candidates = std::make_unique<SignatureCandidates>(catalogue);
+    std::unique_ptr<SignatureCandidates> own;
+    const SignatureCandidates& candidates = candidates_for(catalogue, own);
     std::vector<char> may_match;
     for (auto& l : log.lines) {
         // A UUID is kept only when it starts with "GPU-", and a field's value is read from the line: a line without
         // those bytes names none (most of a long text's kept lines are passed here without looking further).
         if (l.text.find("GPU-") == std::string::npos) continue;
-        candidates->mark(l.text, may_match);
+        candidates.mark(l.text, may_match);
         // A signature after the last one that may name a UUID here cannot: the line is passed when that one is.
         size_t last_naming = sigs.size();
         for (size_t s = sigs.size(); s-- > 0;)
@@ -933,11 +946,12 @@ void check_signatures(const CheckContext& ctx, const SignatureCatalogue& catalog
     std::map<std::string, std::string> uuid_of;  // "NVRM: GPU at PCI:...: GPU-..." in the text itself
     std::vector<Occurrence> occ;
     std::map<std::string, size_t> index;
-    auto candidates = std::make_unique<SignatureCandidates>(catalogue);
+    std::unique_ptr<SignatureCandidates> own;
+    const SignatureCandidates& candidates = candidates_for(catalogue, own);
     std::vector<char> may_match;
     for (size_t i = 0; i < lines.size();) {
         size_t used = 1;
-        candidates->mark(lines[i], may_match);
+        candidates.mark(lines[i], may_match);
         for (size_t s = 0; s < catalogue.signatures.size(); ++s) {
             if (!may_match[s]) continue;
             const Signature& sig = catalogue.signatures[s];
