@@ -46,6 +46,12 @@ constexpr size_t kKeptNvmlEvents = 256;
 // The state key of the findings held open (agent/store.hpp): a restart goes on from them.
 constexpr const char* kStateOpenFindings = "open_findings";
 
+// A diagnosis allocates and frees megabytes (the child's snapshot JSON, the saved ledger, the previous
+// publication); give them back once all of it is freed, so the agent's resident memory is what it holds.
+void give_back_freed_memory() {
+    ::malloc_trim(0);
+}
+
 EventStoreOptions store_options(const AgentOptions& o) {
     EventStoreOptions so = o.store;
     if (so.path.empty()) so.path = (std::filesystem::path(o.state_dir) / "events.db").string();
@@ -147,9 +153,8 @@ void Agent::diagnose_and_publish(Snapshot s, DiagnosisTrigger trigger, double st
     s.nvml_events.assign(nvml_recent_.begin(), nvml_recent_.end());
     auto p = std::make_shared<Published>();
     DiagnoseOptions options = o_.diagnose;
-    p->prom_options.node = make_node_record(s);
     auto held = hold_node_to(s, o_.baseline, o_.matrix);
-    p->prom_options.node_class = held.node_class;
+    p->node_class = held.node_class;
     options.node_class = held.class_held_to;
     options.extra_findings.insert(options.extra_findings.end(), held.findings.begin(), held.findings.end());
     p->diagnosis = diagnose(s, options);
@@ -163,21 +168,24 @@ void Agent::diagnose_and_publish(Snapshot s, DiagnosisTrigger trigger, double st
         p->diagnosis = diagnose(s, options);
     }
     p->snapshot = std::move(s);
-    p->prom = render_prometheus(p->snapshot, p->diagnosis, p->prom_options);
+    // Held until the next diagnosis, by the ledger too: without the slack of their growth.
+    p->diagnosis.findings.shrink_to_fit();
+    p->snapshot.kernel_log.lines.shrink_to_fit();
+    p->snapshot.kernel_log.xids.shrink_to_fit();
+    p->snapshot.kernel_log.tallies.shrink_to_fit();
     p->time_ms = now_ms();
     p->trigger = trigger;
     p->duration_ms = static_cast<double>(now_ms()) - started_ms;
     auto before = publication_.latest();
-    auto events = ledger_.advance(p->diagnosis.findings, unread, p->time_ms);
+    // The ledger holds the open findings where the publication holds them.
+    auto events = ledger_.advance(std::shared_ptr<const std::vector<Finding>>(p, &p->diagnosis.findings), unread, p->time_ms);
     publication_.publish(p);
     // What the scheduler should do changes with any event, and with the verdict alone (an unreadable layer).
     bool changed = !events.empty() || !before || before->diagnosis.exit_code != p->diagnosis.exit_code;
     std::map<std::string, std::string> state;
-    if (!events.empty() || !before) state[kStateOpenFindings] = json_text(ledger_.to_json());
+    if (!events.empty() || !before) state[kStateOpenFindings] = ledger_.to_json_text();
     recorder_.record(std::move(events), state);
     if (o_.drain && (changed || drain_.pending())) drain_.decide(p->diagnosis, unread);
-    // A diagnosis allocates and frees megabytes (the snapshot's JSON); give them back between runs.
-    ::malloc_trim(0);
 }
 
 void Agent::rediagnose_kernel_log() {
@@ -254,6 +262,7 @@ int Agent::run() {
         stop_all();
         return 0;
     }
+    give_back_freed_memory();
     systemd_.notify(fmt::format("READY=1\nSTATUS=serving {}", join_strings(serving_, ", ")));
     using clock = std::chrono::steady_clock;
     auto next_full = clock::now() + o_.interval;
@@ -274,7 +283,10 @@ int Agent::run() {
         if (n < 0 && errno != EINTR) break;
         if (p[0].revents & POLLIN) break;
         // However many lines arrived since the last look, one re-read of the kernel log judges them all.
-        if ((p[1].revents & POLLIN) && followed_.take()) rediagnose_kernel_log();
+        if ((p[1].revents & POLLIN) && followed_.take()) {
+            rediagnose_kernel_log();
+            give_back_freed_memory();
+        }
         if (take_nvml_events()) {
             next_full = std::min(next_full, std::max(clock::now(), last_nvml_full + o_.nvml_rediagnose_gap));
             nvml_called = true;
@@ -283,6 +295,7 @@ int Agent::run() {
         if (now >= next_full) {
             if (nvml_called) last_nvml_full = now;
             if (!diagnose_node(nvml_called ? DiagnosisTrigger::nvml_event : DiagnosisTrigger::interval)) break;
+            give_back_freed_memory();
             next_full = clock::now() + o_.interval;
             nvml_called = false;
         }

@@ -17,6 +17,7 @@
 #include "render/agent_metrics.hpp"
 #include "render/report.hpp"
 #include "render/report_format.hpp"
+#include "rules/comparisons/baseline.hpp"
 
 namespace gpudx {
 
@@ -29,6 +30,8 @@ constexpr size_t kEventPage = 500;
 constexpr size_t kEventsPiece = 64;
 
 }  // namespace
+
+PrometheusOptions Published::prom_options() const { return {.node = make_node_record(snapshot), .node_class = node_class}; }
 
 std::shared_ptr<const Published> Publication::latest() const {
     std::lock_guard lock(mutex_);
@@ -64,7 +67,7 @@ HttpResponse Endpoints::status_response(const HttpRequest& r) {
     }
     RenderOptions ro;
     ro.verbose = r.query.contains("verbose");
-    auto report = render_report(p->snapshot, p->diagnosis, *format, ro, p->prom_options);
+    auto report = render_report(p->snapshot, p->diagnosis, *format, ro, p->prom_options());
     res.content_type = "text/plain; charset=utf-8";
     res.body = std::move(report.text);
     res.headers.emplace_back("X-Gpudx-Exit-Code", std::to_string(report.exit_code));
@@ -204,7 +207,8 @@ HttpResponse Endpoints::answer(const HttpRequest& r) {
         auto p = publication_.latest();
         HttpResponse res;
         res.content_type = "text/plain; version=0.0.4; charset=utf-8";
-        res.body = (p ? p->prom : std::string()) + render_agent_metrics(status_());
+        res.body = (p ? render_prometheus(p->snapshot, p->diagnosis, p->prom_options()) : std::string()) +
+                   render_agent_metrics(status_());
         return res;
     }
     if (r.path == "/v1/status") return status_response(r);

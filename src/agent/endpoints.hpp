@@ -1,7 +1,7 @@
 #pragma once
 // The agent's endpoints, answered from the HTTP adapter's threads (agent/http.hpp): /metrics, /v1/status and
-// /v1/events (docs/agent.md), and the node page at /. They read what the main loop published (the latest diagnosis, rendered once when
-// it is made), the recorder's events, and what the agent knows of itself; they never wait on a diagnosis.
+// /v1/events (docs/agent.md), and the node page at /. They read what the main loop published (the latest diagnosis),
+// the recorder's events, and what the agent knows of itself; they never wait on a diagnosis.
 #include <array>
 #include <functional>
 #include <memory>
@@ -17,15 +17,18 @@
 
 namespace gpudx {
 
-// One diagnosis as the endpoints serve it.
+// One diagnosis as the endpoints serve it. What is made of it (the Prometheus text, the status, the page) is made
+// per answer, never held: a diagnosis with thousands of findings would hold its text several times over.
 struct Published {
     Snapshot snapshot;
     Diagnosis diagnosis;
-    PrometheusOptions prom_options;  // the node record and class the Prometheus format names
-    std::string prom;  // its Prometheus text, rendered once
+    std::string node_class;  // the node's class in the compatibility matrix, as the Prometheus format names it
     int64_t time_ms = 0;
     DiagnosisTrigger trigger = DiagnosisTrigger::start;
     double duration_ms = 0;
+
+    // The node record and class the Prometheus format names.
+    PrometheusOptions prom_options() const;
 };
 
 // The latest diagnosis and the count of diagnoses by trigger, under one mutex: the main loop publishes, the

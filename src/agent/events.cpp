@@ -45,9 +45,9 @@ AgentEvent finding_event(const Finding& f, AgentEventKind kind, int64_t time_ms)
 std::vector<Finding> FindingLedger::carried(const std::map<Layer, std::string>& unread) const {
     std::vector<Finding> out;
     for (const auto& [key, o] : open_) {
-        auto why = unread.find(o.finding.layer);
+        auto why = unread.find(o.finding->layer);
         if (why == unread.end()) continue;
-        Finding f = o.finding;
+        Finding f = *o.finding;
         f.evidence.push_back({"gpudx agent",
                               fmt::format("carried: the {} layer could not be read ({}); as last read at {}",
                                           to_string(f.layer), why->second, utc_iso8601_ms(o.read_ms))});
@@ -56,46 +56,72 @@ std::vector<Finding> FindingLedger::carried(const std::map<Layer, std::string>& 
     return out;
 }
 
-std::vector<AgentEvent> FindingLedger::advance(const std::vector<Finding>& now,
+std::vector<AgentEvent> FindingLedger::advance(std::shared_ptr<const std::vector<Finding>> now,
                                                const std::map<Layer, std::string>& unread, int64_t time_ms) {
     std::vector<AgentEvent> events, cleared;
     std::set<std::string> seen;
-    for (const auto& f : now) {
+    for (const auto& f : *now) {
         if (f.severity == Severity::info) continue;
         auto key = finding_key(f);
         if (!seen.insert(key).second) continue;  // one finding per key
         auto it = open_.find(key);
         // What an unread layer shows of an open finding is its carried copy: the ledger keeps the original.
         if (it != open_.end() && unread.contains(f.layer)) continue;
+        // Held where `now` holds it (the aliasing constructor: `now` lives while the ledger points into it).
+        std::shared_ptr<const Finding> held(now, &f);
         if (it == open_.end()) {
             events.push_back(finding_event(f, AgentEventKind::appeared, time_ms));
-            open_.emplace(key, Open{f, time_ms});
+            open_.emplace(std::move(key), Open{std::move(held), time_ms});
             continue;
         }
-        if (it->second.finding.severity != f.severity) {
+        if (it->second.finding->severity != f.severity) {
             AgentEvent e = finding_event(f, AgentEventKind::changed, time_ms);
-            e.message = fmt::format("{} (was {}, now {})", f.message, to_string(it->second.finding.severity),
+            e.message = fmt::format("{} (was {}, now {})", f.message, to_string(it->second.finding->severity),
                                     to_string(f.severity));
             events.push_back(std::move(e));
         }
-        it->second = Open{f, time_ms};
+        it->second = Open{std::move(held), time_ms};
     }
     for (auto it = open_.begin(); it != open_.end();) {
-        if (seen.contains(it->first) || unread.contains(it->second.finding.layer)) {
+        if (unread.contains(it->second.finding->layer)) {
+            // Kept as last read, in a copy of its own: the diagnosis that read it may go.
+            if (!it->second.owned) it->second = Open{std::make_shared<const Finding>(*it->second.finding), it->second.read_ms, true};
             ++it;
             continue;
         }
-        cleared.push_back(finding_event(it->second.finding, AgentEventKind::cleared, time_ms));
+        if (seen.contains(it->first)) {
+            ++it;
+            continue;
+        }
+        cleared.push_back(finding_event(*it->second.finding, AgentEventKind::cleared, time_ms));
         it = open_.erase(it);
     }
     events.insert(events.end(), std::make_move_iterator(cleared.begin()), std::make_move_iterator(cleared.end()));
     return events;
 }
 
+namespace {
+
+nlohmann::json open_finding_to_json(const FindingLedger::Open& o) {
+    return {{"read_ms", o.read_ms}, {"finding", finding_to_json(*o.finding)}};
+}
+
+}  // namespace
+
 nlohmann::json FindingLedger::to_json() const {
     nlohmann::json j = nlohmann::json::array();
-    for (const auto& [key, o] : open_) j.push_back({{"read_ms", o.read_ms}, {"finding", finding_to_json(o.finding)}});
+    for (const auto& [key, o] : open_) j.push_back(open_finding_to_json(o));
     return j;
+}
+
+std::string FindingLedger::to_json_text() const {
+    std::string text = "[";
+    for (const auto& [key, o] : open_) {
+        if (text.size() > 1) text += ',';
+        text += json_text(open_finding_to_json(o));
+    }
+    text += ']';
+    return text;
 }
 
 FindingLedger FindingLedger::from_json(const nlohmann::json& j) {
@@ -108,7 +134,7 @@ FindingLedger FindingLedger::from_json(const nlohmann::json& j) {
         auto read = entry.find("read_ms");
         int64_t read_ms = read != entry.end() && read->is_number_integer() ? read->get<int64_t>() : 0;
         auto key = finding_key(*f);
-        ledger.open_.emplace(std::move(key), Open{std::move(*f), read_ms});
+        ledger.open_.emplace(std::move(key), Open{std::make_shared<const Finding>(std::move(*f)), read_ms, true});
     }
     return ledger;
 }

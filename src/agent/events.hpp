@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -48,9 +49,13 @@ std::string finding_key(const Finding& f);
 // the Slurm node) never turns healthy because a read failed.
 class FindingLedger {
 public:
+    // An open finding is held where the diagnosis that read it keeps it (the agent's published diagnosis), not
+    // copied: with thousands of findings open the ledger would otherwise hold the diagnosis twice. A finding of
+    // a layer left unread gets a copy of its own, so it pins no old diagnosis.
     struct Open {
-        Finding finding;
+        std::shared_ptr<const Finding> finding;
         int64_t read_ms = 0;  // when a diagnosis last read it
+        bool owned = false;   // `finding` is a copy of its own, not a part of a diagnosis
     };
 
     // The open findings of the `unread` layers (layer -> why it could not be read), each with a line of
@@ -58,10 +63,19 @@ public:
     std::vector<Finding> carried(const std::map<Layer, std::string>& unread) const;
     // The events that take the ledger to `now` (a diagnosis's findings, carried ones included): appeared,
     // changed, then cleared; info findings are no events. Findings of `unread` layers are left as they are.
-    std::vector<AgentEvent> advance(const std::vector<Finding>& now, const std::map<Layer, std::string>& unread,
-                                    int64_t time_ms);
+    // The ledger keeps `now` alive for as long as it holds one of its findings.
+    std::vector<AgentEvent> advance(std::shared_ptr<const std::vector<Finding>> now,
+                                    const std::map<Layer, std::string>& unread, int64_t time_ms);
+    // The same, for findings not held elsewhere (tests, and callers with a vector of their own).
+    std::vector<AgentEvent> advance(std::vector<Finding> now, const std::map<Layer, std::string>& unread,
+                                    int64_t time_ms) {
+        return advance(std::make_shared<const std::vector<Finding>>(std::move(now)), unread, time_ms);
+    }
     const std::map<std::string, Open>& open() const { return open_; }
     nlohmann::json to_json() const;
+    // json_text(to_json()), written a finding at a time instead of as one tree (thousands of open findings
+    // would make a tree of tens of megabytes at every save).
+    std::string to_json_text() const;
     // Reads back to_json's document; entries it cannot read are skipped.
     static FindingLedger from_json(const nlohmann::json& j);
 

@@ -1,5 +1,6 @@
 #include "agent/http.hpp"
 
+#include <malloc.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -304,6 +305,9 @@ struct HttpServer::Impl {
     void drain(Connection& c);
     void expire(Clock::time_point now);
     void close(Connection& c);
+    // Lets go of what an answer holds; an answer of megabytes (a diagnosis with thousands of findings) gives its
+    // pages back to the system, so the agent's memory does not keep the largest answer it ever sent.
+    static void release_answer(Connection& c);
     bool close_oldest(bool writing_only);
 };
 
@@ -315,10 +319,17 @@ void HttpServer::Impl::close(Connection& c) {
     stats.answer_bytes -= c.counted;
     c.counted = 0;
     c.in = {};
-    c.out_head = {};
-    c.out_body = {};
+    release_answer(c);
     c.more = nullptr;
     --open;
+}
+
+void HttpServer::Impl::release_answer(Connection& c) {
+    constexpr size_t kLargeAnswer = 1u << 20;
+    bool large = c.out_body.capacity() >= kLargeAnswer;
+    c.out_head = {};
+    c.out_body = {};
+    if (large) ::malloc_trim(0);
 }
 
 // Makes room. For a connection: one already answered (lingering: its client has all it will get), else the
@@ -522,8 +533,7 @@ void HttpServer::Impl::write_answer(Connection& c, Clock::time_point now) {
     }
     stats.answer_bytes -= c.counted;
     c.counted = 0;
-    c.out_head = {};
-    c.out_body = {};
+    release_answer(c);
     ::shutdown(c.fd, SHUT_WR);
     c.phase = Phase::lingering;
     c.deadline = now + limits.linger;

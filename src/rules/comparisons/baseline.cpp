@@ -204,21 +204,23 @@ NodeRecord make_node_record(const Snapshot& s) {
     }
     r.boot_id = s.host.boot_id;
     const XidPolicy& policy = builtin_xid_policy();
+    // One entry per GPU and code, in the tallies' order: an NVLink 5 Xid is tallied per unit and link, and those
+    // add up here. Indexed, since an Xid storm over many GPUs has thousands of tallies.
+    std::map<std::pair<std::string, int>, size_t> recovery_index;
     for (auto& t : s.kernel_log.tallies) {
         if (t.kind != TallyKind::xid) continue;
         const XidBucket* bucket = policy.immediate_bucket(t.code);
         if (!bucket || bucket->recovery.empty()) continue;
         auto pci = t.device.empty() ? std::string() : normalize_pci(t.device);
-        auto g = by_pci_uuid(r, pci);
-        // One entry per GPU and code: an NVLink 5 Xid is tallied per unit and link, and those add up here.
-        auto same = std::find_if(r.recovery_xids.begin(), r.recovery_xids.end(),
-                                 [&](const RecordedXid& x) { return x.pci == pci && x.code == t.code; });
-        if (same != r.recovery_xids.end()) {
-            same->count += t.count;
-            same->last_text = t.last_text;
+        auto [at, added] = recovery_index.try_emplace({pci, t.code}, r.recovery_xids.size());
+        if (!added) {
+            auto& same = r.recovery_xids[at->second];
+            same.count += t.count;
+            same.last_text = t.last_text;
             continue;
         }
-        r.recovery_xids.push_back({g, pci, t.code, bucket->recovery, t.count, t.last_text});
+        auto uuid = by_pci_uuid(r, pci);  // the node's GPUs: a handful
+        r.recovery_xids.push_back({std::move(uuid), std::move(pci), t.code, bucket->recovery, t.count, t.last_text});
     }
     return r;
 }
