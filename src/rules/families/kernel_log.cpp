@@ -565,14 +565,28 @@ void check_unexplained_component_lines(const CheckContext& ctx, const std::vecto
 
 }  // namespace
 
+namespace {
+// The Xid rules judge Xid and SXid events only (the log's and NVML's): a text without any reads no policy.
+bool has_xid_events(const Snapshot& s) {
+    return !s.nvml_events.empty() || !s.kernel_log.xids.empty() ||
+           std::any_of(s.kernel_log.tallies.begin(), s.kernel_log.tallies.end(),
+                       [](const KernelLogTally& t) { return t.kind == TallyKind::xid || is_sxid(t.kind); });
+}
+}  // namespace
+
 void check_kernel_log_text(const CheckContext& ctx, std::vector<Finding>& out, std::vector<std::string>* unrecognised) {
-    const XidPolicy& policy = ctx.options.xid_policy ? *ctx.options.xid_policy : builtin_xid_policy();
-    check_nvml_xids(ctx, policy, out);  // whether or not the log could be read: NVML is the other witness
+    const XidPolicy* policy = !has_xid_events(ctx.snapshot) ? nullptr
+                              : ctx.options.xid_policy      ? ctx.options.xid_policy
+                                                            : &builtin_xid_policy();
+    // Whether or not the log could be read: NVML is the other witness.
+    if (policy) check_nvml_xids(ctx, *policy, out);
     auto* st = ctx.snapshot.collector(Collector::kernel_log);
     if (!st || st->state != CollectorState::ok) return;
-    check_xids(ctx, policy, out);
-    check_xid_repeats(ctx, policy, out);
-    check_sxids(ctx, policy, out);
+    if (policy) {
+        check_xids(ctx, *policy, out);
+        check_xid_repeats(ctx, *policy, out);
+        check_sxids(ctx, *policy, out);
+    }
     check_fallen_off(ctx, out);
     check_aer(ctx, out);
     check_iommu(ctx, out);

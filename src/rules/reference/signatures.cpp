@@ -6,6 +6,8 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <string_view>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -404,7 +406,7 @@ public:
         });
         first_entry_.assign(65537, 0);
         for (uint32_t id : order) {
-            const std::string& text = chunk_texts_[id];
+            std::string_view text = chunk_texts_[id];
             uint16_t key = pair_key(text);
             present_[key >> 6] |= uint64_t{1} << (key & 63);
             ++first_entry_[key + 1u];
@@ -473,9 +475,10 @@ private:
         }
         return out;
     }
+    // The chunks are views of the catalogue's template texts: the index lives no longer than its catalogue.
     uint32_t chunk_id(std::string_view chunk) {
-        auto [it, inserted] = chunk_ids_.try_emplace(std::string(chunk), static_cast<uint32_t>(chunk_texts_.size()));
-        if (inserted) chunk_texts_.emplace_back(chunk);
+        auto [it, inserted] = chunk_ids_.try_emplace(chunk, static_cast<uint32_t>(chunk_texts_.size()));
+        if (inserted) chunk_texts_.push_back(chunk);
         return it->second;
     }
     bool has(uint32_t id) const { return found_[id >> 6] >> (id & 63) & 1; }
@@ -497,8 +500,8 @@ private:
     };
     size_t count_;
     uint64_t present_[65536 / 64] = {};
-    std::map<std::string, uint32_t, std::less<>> chunk_ids_;
-    std::vector<std::string> chunk_texts_;
+    std::unordered_map<std::string_view, uint32_t> chunk_ids_;
+    std::vector<std::string_view> chunk_texts_;
     std::vector<Entry> entries_;          // sorted by their first two bytes
     std::vector<uint32_t> first_entry_;   // per pair of bytes, its first entry
     mutable std::vector<uint64_t> found_;  // per chunk: found in the line being marked
@@ -521,6 +524,21 @@ const SignatureCandidates& candidates_for(const SignatureCatalogue& catalogue, s
     own = std::make_unique<SignatureCandidates>(catalogue);
     return *own;
 }
+
+// candidates_for, asked for at the first line that needs it: a text with no line to try builds no index.
+class LazyCandidates {
+public:
+    explicit LazyCandidates(const SignatureCatalogue& catalogue) : catalogue_(catalogue) {}
+    void mark(std::string_view line, std::vector<char>& out) {
+        if (!index_) index_ = &candidates_for(catalogue_, own_);
+        index_->mark(line, out);
+    }
+
+private:
+    const SignatureCatalogue& catalogue_;
+    std::unique_ptr<SignatureCandidates> own_;
+    const SignatureCandidates* index_ = nullptr;
+};
 
 std::optional<SignatureMatch> match_lines(const Signature& sig, const std::vector<std::string_view>& lines, size_t i,
                                           size_t& used) {
@@ -883,6 +901,10 @@ std::vector<std::string> catalogue_gate_words(const SignatureCatalogue& catalogu
 
 std::map<std::string, std::string> gpu_uuids_in_text(const KernelLog& log, const SignatureCatalogue& catalogue) {
     std::map<std::string, std::string> out;
+    // A UUID is kept only when it starts with "GPU-", and a field's value is read from the line: a text without
+    // those bytes names none.
+    auto may_name_uuid = [](const KernelLogLine& l) { return l.text.find("GPU-") != std::string::npos; };
+    if (std::none_of(log.lines.begin(), log.lines.end(), may_name_uuid)) return out;
     // Only a signature that captures both a pci and a uuid field names a GPU's UUID: a line where none of those may
     // match is passed at once, and at the others only the signatures that may match are tried, in order (the first
     // that matches takes the line, as in check_signatures).
@@ -893,13 +915,11 @@ std::map<std::string, std::string> gpu_uuids_in_text(const KernelLog& log, const
         names_uuid[s] = fields.count("pci") && fields.count("uuid");
     }
     if (std::find(names_uuid.begin(), names_uuid.end(), 1) == names_uuid.end()) return out;
-    std::unique_ptr<SignatureCandidates> own;
-    const SignatureCandidates& candidates = candidates_for(catalogue, own);
+    LazyCandidates candidates(catalogue);
     std::vector<char> may_match;
     for (auto& l : log.lines) {
-        // A UUID is kept only when it starts with "GPU-", and a field's value is read from the line: a line without
-        // those bytes names none (most of a long text's kept lines are passed here without looking further).
-        if (l.text.find("GPU-") == std::string::npos) continue;
+        // Most of a long text's kept lines are passed here without looking further.
+        if (!may_name_uuid(l)) continue;
         candidates.mark(l.text, may_match);
         // A signature after the last one that may name a UUID here cannot: the line is passed when that one is.
         size_t last_naming = sigs.size();
@@ -946,8 +966,7 @@ void check_signatures(const CheckContext& ctx, const SignatureCatalogue& catalog
     std::map<std::string, std::string> uuid_of;  // "NVRM: GPU at PCI:...: GPU-..." in the text itself
     std::vector<Occurrence> occ;
     std::map<std::string, size_t> index;
-    std::unique_ptr<SignatureCandidates> own;
-    const SignatureCandidates& candidates = candidates_for(catalogue, own);
+    LazyCandidates candidates(catalogue);
     std::vector<char> may_match;
     for (size_t i = 0; i < lines.size();) {
         size_t used = 1;
