@@ -14,6 +14,7 @@
 #include <vector>
 #include <string>
 
+#include "core/key_set_16.hpp"
 #include "core/text.hpp"
 
 
@@ -47,7 +48,7 @@ public:
                 continue;
             }
             uint16_t key = pair_key(w[0], w[1]);
-            present_[key >> 6] |= uint64_t{1} << (key & 63);
+            present_.insert(key);
             by_pair_.emplace_back(key, index);
         }
         std::sort(by_pair_.begin(), by_pair_.end());
@@ -68,7 +69,7 @@ public:
             return;
         }
         uint16_t key = pair_key(added[0], added[1]);
-        present_[key >> 6] |= uint64_t{1} << (key & 63);
+        present_.insert(key);
         by_pair_.insert(std::upper_bound(by_pair_.begin(), by_pair_.end(), std::pair{key, index}), {key, index});
     }
     bool empty() const { return words_.empty(); }
@@ -77,7 +78,7 @@ public:
             if (find_ci(hay, words_[i]) != std::string_view::npos) return true;
         for (size_t at = 0; at + 1 < hay.size(); ++at) {
             uint16_t key = pair_key(hay[at], hay[at + 1]);
-            if (!(present_[key >> 6] >> (key & 63) & 1)) continue;
+            if (!present_.contains(key)) continue;
             auto first = std::lower_bound(by_pair_.begin(), by_pair_.end(), std::pair<uint16_t, uint32_t>{key, 0});
             for (auto it = first; it != by_pair_.end() && it->first == key; ++it) {
                 const std::string& w = words_[it->second];
@@ -97,7 +98,7 @@ private:
     std::vector<std::string> words_;
     std::vector<uint32_t> single_;                       // one-byte words, looked for directly
     std::vector<std::pair<uint16_t, uint32_t>> by_pair_;  // (first two bytes, word), sorted
-    std::array<uint64_t, 1024> present_{};              // which first-two-bytes any word has
+    KeySet16 present_;                                   // which first-two-bytes any word has
 };
 
 inline bool starts_with_ci(std::string_view s, std::string_view lower_prefix) {

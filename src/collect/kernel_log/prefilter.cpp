@@ -71,16 +71,16 @@ double folded_total() {
 }  // namespace
 
 void FingerprintIndex::insert(uint16_t key, uint16_t pattern) {
-    present_[key >> 6] |= uint64_t{1} << (key & 63);
+    present_.insert(key);
     std::pair entry{key, pattern};
     entries_.insert(std::upper_bound(entries_.begin(), entries_.end(), entry), entry);
 }
 
 void FingerprintIndex::finish() {
     uint16_t keys = 0;
-    for (size_t w = 0; w < std::size(present_); ++w) {
+    for (size_t w = 0; w < KeySet16::kWords; ++w) {
         rank_[w] = keys;
-        keys = static_cast<uint16_t>(keys + std::popcount(present_[w]));
+        keys = static_cast<uint16_t>(keys + present_.word_count(w));
     }
     group_start_.clear();
     for (size_t i = 0; i < entries_.size(); ++i)

@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/key_set_16.hpp"
+
 namespace gpudx::kernel_log_prefilter {
 
 struct PrefilterPattern {
@@ -41,20 +43,19 @@ public:
     void insert(uint16_t key, uint16_t pattern);
     void finish();  // after the last insert, before any find
     bool empty() const { return entries_.empty(); }
-    bool has(uint16_t key) const { return present_[key >> 6] >> (key & 63) & 1; }
+    bool has(uint16_t key) const { return present_.contains(key); }
     // Every (key, pattern) inserted, sorted: what a prebuilt image keeps (prefilter_image.hpp).
     std::span<const std::pair<uint16_t, uint16_t>> entries() const { return entries_; }
     // The patterns filed under `key`, a present one, as (key, index into Prefilter::patterns).
     // Inline, so that it takes the instructions of the block scanner it is called from (popcnt with AVX2).
     std::span<const std::pair<uint16_t, uint16_t>> find(uint16_t key) const {
-        uint64_t below = present_[key >> 6] & ((uint64_t{1} << (key & 63)) - 1);
-        size_t group = rank_[key >> 6] + static_cast<size_t>(std::popcount(below));
+        size_t group = rank_[key >> 6] + present_.count_below_in_word(key);
         return {entries_.data() + group_start_[group], entries_.data() + group_start_[group + 1]};
     }
 
 private:
-    uint64_t present_[65536 / 64] = {};
-    uint16_t rank_[65536 / 64] = {};  // the present keys in present_[0 .. w)
+    KeySet16 present_;
+    uint16_t rank_[KeySet16::kWords] = {};  // the present keys in the words before w
     std::vector<uint16_t> group_start_;
     std::vector<std::pair<uint16_t, uint16_t>> entries_;  // sorted
 };

@@ -223,7 +223,7 @@ ResultCodeMatcher::ResultCodeMatcher(const std::vector<ResultCodeTable>& tables)
         longest_name_ = std::max(longest_name_, name.size());
         if (name.size() >= 2) {
             auto key = name_start(name);
-            name_starts_[key >> 6] |= uint64_t{1} << (key & 63);
+            name_starts_.insert(key);
         }
     }
     // The runtime's table first (a text both tables share names the runtime's code): programs print
@@ -261,7 +261,7 @@ std::vector<ResultCodeMatch> ResultCodeMatcher::match(std::string_view line) con
         if (word.size() < shortest_name_ || word.size() > longest_name_) continue;
         if (word.size() >= 2) {
             auto key = name_start(word);
-            if (!(name_starts_[key >> 6] >> (key & 63) & 1)) continue;
+            if (!name_starts_.contains(key)) continue;
         }
         if (auto it = by_name_.find(word); it != by_name_.end() && it->second.code->severity) add(it->second);
     }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/key_set_16.hpp"
 #include "model/finding.hpp"
 
 namespace gpudx {
@@ -83,7 +84,7 @@ private:
     std::map<std::string, ResultCodeMatch, std::less<>> by_name_;
     // The first two bytes and the lengths the names have: most identifiers of a line (times, addresses, words)
     // are passed without a lookup in by_name_.
-    std::vector<uint64_t> name_starts_ = std::vector<uint64_t>(65536 / 64);
+    KeySet16 name_starts_;
     size_t shortest_name_ = 0, longest_name_ = 0;
     std::vector<CudaText> cuda_texts_;  // the runtime's, then the driver API's
 };

@@ -1,3 +1,4 @@
+#include "core/key_set_16.hpp"
 #include "rules/reference/signatures.hpp"
 
 #include <algorithm>
@@ -408,7 +409,7 @@ public:
         for (uint32_t id : order) {
             std::string_view text = chunk_texts_[id];
             uint16_t key = pair_key(text);
-            present_[key >> 6] |= uint64_t{1} << (key & 63);
+            present_.insert(key);
             ++first_entry_[key + 1u];
             Entry e;
             e.id = id;
@@ -436,7 +437,7 @@ public:
         const size_t n = line.size();
         for (size_t at = 0; at + 1 < n; ++at) {
             uint16_t key = pair_key(line.substr(at));
-            if (!(present_[key >> 6] >> (key & 63) & 1)) [[likely]]
+            if (!present_.contains(key)) [[likely]]
                 continue;
             uint64_t word = 0;
             std::memcpy(&word, p + at, std::min<size_t>(n - at, 8));
@@ -499,7 +500,7 @@ private:
         std::vector<char> bytes;  // one-byte chunks
     };
     size_t count_;
-    uint64_t present_[65536 / 64] = {};
+    KeySet16 present_;  // the first two bytes of every chunk
     std::unordered_map<std::string_view, uint32_t> chunk_ids_;
     std::vector<std::string_view> chunk_texts_;
     std::vector<Entry> entries_;          // sorted by their first two bytes
