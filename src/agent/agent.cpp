@@ -178,7 +178,8 @@ void Agent::diagnose_and_publish(Snapshot s, DiagnosisTrigger trigger, double st
     p->duration_ms = static_cast<double>(now_ms()) - started_ms;
     auto before = publication_.latest();
     // The ledger holds the open findings where the publication holds them.
-    auto events = ledger_.advance(std::shared_ptr<const std::vector<Finding>>(p, &p->diagnosis.findings), unread, p->time_ms);
+    std::shared_ptr<const std::vector<Finding>> findings(p, &p->diagnosis.findings);
+    auto events = ledger_.advance(std::move(findings), unread, p->time_ms);
     publication_.publish(p);
     // What the scheduler should do changes with any event, and with the verdict alone (an unreadable layer).
     bool changed = !events.empty() || !before || before->diagnosis.exit_code != p->diagnosis.exit_code;

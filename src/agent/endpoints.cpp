@@ -31,7 +31,9 @@ constexpr size_t kEventsPiece = 64;
 
 }  // namespace
 
-PrometheusOptions Published::prom_options() const { return {.node = make_node_record(snapshot), .node_class = node_class}; }
+PrometheusOptions Published::prom_options() const {
+    return {.node = make_node_record(snapshot), .node_class = node_class};
+}
 
 std::shared_ptr<const Published> Publication::latest() const {
     std::lock_guard lock(mutex_);

@@ -85,7 +85,8 @@ std::vector<AgentEvent> FindingLedger::advance(std::shared_ptr<const std::vector
     for (auto it = open_.begin(); it != open_.end();) {
         if (unread.contains(it->second.finding->layer)) {
             // Kept as last read, in a copy of its own: the diagnosis that read it may go.
-            if (!it->second.owned) it->second = Open{std::make_shared<const Finding>(*it->second.finding), it->second.read_ms, true};
+            if (!it->second.owned)
+                it->second = Open{std::make_shared<const Finding>(*it->second.finding), it->second.read_ms, true};
             ++it;
             continue;
         }

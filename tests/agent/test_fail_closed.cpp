@@ -97,7 +97,8 @@ TEST(AgentLedger, ARestoredLedgerRecordsNothingAgain) {
 
 TEST(AgentLedger, OpenFindingsAreHeldWhereTheDiagnosisHoldsThemAndAnUnreadLayersAreCopiedOut) {
     FindingLedger ledger;
-    auto first = std::make_shared<const std::vector<Finding>>(std::vector<Finding>{xid(Severity::error), link_degraded()});
+    auto first =
+        std::make_shared<const std::vector<Finding>>(std::vector<Finding>{xid(Severity::error), link_degraded()});
     ledger.advance(first, {}, 1000);
     ASSERT_EQ(ledger.open().size(), 2u);
     // No copy: both point into the diagnosis, which the ledger keeps alive.

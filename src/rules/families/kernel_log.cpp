@@ -563,15 +563,13 @@ void check_unexplained_component_lines(const CheckContext& ctx, const std::vecto
     }
 }
 
-}  // namespace
-
-namespace {
 // The Xid rules judge Xid and SXid events only (the log's and NVML's): a text without any reads no policy.
 bool has_xid_events(const Snapshot& s) {
     return !s.nvml_events.empty() || !s.kernel_log.xids.empty() ||
            std::any_of(s.kernel_log.tallies.begin(), s.kernel_log.tallies.end(),
                        [](const KernelLogTally& t) { return t.kind == TallyKind::xid || is_sxid(t.kind); });
 }
+
 }  // namespace
 
 void check_kernel_log_text(const CheckContext& ctx, std::vector<Finding>& out, std::vector<std::string>* unrecognised) {

@@ -1,4 +1,3 @@
-#include "core/key_set_16.hpp"
 #include "rules/reference/signatures.hpp"
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "core/input_file.hpp"
+#include "core/key_set_16.hpp"
 #include "core/pci_address.hpp"
 #include "core/text.hpp"
 #include "core/toml.hpp"
