@@ -277,11 +277,33 @@ Finding xid_escalated(const CheckContext& ctx, const XidPolicy& policy, int code
     return f;
 }
 
+// The repeats a tally proves within the threshold's window: cut its first-to-last span into windows of the
+// threshold's length; one of them holds at least count / windows events, so that many within the window is
+// certain, not an average.
+struct TallyRepeats {
+    std::optional<double> span;
+    uint64_t certain = 0;
+};
+TallyRepeats tally_repeats(const KernelLogTally& t, const XidEscalation& esc) {
+    TallyRepeats r;
+    if (t.first_monotonic_s && t.last_monotonic_s) r.span = *t.last_monotonic_s - *t.first_monotonic_s;
+    uint64_t windows = !r.span ? 1 : std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(*r.span / esc.within_s)));
+    r.certain = (t.count + windows - 1) / windows;
+    return r;
+}
+
 void check_xid_repeats(const CheckContext& ctx, const XidPolicy& policy, std::vector<Finding>& out) {
     const auto& log = ctx.snapshot.kernel_log;
     std::map<std::pair<std::string, int>, std::vector<const XidEvent*>> by_gpu_code;
     for (auto& e : log.xids)
         if (!caused_by(e.text)) by_gpu_code[{e.pci, e.code}].push_back(&e);
+    // The log keeps the newest Xid events and its tallies count every one: when it kept fewer than it counted, a
+    // GPU's kept events may be the tail of a longer storm.
+    uint64_t tallied = 0;
+    std::map<std::pair<std::string, int>, std::vector<const KernelLogTally*>> tallies_of;
+    for (auto& t : log.tallies)
+        if (t.kind == TallyKind::xid) tallied += t.count, tallies_of[{t.device, t.code}].push_back(&t);
+    const bool capped = tallied > log.xids.size();
     std::set<std::pair<std::string, int>> escalated;
     for (auto& [key, events] : by_gpu_code) {
         auto& [pci, code] = key;
@@ -303,6 +325,12 @@ void check_xid_repeats(const CheckContext& ctx, const XidPolicy& policy, std::ve
         }
         if (!found) continue;
         size_t n = last - first + 1;
+        // A storm longer than its kept events: its tally proves more (below), where the kept tail would say only
+        // "10000 times" beside a finding that counts 31034.
+        if (auto t = tallies_of.find(key); capped && t != tallies_of.end() && t->second.size() == 1 &&
+                                           t->second[0]->count > events.size() &&
+                                           tally_repeats(*t->second[0], *esc).certain >= n)
+            continue;
         Finding f = xid_escalated(ctx, policy, code, *esc, pci, events[last]->text, n > 1 ? &events[first]->text : nullptr);
         std::string span = timed ? fmt::format("{} times within {:.0f} s", n, event_time(*events[last]) - event_time(*events[first]))
                                  : fmt::format("{} times in the window (the log gives no times)", n);
@@ -312,22 +340,14 @@ void check_xid_repeats(const CheckContext& ctx, const XidPolicy& policy, std::ve
         out.push_back(std::move(f));
         escalated.insert(key);
     }
-    // A storm longer than the kept events (the log keeps the newest Xid events, and tallies count every one): the
-    // tally's count over its first-to-last span. Cut the span into windows of the threshold's length; one of them
-    // holds at least count / windows events, so that many within the window is certain, not an average. Only when
-    // the events were capped: otherwise the events above are the whole story ("caused by" lines left out of it).
-    uint64_t tallied = 0;
-    for (auto& t : log.tallies)
-        if (t.kind == TallyKind::xid) tallied += t.count;
-    if (tallied <= log.xids.size()) return;
+    // A storm longer than the kept events: the tally's count over its first-to-last span (tally_repeats). Only
+    // when the events were capped: otherwise the events above are the whole story ("caused by" lines left out).
+    if (!capped) return;
     for (auto& t : log.tallies) {
         if (t.kind != TallyKind::xid || escalated.count({t.device, t.code})) continue;
         auto esc = policy.escalation(t.code);
         if (!esc || t.count < esc->repeats) continue;
-        std::optional<double> span;
-        if (t.first_monotonic_s && t.last_monotonic_s) span = *t.last_monotonic_s - *t.first_monotonic_s;
-        uint64_t windows = !span ? 1 : std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(*span / esc->within_s)));
-        uint64_t certain = (t.count + windows - 1) / windows;
+        auto [span, certain] = tally_repeats(t, *esc);
         if (certain < esc->repeats) continue;
         Finding f = xid_escalated(ctx, policy, t.code, *esc, t.device, t.last_text,
                                   t.first_text != t.last_text ? &t.first_text : nullptr);
