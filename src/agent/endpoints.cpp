@@ -61,9 +61,9 @@ HttpResponse Endpoints::status_response(const HttpRequest& r) {
                 json_text(nlohmann::json({{"error", "format must be one of " + names_listed<ReportFormat>()}})) + "\n", {}};
     HttpResponse res;
     if (*format == ReportFormat::json) {
-        auto j = diagnosis_to_json(p->snapshot, p->diagnosis);
-        j["agent"] = agent_status_to_json(status_());
-        res.body = json_text(j, 2) + "\n";
+        // Written a finding at a time: with thousands of findings their tree would be several times the answer.
+        res.body = diagnosis_json_text(p->snapshot, p->diagnosis, {{"agent", agent_status_to_json(status_())}});
+        res.body += "\n";
         res.headers.emplace_back("X-Gpudx-Exit-Code", std::to_string(p->diagnosis.exit_code));
         return res;
     }

@@ -9,7 +9,10 @@
 
 namespace gpudx {
 
-nlohmann::json diagnosis_to_json(const Snapshot& s, const Diagnosis& d) {
+namespace {
+
+// Everything but the findings, which the callers add (an empty array in its place).
+nlohmann::json diagnosis_head_json(const Snapshot& s, const Diagnosis& d) {
     nlohmann::json j;
     j["schema_version"] = 1;
     j["host"] = s.host.hostname;
@@ -27,8 +30,7 @@ nlohmann::json diagnosis_to_json(const Snapshot& s, const Diagnosis& d) {
                           {"unreadable", l.unreadable},
                           {"errors", l.errors},
                           {"warnings", l.warnings}});
-    auto& findings = j["findings"] = nlohmann::json::array();
-    for (auto& f : d.findings) findings.push_back(finding_to_json(f));
+    j["findings"] = nlohmann::json::array();
     auto& cols = j["collectors"] = nlohmann::json::array();
     for (auto& c : s.collectors)
         cols.push_back({{"name", c.name}, {"state", to_string(c.state)}, {"message", c.message}, {"path", c.path},
@@ -38,8 +40,61 @@ nlohmann::json diagnosis_to_json(const Snapshot& s, const Diagnosis& d) {
         auto& ps = j["processes"] = nlohmann::json::array();
         for (auto& p : s.processes) layer_to_json(ps.emplace_back(), p);
     }
+    return j;
+}
+
+std::string dump_text(const nlohmann::json& j, int indent) {
+    return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace
+
+nlohmann::json diagnosis_to_json(const Snapshot& s, const Diagnosis& d) {
+    nlohmann::json j = diagnosis_head_json(s, d);
+    auto& findings = j["findings"];
+    for (auto& f : d.findings) findings.push_back(finding_to_json(f));
     repair_utf8(j);
     return j;
+}
+
+std::string diagnosis_json_text(const Snapshot& s, const Diagnosis& d, const nlohmann::json& extra) {
+    nlohmann::json head = diagnosis_head_json(s, d);
+    for (auto& [key, value] : extra.items()) head[key] = value;
+    // The findings' place in the head's text, held by a string no document has, at the top level's indentation.
+    const std::string placeholder = "\x01gpudx: the findings go here\x01";
+    head["findings"] = placeholder;
+    repair_utf8(head);
+    std::string text = dump_text(head, 2);
+    const std::string slot = "\n  \"findings\": " + dump_text(placeholder, -1);
+    size_t at = text.find(slot);
+    if (at == std::string::npos) {  // cannot happen; the tree's text is the answer then
+        auto j = diagnosis_to_json(s, d);
+        for (auto& [key, value] : extra.items()) j[key] = value;
+        return dump_text(j, 2);
+    }
+    size_t value_at = at + slot.size() - dump_text(placeholder, -1).size();
+    std::string out;
+    out.reserve(text.size());
+    out.append(text, 0, value_at);
+    if (d.findings.empty()) {
+        out += "[]";
+    } else {
+        // As dump(2) writes an array one level down: each element on its own lines, 4 spaces in.
+        out += "[\n";
+        for (size_t i = 0; i < d.findings.size(); ++i) {
+            nlohmann::json f = finding_to_json(d.findings[i]);
+            repair_utf8(f);
+            if (i > 0) out += ",\n";
+            out += "    ";
+            for (char c : dump_text(f, 2)) {
+                out += c;
+                if (c == '\n') out += "    ";
+            }
+        }
+        out += "\n  ]";
+    }
+    out.append(text, value_at + dump_text(placeholder, -1).size());
+    return out;
 }
 
 }  // namespace gpudx

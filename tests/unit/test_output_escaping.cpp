@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/json_support.hpp"
 #include "rules/engine/diagnose.hpp"
 #include "identity/join.hpp"
 #include "rules/comparisons/baseline.hpp"
@@ -104,6 +105,33 @@ TEST(OutputEscaping, JsonStringsAreEscapedAndInvalidUtf8Repaired) {
     for (auto& f : dj["findings"])
         if (f["id"] == "devices.stuck_holder") found = true;
     EXPECT_TRUE(found) << text;
+}
+
+// The agent's /v1/status writes the diagnosis a finding at a time (diagnosis_json_text): the same bytes as the whole
+// tree's text, with hostile strings, without findings, and with thousands of them.
+TEST(OutputEscaping, TheDiagnosisWrittenAFindingAtATimeIsTheTreesText) {
+    auto s = snapshot_with_hostile_holder();
+    auto d = diagnose(s, {});
+    const nlohmann::json agent = {{"agent", {{"version", "x"}, {"findings", {1, 2}}, {"note", "bad \xff byte"}}}};
+    auto tree_text = [&](const Diagnosis& dd) {
+        auto j = diagnosis_to_json(s, dd);
+        for (auto& [k, v] : agent.items()) j[k] = v;
+        repair_utf8(j);
+        return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+    };
+    ASSERT_FALSE(d.findings.empty());
+    EXPECT_EQ(diagnosis_json_text(s, d, agent), tree_text(d));
+    Diagnosis none = d;
+    none.findings.clear();
+    EXPECT_EQ(diagnosis_json_text(s, none, agent), tree_text(none));
+    Diagnosis many = d;
+    for (int i = 0; i < 3000; ++i) {
+        Finding f = d.findings.front();
+        f.message += " \xc3(" + std::to_string(i) + ")\n\x1b[2J";
+        f.subjects.push_back({"GPU-63acd0f2-e950-182f-ae7d-ac246f19966d", "0000:00:06.0"});
+        many.findings.push_back(std::move(f));
+    }
+    EXPECT_EQ(diagnosis_json_text(s, many, agent), tree_text(many));
 }
 
 TEST(OutputEscaping, TextOutputStripsTerminalControlsFromProcessNames) {
