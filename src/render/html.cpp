@@ -4,6 +4,7 @@
 #include "render/html.hpp"
 
 #include <ctime>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -166,13 +167,13 @@ std::string missing_section(const NodePage& p) {
                       "in what the page was made from (an older gpudx, or a part no input gave); the rest is shown, "
                       "and nothing missing is taken as healthy.</p>\n<ul>\n";
     for (auto& m : p.missing) out += "<li><code>" + esc(m) + "</code></li>\n";
-    return out + "</ul>\n</section>\n";
+    return std::move(out) + "</ul>\n</section>\n";
 }
 
 std::string layers_section(const NodePage& p) {
     const auto& d = p.diagnosis;
     std::string out = "<section id=\"layers\">\n<h2>Layers</h2>\n";
-    if (d.layers.empty()) return out + "<p>The input holds no layer states.</p>\n</section>\n";
+    if (d.layers.empty()) return std::move(out) + "<p>The input holds no layer states.</p>\n</section>\n";
     out += "<p>Read from the bottom up: the lowest layer with an error is the failure boundary; the layers above it "
            "are not trusted until it is fixed.</p>\n";
     out += "<table class=\"layers\"><caption class=\"sr\">Layers, top to bottom, with their state</caption>\n"
@@ -191,7 +192,7 @@ std::string layers_section(const NodePage& p) {
                            esc(l.state == LayerState::not_evaluated ? "not evaluated" : state), l.errors, l.warnings,
                            esc(note), boundary ? "◀ failure boundary" : "");
     }
-    return out + "</table>\n</section>\n";
+    return std::move(out) + "</table>\n</section>\n";
 }
 
 std::string finding_block(const Finding& f, size_t n) {
@@ -213,13 +214,13 @@ std::string finding_block(const Finding& f, size_t n) {
         out += "</table>\n";
     }
     if (!f.next_step.empty()) out += "<p class=\"next\"><b>Next:</b> " + esc(f.next_step) + "</p>\n";
-    return out + "</article>\n";
+    return std::move(out) + "</article>\n";
 }
 
 std::string findings_section(const NodePage& p) {
     std::string out = "<section id=\"findings\">\n<h2>Findings</h2>\n";
     const auto& fs = p.diagnosis.findings;
-    if (fs.empty()) return out + "<p>No finding.</p>\n</section>\n";
+    if (fs.empty()) return std::move(out) + "<p>No finding.</p>\n</section>\n";
     size_t n = 0, info = 0;
     for (auto& f : fs) {
         if (f.severity == Severity::info) {
@@ -235,16 +236,16 @@ std::string findings_section(const NodePage& p) {
             if (f.severity == Severity::info) out += finding_block(f, n++);
         out += "</details>\n";
     }
-    return out + "</section>\n";
+    return std::move(out) + "</section>\n";
 }
 
 std::string optional_text(const auto& v) { return v ? fmt::format("{}", *v) : std::string("—"); }
 
 std::string identity_section(const NodePage& p) {
     std::string out = "<section id=\"identity\">\n<h2>Which GPU is which</h2>\n";
-    if (!p.snapshot) return out + "<p>Not in the input: a saved diagnosis holds no identity table (make the page from a "
+    if (!p.snapshot) return std::move(out) + "<p>Not in the input: a saved diagnosis holds no identity table (make the page from a "
                                   "snapshot, <code>gpudx snapshot -o FILE</code>).</p>\n</section>\n";
-    if (p.identity.empty()) return out + "<p>No GPU found by any source.</p>\n</section>\n";
+    if (p.identity.empty()) return std::move(out) + "<p>No GPU found by any source.</p>\n</section>\n";
     out += "<p>Only the UUID and the PCI address are stable; the numbers differ between nvidia-smi, /dev, CUDA and "
            "schedulers. A row in red: its sources disagree.";
     if (!p.allocation.empty()) out += " The job's view is read from <code>" + esc(p.allocation) + "</code>.";
@@ -267,7 +268,7 @@ std::string identity_section(const NodePage& p) {
                            esc(optional_text(r.nvml_index)), esc(optional_text(r.cuda_ordinal)),
                            job.empty() ? "every GPU (no allocation set)" : job, bad ? "bad" : "", notes);
     }
-    return out + "</table>\n</section>\n";
+    return std::move(out) + "</table>\n</section>\n";
 }
 
 std::string collectors_section(const NodePage& p) {
@@ -279,7 +280,7 @@ std::string collectors_section(const NodePage& p) {
                            "<td>{}</td></tr>\n",
                            esc(c.name), c.state == CollectorState::ok ? "ok" : "not_evaluated", esc(to_string(c.state)),
                            c.duration_ms, esc(c.message));
-    return out + "</table>\n</details>\n</section>\n";
+    return std::move(out) + "</table>\n</details>\n</section>\n";
 }
 
 }  // namespace
@@ -304,7 +305,7 @@ std::string render_node_page_html(const NodePage& p) {
     out += collectors_section(p);
     out += "<footer>Made by " + esc(p.generated_by) + " from " + esc(p.source) +
            ". Every chart's figures are in the table beside it.</footer>\n";
-    return out + html::page_end();
+    return std::move(out) + html::page_end();
 }
 
 }  // namespace gpudx
