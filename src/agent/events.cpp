@@ -109,12 +109,6 @@ nlohmann::json open_finding_to_json(const FindingLedger::Open& o) {
 
 }  // namespace
 
-nlohmann::json FindingLedger::to_json() const {
-    nlohmann::json j = nlohmann::json::array();
-    for (const auto& [key, o] : open_) j.push_back(open_finding_to_json(o));
-    return j;
-}
-
 std::string FindingLedger::to_json_text() const {
     std::string text = "[";
     for (const auto& [key, o] : open_) {
@@ -354,10 +348,6 @@ std::string EventsAnswer::finish(std::optional<int64_t> next_after, size_t left_
     if (left_out > 0) body_ += fmt::format(", \"left_out\": {}", left_out);
     body_ += "}\n";
     return std::move(body_);
-}
-
-std::string json_text(const nlohmann::json& j, int indent) {
-    return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 int64_t now_ms() {

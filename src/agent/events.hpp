@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/clock.hpp"
+#include "core/json_text.hpp"  // json_text, which the agent's answers are written with
 #include "model/agent_status.hpp"
 #include "model/driver.hpp"
 #include "model/finding.hpp"
@@ -72,11 +73,10 @@ public:
         return advance(std::make_shared<const std::vector<Finding>>(std::move(now)), unread, time_ms);
     }
     const std::map<std::string, Open>& open() const { return open_; }
-    nlohmann::json to_json() const;
-    // json_text(to_json()), written a finding at a time instead of as one tree (thousands of open findings
-    // would make a tree of tens of megabytes at every save).
+    // The ledger as a JSON array of {read_ms, finding}, written a finding at a time instead of as one tree
+    // (thousands of open findings would make a tree of tens of megabytes at every save).
     std::string to_json_text() const;
-    // Reads back to_json's document; entries it cannot read are skipped.
+    // Reads back to_json_text's document; entries it cannot read are skipped.
     static FindingLedger from_json(const nlohmann::json& j);
 
 private:
@@ -153,7 +153,5 @@ private:
 };
 
 int64_t now_ms();
-// JSON as text with invalid UTF-8 (a file name, a log line) replaced instead of thrown on.
-std::string json_text(const nlohmann::json& j, int indent = -1);
 
 }  // namespace gpudx

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "core/json_text.hpp"
 #include "core/supervisor.hpp"
 
 namespace gpudx {
@@ -85,7 +86,7 @@ void ProbeChannel::Lane::finished() {
 }
 void ProbeChannel::result(const nlohmann::json& j) {
     // dump() escapes control characters, so the document stays on one line; invalid UTF-8 is replaced.
-    write_line("R", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    write_line("R", json_text(j));
 }
 void ProbeChannel::done() {
     trace(std::nullopt, last_, "(done)");

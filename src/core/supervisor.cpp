@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.hpp"
 #include "core/reap.hpp"
 #include "core/text.hpp"
 
@@ -74,7 +75,7 @@ bool write_all(int fd, std::string_view data) {
 }
 
 std::string json_line(const nlohmann::json& j) {
-    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    return json_text(j) + "\n";
 }
 
 std::string excerpt(std::string_view line) { return "\"" + strip_control(fit(line, 80)) + "\""; }

@@ -2,6 +2,7 @@
 // snapshot's host, collectors and processes.
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.hpp"
 #include "model/diagnosis.hpp"
 #include "model/json_support.hpp"
 #include "model/layer_json.hpp"
@@ -43,10 +44,6 @@ nlohmann::json diagnosis_head_json(const Snapshot& s, const Diagnosis& d) {
     return j;
 }
 
-std::string dump_text(const nlohmann::json& j, int indent) {
-    return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 }  // namespace
 
 nlohmann::json diagnosis_to_json(const Snapshot& s, const Diagnosis& d) {
@@ -64,15 +61,15 @@ std::string diagnosis_json_text(const Snapshot& s, const Diagnosis& d, const nlo
     const std::string placeholder = "\x01gpudx: the findings go here\x01";
     head["findings"] = placeholder;
     repair_utf8(head);
-    std::string text = dump_text(head, 2);
-    const std::string slot = "\n  \"findings\": " + dump_text(placeholder, -1);
-    size_t at = text.find(slot);
+    std::string text = json_text(head, 2);
+    const std::string quoted = json_text(placeholder);
+    size_t at = text.find("\n  \"findings\": " + quoted);
     if (at == std::string::npos) {  // cannot happen; the tree's text is the answer then
         auto j = diagnosis_to_json(s, d);
         for (auto& [key, value] : extra.items()) j[key] = value;
-        return dump_text(j, 2);
+        return json_text(j, 2);
     }
-    size_t value_at = at + slot.size() - dump_text(placeholder, -1).size();
+    size_t value_at = text.find(quoted, at);
     std::string out;
     out.reserve(text.size());
     out.append(text, 0, value_at);
@@ -86,14 +83,14 @@ std::string diagnosis_json_text(const Snapshot& s, const Diagnosis& d, const nlo
             repair_utf8(f);
             if (i > 0) out += ",\n";
             out += "    ";
-            for (char c : dump_text(f, 2)) {
+            for (char c : json_text(f, 2)) {
                 out += c;
                 if (c == '\n') out += "    ";
             }
         }
         out += "\n  ]";
     }
-    out.append(text, value_at + dump_text(placeholder, -1).size());
+    out.append(text, value_at + quoted.size());
     return out;
 }
 

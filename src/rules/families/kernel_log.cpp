@@ -326,7 +326,8 @@ void check_xid_repeats(const CheckContext& ctx, const XidPolicy& policy, std::ve
         if (!found) continue;
         size_t n = last - first + 1;
         // A storm longer than its kept events: its tally proves more (below), where the kept tail would say only
-        // "10000 times" beside a finding that counts 31034.
+        // "10000 times" beside a finding that counts 31034. Only a key with one tally: an NVLink 5 Xid is tallied
+        // per unit and link, each with a span of its own, and the tally path below judges each alone.
         if (auto t = tallies_of.find(key); capped && t != tallies_of.end() && t->second.size() == 1 &&
                                            t->second[0]->count > events.size() &&
                                            tally_repeats(*t->second[0], *esc).certain >= n)
