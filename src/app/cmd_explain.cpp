@@ -34,16 +34,31 @@ struct ExplainCmdOptions {
     std::string xid_policy_file;
 };
 
-// Pasted text is read whole, every boot of it; the cap only bounds memory on a giant journal.
-constexpr size_t kMaxKeptLines = 1'000'000;
 constexpr size_t kUnrecognisedShown = 20;
 
-KernelLogScanOptions scan_options(const SignatureCatalogue& catalogue) {
+// What explain learns from the text as it is read, every boot of it: none of its lines is kept (memory flat in the
+// text's size), each goes through the line rules, the GPUs the text names by UUID and the first command it ran; of
+// the Xid events, their times (kernel_log.xid_repeated slides its window over them).
+struct TextReading {
+    TextReading(const SignatureCatalogue& catalogue, const DiagnoseOptions& options)
+        : rules(options, true), uuids(catalogue) {}
+    KernelLogLineRules rules;
+    GpuUuidsInText uuids;
+    std::optional<std::string> job_context_line;  // the first: the command the rest came from
+
+    void add(KernelLogLine&& line) {
+        uuids.add(line);
+        if (!job_context_line && is_job_context_line(line.text)) job_context_line = line.text;
+        rules.add(std::move(line));
+    }
+};
+
+KernelLogScanOptions scan_options(const SignatureCatalogue& catalogue, TextReading& reading) {
     KernelLogScanOptions o;
     o.extra_words = explain_scan_words(catalogue);
     o.every_boot = true;
-    o.max_kept_lines = kMaxKeptLines;
-    o.max_kept_xids = kMaxKeptLines;
+    o.line_sink = [&reading](KernelLogLine&& line) { reading.add(std::move(line)); };
+    o.xid_sink = [&reading](XidEvent&& event) { reading.rules.add_xid(event); };
     return o;
 }
 
@@ -182,12 +197,14 @@ int run_explain(const ExplainCmdOptions& o) {
         dopts.xid_policy = &xid_policy;
     }
 
-    KernelLogScanner scanner(scan_options(*catalogue));
+    TextReading reading(*catalogue, dopts);
+    KernelLogScanner scanner(scan_options(*catalogue, reading));
     std::string source;
     read_input(o, scanner, source);
     auto log = scanner.finish(source);
     if (!log) throw UsageError{log.error().message};
     if (log->lines_read == 0) throw UsageError{source + ": empty, nothing to explain"};
+    reading.rules.finish();
 
     Snapshot s;
     if (o.here) {
@@ -197,7 +214,7 @@ int run_explain(const ExplainCmdOptions& o) {
         std::erase_if(s.collectors, [](auto& c) { return c.name == to_string(Collector::kernel_log); });
     } else {
         // Without the node, the text itself is the only place that names a GPU's UUID.
-        for (auto& [pci, uuid] : gpu_uuids_in_text(*log, *catalogue)) {
+        for (auto& [pci, uuid] : reading.uuids.found()) {
             NvidiaProcGpu g;
             g.address = pci;
             g.uuid = uuid;
@@ -210,16 +227,14 @@ int run_explain(const ExplainCmdOptions& o) {
     std::vector<Finding> findings;
     std::vector<std::string> unrecognised;
     CheckContext ctx{s, dopts};
-    check_kernel_log_text(ctx, findings, &unrecognised);
+    check_kernel_log_text(ctx, findings, &unrecognised, &reading.rules);
     fold_consequences(findings);  // one story told by several lines is one finding
-    add_job_context_steps(s.kernel_log.lines, findings);
+    if (reading.job_context_line) add_job_context_steps(*reading.job_context_line, findings);
     std::erase_if(unrecognised, [](const std::string& line) { return is_job_context_line(line); });
     std::stable_sort(findings.begin(), findings.end(), [](auto& a, auto& b) { return a.severity > b.severity; });
     int code = exit_code_of(findings);
 
     std::vector<std::string> notes = scanner.notes();
-    if (s.kernel_log.lines_over_cap > 0)
-        notes.push_back(fmt::format("{} older kept lines left out (more than {})", s.kernel_log.lines_over_cap, kMaxKeptLines));
     if (o.format == "json") {
         nlohmann::json j{{"source", source},
                          {"format", to_string(s.kernel_log.format)},

@@ -5,6 +5,7 @@
 // One file per section under collect/kernel_log/: line_formats.cpp, events.cpp, since.cpp (--since),
 // prefilter.cpp (the SIMD prefilter) and scanner.cpp.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -88,6 +89,11 @@ struct KernelLogScanOptions {
     // the signature catalogue's anchors (rules/reference/signatures.hpp), passed in by the caller.
     std::vector<std::string> extra_words;
     bool every_boot = false;  // pasted text (`gpudx explain`): no boot is history
+    // Set: each kept line goes here as it is read, in order, instead of into KernelLog::lines (`gpudx explain`
+    // streams its text through the rules and keeps none of it). Only with every_boot: a later boot would take
+    // back lines already handed on. The tallies still count every event.
+    std::function<void(KernelLogLine&&)> line_sink;
+    std::function<void(XidEvent&&)> xid_sink;  // the same for the Xid events (KernelLog::xids)
 };
 
 // Every word whose lines the scanner keeps, any case: the parser's own topics and `extra_words`. A line holding

@@ -13,6 +13,11 @@ std::vector<KernelLogLine> lines(std::initializer_list<const char*> texts) {
     return out;
 }
 
+// As explain does: the first command's line, if the text has one.
+void add_steps(const std::vector<KernelLogLine>& text, std::vector<Finding>& fs) {
+    if (auto line = first_job_context_line(text)) add_job_context_steps(*line, fs);
+}
+
 std::vector<Finding> no_device_and_other() {
     Finding a;
     a.id = "driver.cuda_no_device";
@@ -27,7 +32,7 @@ std::vector<Finding> no_device_and_other() {
 
 TEST(JobContext, SrunPutsTheGresQuestionFirst) {
     auto fs = no_device_and_other();
-    add_job_context_steps(lines({"user@login1:~$ srun -N1 --pty nvidia-smi", "No devices were found"}), fs);
+    add_steps(lines({"user@login1:~$ srun -N1 --pty nvidia-smi", "No devices were found"}), fs);
     EXPECT_TRUE(fs[0].next_step.starts_with("This ran under Slurm (`user@login1:~$ srun -N1 --pty nvidia-smi`)"));
     EXPECT_NE(fs[0].next_step.find("--gres=gpu:N"), std::string::npos);
     EXPECT_TRUE(fs[0].next_step.ends_with("Then: Check CUDA_VISIBLE_DEVICES."));
@@ -36,17 +41,17 @@ TEST(JobContext, SrunPutsTheGresQuestionFirst) {
 
 TEST(JobContext, ContainerAndPodContexts) {
     auto fs = no_device_and_other();
-    add_job_context_steps(lines({"$ docker run --rm nvidia/cuda:12.4.0-base nvidia-smi"}), fs);
+    add_steps(lines({"$ docker run --rm nvidia/cuda:12.4.0-base nvidia-smi"}), fs);
     EXPECT_TRUE(fs[0].next_step.starts_with("This ran in a container"));
     fs = no_device_and_other();
-    add_job_context_steps(lines({"# kubectl logs pod/train-0"}), fs);
+    add_steps(lines({"# kubectl logs pod/train-0"}), fs);
     EXPECT_TRUE(fs[0].next_step.starts_with("This ran in a Kubernetes pod"));
 }
 
 TEST(JobContext, NoCommandNoQuestion) {
     auto fs = no_device_and_other();
     // A host named after the command, or the word inside a message, is not a command line.
-    add_job_context_steps(lines({"srun-node01 kernel: nvidia: loaded", "error: srunning out", "sbatchx job"}), fs);
+    add_steps(lines({"srun-node01 kernel: nvidia: loaded", "error: srunning out", "sbatchx job"}), fs);
     EXPECT_EQ(fs[0].next_step, "Check CUDA_VISIBLE_DEVICES.");
     EXPECT_TRUE(is_job_context_line("$ sbatch train.sh"));
     EXPECT_FALSE(is_job_context_line("srun-node01: kernel"));

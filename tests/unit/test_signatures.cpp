@@ -7,6 +7,7 @@
 #include <fstream>
 #include <set>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "collect/collectors.hpp"
@@ -319,6 +320,102 @@ TEST(Signatures, UnrecognisedVendorLinesAreListed) {
     ASSERT_EQ(unrecognised.size(), 2u);
     EXPECT_NE(unrecognised[0].find("PMU has halted"), std::string::npos);
     EXPECT_NE(unrecognised[1].find("something new"), std::string::npos);
+}
+
+// A message joined over several kept lines is matched when its last line has come: the scan hands each line back
+// in order, once, after every signature that may take it was tried, and holds no more lines than a joined message
+// may need (the longest signature joins 8).
+TEST(Signatures, TheScanHandsEachLineBackInOrderOnceItIsMatched) {
+    const std::vector<std::string> message = {
+        "NVRM: The NVIDIA GPU 0000:af:00.0 (PCI ID: 10de:1db5)", "NVRM: installed in this system is not supported by open",
+        "NVRM: nvidia.ko because it does not include the required GPU", "NVRM: System Processor (GSP)."};
+    std::vector<std::pair<std::string, bool>> done;
+    SignatureScan scan(builtin_signature_catalogue(),
+                       [&](const KernelLogLine& l, bool recognised) { done.emplace_back(l.text, recognised); });
+    for (auto& m : message) scan.add({std::nullopt, "", m, LogTopic::nvrm});
+    EXPECT_TRUE(done.empty()) << "a line was judged before the lines a joined message may need had come";
+    // 3,000 more lines, every other one recognised, past the batches in which matched lines are dropped.
+    std::vector<std::string> more;
+    for (int i = 0; i < 3000; ++i)
+        more.push_back(i % 2 ? fmt::format("NVRM: something new {}", i)
+                             : fmt::format("NVRM: GPU 0000:0{}:00.0 is already bound to vfio-pci", i % 10));
+    for (auto& m : more) scan.add({std::nullopt, "", m, LogTopic::nvrm});
+    EXPECT_GT(done.size(), 2990u);  // all but the last few, before the end
+    scan.finish();
+    ASSERT_EQ(done.size(), 3004u);
+    for (size_t i = 0; i < message.size(); ++i) {
+        EXPECT_EQ(done[i].first, message[i]);
+        EXPECT_TRUE(done[i].second) << "line " << i << " is part of the joined message";
+    }
+    for (int i = 0; i < 3000; ++i) {
+        EXPECT_EQ(done[4 + i].first, more[i]);
+        EXPECT_EQ(done[4 + i].second, i % 2 == 0) << done[4 + i].first;
+    }
+    Snapshot s;
+    s.collectors.push_back(status_ok(Collector::kernel_log));
+    DiagnoseOptions d;
+    CheckContext ctx{s, d};
+    std::vector<Finding> out;
+    scan.findings(ctx, "test.log", out);
+    ASSERT_TRUE(find(out, "module.gpu_unsupported_by_open_module"));
+    auto* bound = find(out, "module.gpu_bound_elsewhere");
+    ASSERT_TRUE(bound);
+    EXPECT_NE(bound->message.find("vfio-pci"), std::string::npos) << bound->message;
+}
+
+// What `gpudx explain` reads with its lines streamed through the rules (none kept) is what diagnose reads from the
+// same text's kept lines: the same findings, in the same order, and the same unrecognised lines.
+TEST(Signatures, StreamingTheLinesReadsWhatKeepingThemReads) {
+    std::string text =
+        "[   1.0] NVRM: The NVIDIA GPU 0000:af:00.0 (PCI ID: 10de:1db5)\n"
+        "[   1.0] NVRM: installed in this system is not supported by open\n"
+        "[   1.0] NVRM: nvidia.ko because it does not include the required GPU\n"
+        "[   1.0] NVRM: System Processor (GSP).\n"
+        "[   2.0] NVRM: GPU at PCI:0000:00:06: GPU-992cb470-9027-88f4-48a9-a9a329d6978d\n"
+        "[   3.0] NVRM: GPU0 nvAssertFailedNoLog: Assertion failed: 0 @ kernel_gsp.c:1446\n"
+        "[   4.0] NVRM: GPU0 _kgspRpcGspEventPmuHalted: Received signal from GSP that PMU has halted.\n"
+        "[   5.0] NVRM: Xid (PCI:0000:00:06): 79, pid=1234, name=python3, GPU has fallen off the bus.\n"
+        "[   6.0] NVRM: Xid (PCI:0000:00:06): 79, pid=1234, name=python3, GPU has fallen off the bus.\n"
+        "[   7.0] Lockdown: modprobe: unsigned module loading is restricted; see man kernel_lockdown.7\n"
+        "[   8.0] RuntimeError: CUDA error: CUDA_ERROR_NO_DEVICE\n";
+    for (int i = 0; i < 40; ++i) text += fmt::format("[  {}.0] NVRM: Xid (PCI:0000:00:06): 13, pid={}, name=x\n", 10 + i, i);
+    KernelLogScanOptions o;
+    o.extra_words = kernel_log_text_words(builtin_signature_catalogue());
+    o.every_boot = true;
+    auto run = [&](bool streamed) {
+        Snapshot s;
+        DiagnoseOptions d;
+        KernelLogLineRules rules(d, true);
+        KernelLogScanOptions opts = o;
+        if (streamed) {
+            opts.line_sink = [&](KernelLogLine&& l) { rules.add(std::move(l)); };
+            opts.xid_sink = [&](XidEvent&& x) { rules.add_xid(x); };
+        }
+        s.kernel_log = *scan_kernel_log(text, opts, "test.log");
+        if (streamed) {
+            EXPECT_TRUE(s.kernel_log.lines.empty() && s.kernel_log.xids.empty()) << "streamed lines were kept";
+            rules.finish();
+        } else {
+            EXPECT_EQ(s.kernel_log.xids.size(), 42u);
+        }
+        s.collectors.push_back(status_ok(Collector::kernel_log));
+        CheckContext ctx{s, d};
+        std::vector<Finding> out;
+        std::vector<std::string> unrecognised;
+        check_kernel_log_text(ctx, out, &unrecognised, streamed ? &rules : nullptr);
+        nlohmann::json j = nlohmann::json::array();
+        for (auto& f : out) j.push_back(finding_to_json(f));
+        return std::make_pair(j, unrecognised);
+    };
+    auto [kept, kept_unrecognised] = run(false);
+    auto [streamed, streamed_unrecognised] = run(true);
+    EXPECT_EQ(streamed.dump(1), kept.dump(1));
+    EXPECT_EQ(streamed_unrecognised, kept_unrecognised);
+    ASSERT_EQ(kept_unrecognised.size(), 2u);  // the assertion and the PMU lines
+    EXPECT_NE(kept_unrecognised[1].find("PMU has halted"), std::string::npos);
+    for (auto id : {"module.gpu_unsupported_by_open_module", "kernel_log.xid_repeated", "kernel_log.gpu_component_error",
+                    "kernel_log.xid"})
+        EXPECT_NE(kept.dump().find(id), std::string::npos) << id << " missing: " << kept.dump(1);
 }
 
 // The fallback: a GPU component's failure line that nothing explains is a warning naming the component, the GPU

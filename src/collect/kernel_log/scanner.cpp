@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <stdexcept>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -232,7 +233,8 @@ struct KernelLogScanner::State {
             ev.wall_time = kept.wall_time;
             if (!kept.wall_time.empty()) ev.wall_s = parse_wall_time(kept.wall_time, current_utc_year());
             tally(TallyKind::xid, ev.pci, m.xid_detail, ev.code, pl, kept.text, ev.process);
-            push_capped(log.xids, std::move(ev), options.max_kept_xids, nullptr);
+            if (options.xid_sink) options.xid_sink(std::move(ev));
+            else push_capped(log.xids, std::move(ev), options.max_kept_xids, nullptr);
         }
         for (size_t k = 0; k < m.events.size(); ++k) {
             const LogEventKind& e = m.events[k];
@@ -243,7 +245,7 @@ struct KernelLogScanner::State {
                 if ((at == t.links.end() || *at != *link) && t.links.size() < kMaxLinks) t.links.insert(at, *link);
             }
         }
-        push_capped(log.lines, std::move(kept), options.max_kept_lines, &log.lines_over_cap);
+        keep_line(std::move(kept));
     }
 
     // What a message says, worked out once per distinct message: in a storm one message repeats line after line
@@ -289,7 +291,12 @@ struct KernelLogScanner::State {
 
     void keep_catalogue_line(const ParsedLogLine& pl, std::string text) {
         if (auto kept = admit(pl, LogTopic::catalogue, std::move(text)))
-            push_capped(log.lines, std::move(*kept), options.max_kept_lines, &log.lines_over_cap);
+            keep_line(std::move(*kept));
+    }
+
+    void keep_line(KernelLogLine&& line) {
+        if (options.line_sink) options.line_sink(std::move(line));
+        else push_capped(log.lines, std::move(line), options.max_kept_lines, &log.lines_over_cap);
     }
 
     // A line that counts for its boot: the line to keep, or nullopt when it falls outside the window (counted
@@ -332,6 +339,8 @@ KernelLogScanner::KernelLogScanner(KernelLogScanOptions options) : state_(std::m
     auto& s = *state_;
     s.options = std::move(options);
     s.options.max_line_bytes = std::max(s.options.max_line_bytes, kMinMaxLineBytes);
+    if ((s.options.line_sink || s.options.xid_sink) && !s.options.every_boot)
+        throw std::logic_error("KernelLogScanOptions' sinks need every_boot: a later boot would take lines back");
     s.prefilter = kernel_log_prefilter::make_prefilter(s.options.extra_words);
     s.extra_words = WordSetCi(s.options.extra_words);
     if (!trim(s.options.since).empty()) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -292,49 +293,85 @@ TallyRepeats tally_repeats(const KernelLogTally& t, const XidEscalation& esc) {
     return r;
 }
 
-void check_xid_repeats(const CheckContext& ctx, const XidPolicy& policy, std::vector<Finding>& out) {
+// The Xid events of one GPU and code, as check_xid_repeats slides its window over them: a time each (8 bytes an
+// event: an explain of a 1,000,000-line storm holds 8 MB for them, where the events themselves took 300), the texts
+// once per run of equal ones.
+struct XidTimeline {
+    std::vector<double> times;                             // event_time, in the log's order
+    std::vector<std::pair<uint32_t, std::string>> texts;  // (first event, text) for each run of equal texts
+    bool timed = true;                                     // every event has a time
+
+    void add(const XidEvent& e) {
+        timed = timed && (e.monotonic_s || e.wall_s);
+        if (texts.empty() || texts.back().second != e.text)
+            texts.emplace_back(static_cast<uint32_t>(times.size()), e.text);
+        times.push_back(event_time(e));
+    }
+    const std::string& text(size_t event) const {
+        auto run = std::upper_bound(texts.begin(), texts.end(), event,
+                                    [](size_t k, const auto& r) { return k < r.first; });
+        return std::prev(run)->second;
+    }
+};
+
+// Every Xid event of the log (or every one kept), by GPU and code. Events the driver says another Xid caused are
+// that one's, not repeats of their own.
+struct XidTimelines {
+    std::map<std::pair<std::string, int>, XidTimeline> by_gpu_code;
+    uint64_t events = 0;
+
+    void add(const XidEvent& e) {
+        ++events;
+        if (!caused_by(e.text)) by_gpu_code[{e.pci, e.code}].add(e);
+    }
+};
+
+void check_xid_repeats(const CheckContext& ctx, const XidPolicy& policy, const XidTimelines& xids,
+                       std::vector<Finding>& out) {
     const auto& log = ctx.snapshot.kernel_log;
-    std::map<std::pair<std::string, int>, std::vector<const XidEvent*>> by_gpu_code;
-    for (auto& e : log.xids)
-        if (!caused_by(e.text)) by_gpu_code[{e.pci, e.code}].push_back(&e);
     // The log keeps the newest Xid events and its tallies count every one: when it kept fewer than it counted, a
     // GPU's kept events may be the tail of a longer storm.
     uint64_t tallied = 0;
     std::map<std::pair<std::string, int>, std::vector<const KernelLogTally*>> tallies_of;
     for (auto& t : log.tallies)
         if (t.kind == TallyKind::xid) tallied += t.count, tallies_of[{t.device, t.code}].push_back(&t);
-    const bool capped = tallied > log.xids.size();
+    const bool capped = tallied > xids.events;
     std::set<std::pair<std::string, int>> escalated;
-    for (auto& [key, events] : by_gpu_code) {
+    for (auto& [key, events] : xids.by_gpu_code) {
         auto& [pci, code] = key;
         auto esc = policy.escalation(code);
-        if (!esc || events.size() < esc->repeats) continue;
-        bool timed = std::all_of(events.begin(), events.end(), [](auto* e) { return e->monotonic_s || e->wall_s; });
+        if (!esc || events.times.size() < esc->repeats) continue;
+        // The events in time order (a log is, but for dmesg's interleaving CPUs): an index, only when needed.
+        std::vector<uint32_t> order;
+        auto at = [&](size_t k) -> size_t { return order.empty() ? k : order[k]; };
+        auto time = [&](size_t k) { return events.times[at(k)]; };
+        if (events.timed && !std::is_sorted(events.times.begin(), events.times.end())) {
+            order.resize(events.times.size());
+            for (uint32_t k = 0; k < order.size(); ++k) order[k] = k;
+            std::stable_sort(order.begin(), order.end(),
+                             [&](uint32_t a, uint32_t b) { return events.times[a] < events.times[b]; });
+        }
         // Without times, every event is in the window the log covers (the current boot, or --since).
-        size_t first = 0, last = events.size() - 1;
-        bool found = !timed;
-        if (timed) {
-            std::vector<const XidEvent*> sorted = events;
-            std::stable_sort(sorted.begin(), sorted.end(),
-                             [](auto* a, auto* b) { return event_time(*a) < event_time(*b); });
-            events = sorted;
-            for (size_t i = 0, j = 0; j < events.size(); ++j) {
-                while (event_time(*events[j]) - event_time(*events[i]) > esc->within_s) ++i;
+        size_t count = events.times.size(), first = 0, last = count - 1;
+        bool found = !events.timed;
+        if (events.timed)
+            for (size_t i = 0, j = 0; j < count; ++j) {
+                while (time(j) - time(i) > esc->within_s) ++i;
                 if (j - i + 1 >= esc->repeats) first = i, last = j, found = true;  // the latest such run
             }
-        }
         if (!found) continue;
         size_t n = last - first + 1;
         // A storm longer than its kept events: its tally proves more (below), where the kept tail would say only
         // "10000 times" beside a finding that counts 31034. Only a key with one tally: an NVLink 5 Xid is tallied
         // per unit and link, each with a span of its own, and the tally path below judges each alone.
         if (auto t = tallies_of.find(key); capped && t != tallies_of.end() && t->second.size() == 1 &&
-                                           t->second[0]->count > events.size() &&
+                                           t->second[0]->count > count &&
                                            tally_repeats(*t->second[0], *esc).certain >= n)
             continue;
-        Finding f = xid_escalated(ctx, policy, code, *esc, pci, events[last]->text, n > 1 ? &events[first]->text : nullptr);
-        std::string span = timed ? fmt::format("{} times within {:.0f} s", n, event_time(*events[last]) - event_time(*events[first]))
-                                 : fmt::format("{} times in the window (the log gives no times)", n);
+        Finding f = xid_escalated(ctx, policy, code, *esc, pci, events.text(at(last)),
+                                  n > 1 ? &events.text(at(first)) : nullptr);
+        std::string span = events.timed ? fmt::format("{} times within {:.0f} s", n, time(last) - time(first))
+                                        : fmt::format("{} times in the window (the log gives no times)", n);
         f.message = fmt::format("Xid {} ({}) repeats on {}: {} (threshold {} within {:.0f} s, bucket {}): escalated",
                                 code, policy.rule(code).meaning, gpu_named(ctx, pci), span, esc->repeats, esc->within_s,
                                 bucket_name(policy, code));
@@ -492,13 +529,9 @@ bool nvidia_loaded(const Snapshot& s) {
     return std::any_of(s.module.loaded.begin(), s.module.loaded.end(), [](auto& m) { return m.name == "nvidia"; });
 }
 
-void check_module_signatures(const CheckContext& ctx, std::vector<Finding>& out) {
+void check_module_signatures(const CheckContext& ctx, const std::string& lockdown_line, std::vector<Finding>& out) {
     const auto& s = ctx.snapshot;
     const auto& log = s.kernel_log;
-    std::string lockdown_line;
-    for (auto& l : log.lines)
-        if (l.text.find("locked down") != std::string::npos || l.text.find("Secure boot enabled") != std::string::npos)
-            lockdown_line = l.text;
     auto* module_status = s.collector(Collector::module);
     bool module_known = module_status && module_status->state == CollectorState::ok;
     for (auto& t : log.tallies) {
@@ -532,30 +565,39 @@ void check_module_signatures(const CheckContext& ctx, std::vector<Finding>& out)
     }
 }
 
-// The fallback (rules/reference/component_lines.hpp): what no rule explained, but a GPU component says failed.
-void check_unexplained_component_lines(const CheckContext& ctx, const std::vector<bool>& explained,
+// The fallback (rules/reference/component_lines.hpp): what no rule explained, but a GPU component says failed. One
+// group per component and device, fed the lines no signature or result code explained.
+struct ComponentGroup {
+    ComponentFailureLine what;
+    size_t count = 0;
+    KernelLogLine first, last;
+};
+
+struct ComponentGroups {
+    std::vector<ComponentGroup> groups;
+    // A storm repeats one line: the previous line's reading is reused when this one is the same bytes.
+    std::string last_text;
+    std::optional<ComponentFailureLine> last_what;
+
+    void add(const KernelLogLine& line) {
+        if (last_text.empty() || line.text != last_text) {
+            last_what = component_failure_line(line.text);
+            last_text = line.text;
+        }
+        if (!last_what) return;
+        auto g = std::find_if(groups.begin(), groups.end(), [&](const ComponentGroup& x) {
+            return x.what.component == last_what->component && x.what.pci == last_what->pci;
+        });
+        if (g == groups.end()) g = groups.insert(groups.end(), ComponentGroup{*last_what, 0, line, {}});
+        ++g->count;
+        g->last = line;
+    }
+};
+
+void check_unexplained_component_lines(const CheckContext& ctx, const ComponentGroups& components,
                                        std::vector<Finding>& out) {
     const auto& log = ctx.snapshot.kernel_log;
-    struct Group {
-        ComponentFailureLine what;
-        size_t count = 0;
-        const KernelLogLine* first = nullptr;
-        const KernelLogLine* last = nullptr;
-    };
-    std::vector<Group> groups;
-    for (size_t i = 0; i < log.lines.size(); ++i) {
-        if (i < explained.size() && explained[i]) continue;
-        const auto& line = log.lines[i];
-        auto what = component_failure_line(line.text);
-        if (!what) continue;
-        auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
-            return x.what.component == what->component && x.what.pci == what->pci;
-        });
-        if (g == groups.end()) g = groups.insert(groups.end(), Group{*what, 0, &line, nullptr});
-        ++g->count;
-        g->last = &line;
-    }
-    for (auto& g : groups) {
+    for (auto& g : components.groups) {
         Finding f;
         f.id = "kernel_log.gpu_component_error";
         f.layer = Layer::kernel_log;
@@ -565,15 +607,15 @@ void check_unexplained_component_lines(const CheckContext& ctx, const std::vecto
             f.subjects.push_back(ctx.gpu(g.what.pci));
             where = " for " + describe(f.subjects.back());
         }
-        const std::string& text = g.first->text;
+        const std::string& text = g.first.text;
         f.message = fmt::format("{} reported a failure (\"{}\"){} that gpudx has no rule for: \"{}\"{}", g.what.component,
                                 g.what.word, where, text.size() > 240 ? text.substr(0, 240) + "..." : text,
                                 g.count > 1 ? fmt::format(" ({} such lines, first at {}, last at {})", g.count,
-                                                          when(g.first->monotonic_s, g.first->wall_time),
-                                                          when(g.last->monotonic_s, g.last->wall_time))
+                                                          when(g.first.monotonic_s, g.first.wall_time),
+                                                          when(g.last.monotonic_s, g.last.wall_time))
                                             : "");
-        f.evidence.push_back({log.source, g.first->text});
-        if (g.count > 1 && g.last->text != g.first->text) f.evidence.push_back({log.source, g.last->text});
+        f.evidence.push_back({log.source, g.first.text});
+        if (g.count > 1 && g.last.text != g.first.text) f.evidence.push_back({log.source, g.last.text});
         f.next_step = fmt::format(
             "Read the lines around it in the kernel log (`dmesg -T | grep -i -C5 '{}'`) for what the {} was doing; if "
             "it repeats or work on that GPU fails, collect the vendor's report (nvidia-bug-report.sh, or "
@@ -593,7 +635,55 @@ bool has_xid_events(const Snapshot& s) {
 
 }  // namespace
 
-void check_kernel_log_text(const CheckContext& ctx, std::vector<Finding>& out, std::vector<std::string>* unrecognised) {
+struct KernelLogLineRules::State {
+    State(const DiagnoseOptions& options, bool list)
+        : catalogue(options.signatures ? *options.signatures : builtin_signature_catalogue()),
+          result_codes(options.result_codes),
+          list_unrecognised(list),
+          signatures(catalogue, [this](const KernelLogLine& l, bool recognised) { after_signatures(l, recognised); }) {}
+
+    const SignatureCatalogue& catalogue;
+    ResultCodeScan result_codes;
+    bool list_unrecognised;
+    std::vector<std::string> unrecognised;
+    ComponentGroups components;
+    std::string lockdown_line;  // the last line saying the kernel is locked down
+    XidTimelines xids;
+    SignatureScan signatures;   // last: its lines go on to the members above
+
+    void before_signatures(const KernelLogLine& l) {
+        if (l.text.find("locked down") != std::string::npos || l.text.find("Secure boot enabled") != std::string::npos)
+            lockdown_line = l.text;
+    }
+    // The result codes on the lines no signature explained (a signature's wording is the closer one); then a GPU
+    // component's failure line that neither explained is never passed in silence.
+    void after_signatures(const KernelLogLine& l, bool recognised) {
+        if (list_unrecognised && !recognised && is_unrecognised_driver_line(l)) unrecognised.push_back(l.text);
+        if (recognised || result_codes.add(l.text)) return;
+        components.add(l);
+    }
+};
+
+KernelLogLineRules::KernelLogLineRules(const DiagnoseOptions& options, bool list_unrecognised)
+    : state_(std::make_unique<State>(options, list_unrecognised)) {}
+KernelLogLineRules::~KernelLogLineRules() = default;
+
+void KernelLogLineRules::add(KernelLogLine line) {
+    state_->before_signatures(line);
+    state_->signatures.add(std::move(line));
+}
+
+void KernelLogLineRules::add_borrowed(const KernelLogLine& line) {
+    state_->before_signatures(line);
+    state_->signatures.add_borrowed(line);
+}
+
+void KernelLogLineRules::add_xid(const XidEvent& event) { state_->xids.add(event); }
+
+void KernelLogLineRules::finish() { state_->signatures.finish(); }
+
+void check_kernel_log_text(const CheckContext& ctx, std::vector<Finding>& out, std::vector<std::string>* unrecognised,
+                           KernelLogLineRules* lines) {
     const XidPolicy* policy = !has_xid_events(ctx.snapshot) ? nullptr
                               : ctx.options.xid_policy      ? ctx.options.xid_policy
                                                             : &builtin_xid_policy();
@@ -601,25 +691,28 @@ void check_kernel_log_text(const CheckContext& ctx, std::vector<Finding>& out, s
     if (policy) check_nvml_xids(ctx, *policy, out);
     auto* st = ctx.snapshot.collector(Collector::kernel_log);
     if (!st || st->state != CollectorState::ok) return;
+    std::optional<KernelLogLineRules> own;
+    if (!lines) {
+        lines = &own.emplace(ctx.options, unrecognised != nullptr);
+        for (auto& l : ctx.snapshot.kernel_log.lines) lines->add_borrowed(l);
+        for (auto& x : ctx.snapshot.kernel_log.xids) lines->add_xid(x);
+        lines->finish();
+    }
+    const KernelLogLineRules::State& read = *lines->state_;
     if (policy) {
         check_xids(ctx, *policy, out);
-        check_xid_repeats(ctx, *policy, out);
+        check_xid_repeats(ctx, *policy, read.xids, out);
         check_sxids(ctx, *policy, out);
     }
     check_fallen_off(ctx, out);
     check_aer(ctx, out);
     check_iommu(ctx, out);
-    check_module_signatures(ctx, out);
-    const SignatureCatalogue& catalogue = ctx.options.signatures ? *ctx.options.signatures : builtin_signature_catalogue();
-    std::vector<bool> explained;
-    check_signatures(ctx, catalogue, out, unrecognised, &explained);
-    // The libraries' result codes on the lines no signature explained (a signature's wording is the closer one).
-    // Only kept lines can name a code: without any, the tables are not even read.
-    if (!ctx.snapshot.kernel_log.lines.empty())
-        check_result_codes(ctx, ctx.options.result_codes ? *ctx.options.result_codes : builtin_result_code_tables(),
-                           explained, out);
-    // Last: a GPU component's failure line that none of the above explained is never passed in silence.
-    check_unexplained_component_lines(ctx, explained, out);
+    check_module_signatures(ctx, read.lockdown_line, out);
+    const std::string& source = ctx.snapshot.kernel_log.source;
+    read.signatures.findings(ctx, source, out);
+    read.result_codes.findings(source, out);
+    check_unexplained_component_lines(ctx, read.components, out);
+    if (unrecognised) *unrecognised = std::move(lines->state_->unrecognised);
 }
 
 std::vector<std::string> kernel_log_text_words(const SignatureCatalogue& catalogue) {

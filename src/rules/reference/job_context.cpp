@@ -79,19 +79,18 @@ std::vector<std::string> explain_scan_words(const SignatureCatalogue& catalogue)
 
 bool is_job_context_line(std::string_view line) { return context_of(line).has_value(); }
 
-void add_job_context_steps(const std::vector<KernelLogLine>& lines, std::vector<Finding>& findings) {
-    std::optional<Context> context;
-    std::string_view cited;
+std::optional<std::string_view> first_job_context_line(const std::vector<KernelLogLine>& lines) {
     for (auto& l : lines)
-        if (auto c = context_of(l.text)) {
-            context = c;
-            cited = l.text;
-            break;  // the first command of the text is the one the rest came from
-        }
+        if (is_job_context_line(l.text)) return l.text;
+    return std::nullopt;
+}
+
+void add_job_context_steps(std::string_view context_line, std::vector<Finding>& findings) {
+    auto context = context_of(context_line);
     if (!context) return;
     for (auto& f : findings) {
         if (std::find(kNoGpuVisible.begin(), kNoGpuVisible.end(), f.id) == kNoGpuVisible.end()) continue;
-        f.next_step = question(*context, cited) + f.next_step;
+        f.next_step = question(*context, context_line) + f.next_step;
     }
 }
 

@@ -12,7 +12,6 @@
 #include "core/input_file.hpp"
 #include "core/text.hpp"
 #include "core/toml.hpp"
-#include "rules/engine/check_context.hpp"
 #include "rules/reference/catalogue_blob.hpp"
 
 namespace gpudx {
@@ -341,35 +340,39 @@ std::vector<std::string> result_code_gate_words() {
     return {"CUDA", "NVML_", "nccl", "hipError", "HSA_STATUS_"};
 }
 
-void check_result_codes(const CheckContext& ctx, const std::vector<ResultCodeTable>& tables,
-                        std::vector<bool>& explained, std::vector<Finding>& out) {
-    const auto& log = ctx.snapshot.kernel_log;
-    struct Seen {
-        ResultCodeMatch match;
-        size_t count = 0;
-        const std::string* first = nullptr;
-        const std::string* last = nullptr;
-    };
-    std::vector<Seen> seen;
-    std::optional<ResultCodeMatcher> own;
-    if (&tables != &builtin_result_code_tables()) own.emplace(tables);
-    const ResultCodeMatcher& matcher = own ? *own : ResultCodeMatcher::builtin();
-    for (size_t i = 0; i < log.lines.size(); ++i) {
-        if (i < explained.size() && explained[i]) continue;
-        for (auto& m : matcher.match(log.lines[i].text)) {
-            if (!m.code->severity) continue;
-            if (explained.size() < log.lines.size()) explained.resize(log.lines.size(), false);
-            explained[i] = true;
-            auto it = std::find_if(seen.begin(), seen.end(), [&](auto& s) { return s.match.code == m.code; });
-            if (it == seen.end()) {
-                seen.push_back({m, 0, &log.lines[i].text, nullptr});
-                it = seen.end() - 1;
-            }
-            ++it->count;
-            it->last = &log.lines[i].text;
+ResultCodeScan::ResultCodeScan(const std::vector<ResultCodeTable>* tables) : tables_(tables) {}
+ResultCodeScan::~ResultCodeScan() = default;
+
+bool ResultCodeScan::add(const std::string& text) {
+    if (!matcher_) {
+        if (tables_ && tables_ != &builtin_result_code_tables()) {
+            own_ = std::make_unique<ResultCodeMatcher>(*tables_);
+            matcher_ = own_.get();
+        } else {
+            matcher_ = &ResultCodeMatcher::builtin();
         }
     }
-    for (auto& s : seen) {
+    // A storm repeats one line: the previous line's codes are reused when this one is the same bytes.
+    if (!last_valid_ || text != last_text_) {
+        last_matches_ = matcher_->match(text);
+        std::erase_if(last_matches_, [](const ResultCodeMatch& m) { return !m.code->severity; });
+        last_text_ = text;
+        last_valid_ = true;
+    }
+    for (auto& m : last_matches_) {
+        auto it = std::find_if(seen_.begin(), seen_.end(), [&](auto& s) { return s.match.code == m.code; });
+        if (it == seen_.end()) {
+            seen_.push_back({m, 0, text, {}});
+            it = seen_.end() - 1;
+        }
+        ++it->count;
+        it->last = text;
+    }
+    return !last_matches_.empty();
+}
+
+void ResultCodeScan::findings(const std::string& source, std::vector<Finding>& out) const {
+    for (auto& s : seen_) {
         const ResultCode& c = *s.match.code;
         Finding f;
         f.id = result_code_id(*s.match.table, c);
@@ -380,8 +383,8 @@ void check_result_codes(const CheckContext& ctx, const std::vector<ResultCodeTab
                                 s.count > 1 ? fmt::format(", {} times", s.count) : "",
                                 c.program_error ? "the program's own error, not known to be the node's: " + c.meaning
                                                 : c.meaning);
-        f.evidence.push_back({log.source, *s.last});
-        if (s.count > 1 && *s.first != *s.last) f.evidence.push_back({log.source, *s.first});
+        f.evidence.push_back({source, s.last});
+        if (s.count > 1 && s.first != s.last) f.evidence.push_back({source, s.first});
         f.evidence.push_back({fmt::format("{} table {}", s.match.table->table, s.match.table->version),
                               fmt::format("{} by its {} ({}, line {})", c.name, s.match.how,
                                           c.origin.empty() ? s.match.table->origin : c.origin, c.line)});

@@ -11,6 +11,7 @@
 // ("error 802", "(803 vs. 0)", "code=2(").
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,7 +23,6 @@
 
 namespace gpudx {
 
-struct CheckContext;  // rules/engine/check_context.hpp
 
 struct ResultCode {
     std::string name;  // "CUDA_ERROR_SYSTEM_NOT_READY"
@@ -98,9 +98,33 @@ Result<std::vector<ResultCodeTable>> result_code_tables_with_site(const std::vec
 // The words the kernel-log scanner keeps a line for, so that program output reaches the match.
 std::vector<std::string> result_code_gate_words();
 
-// One finding per code named in the kernel log's kept lines (with its count), skipping lines a signature
-// already explained (`explained`, indexed like the log's lines; may be shorter), and marking the lines it explains.
-void check_result_codes(const CheckContext& ctx, const std::vector<ResultCodeTable>& tables,
-                        std::vector<bool>& explained, std::vector<Finding>& out);
+// One finding per code named in the kernel log's kept lines (with its count), fed a line at a time, in the log's
+// order: the lines no signature explained (a signature's wording is the closer one). The tables are read at the
+// first line: a log without kept lines never reads them.
+class ResultCodeScan {
+public:
+    // null: the built-in tables. Other tables must outlive the scan.
+    explicit ResultCodeScan(const std::vector<ResultCodeTable>* tables);
+    ~ResultCodeScan();
+    ResultCodeScan(const ResultCodeScan&) = delete;
+    ResultCodeScan& operator=(const ResultCodeScan&) = delete;
+    // Whether the line names a code that makes a finding (the line is then explained).
+    bool add(const std::string& text);
+    void findings(const std::string& source, std::vector<Finding>& out) const;
+
+private:
+    struct Seen {
+        ResultCodeMatch match;
+        size_t count = 0;
+        std::string first, last;
+    };
+    const std::vector<ResultCodeTable>* tables_;
+    std::unique_ptr<ResultCodeMatcher> own_;
+    const ResultCodeMatcher* matcher_ = nullptr;
+    std::vector<Seen> seen_;
+    std::string last_text_;  // the previous line and the codes with a finding it named
+    bool last_valid_ = false;
+    std::vector<ResultCodeMatch> last_matches_;
+};
 
 }  // namespace gpudx

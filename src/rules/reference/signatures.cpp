@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -730,7 +731,7 @@ struct Occurrence {
     std::map<std::string, std::vector<std::string>> values;  // distinct, in order seen
     std::string pci;
     uint64_t count = 0;
-    const KernelLogLine *first = nullptr, *last = nullptr;
+    KernelLogLine first, last;
 };
 
 std::string when(const KernelLogLine& l) {
@@ -740,7 +741,7 @@ std::string when(const KernelLogLine& l) {
 }
 
 std::string occurrences_text(const Occurrence& o) {
-    std::string first = when(*o.first), last = when(*o.last);
+    std::string first = when(o.first), last = when(o.last);
     if (o.count == 1) return first.empty() ? std::string() : "at " + first;
     if (first.empty()) return fmt::format("{} times", o.count);
     return fmt::format("{} times, first at {}, last at {}", o.count, first, last);
@@ -900,47 +901,61 @@ std::vector<std::string> catalogue_gate_words(const SignatureCatalogue& catalogu
     return out;
 }
 
-std::map<std::string, std::string> gpu_uuids_in_text(const KernelLog& log, const SignatureCatalogue& catalogue) {
-    std::map<std::string, std::string> out;
-    // A UUID is kept only when it starts with "GPU-", and a field's value is read from the line: a text without
-    // those bytes names none.
-    auto may_name_uuid = [](const KernelLogLine& l) { return l.text.find("GPU-") != std::string::npos; };
-    if (std::none_of(log.lines.begin(), log.lines.end(), may_name_uuid)) return out;
-    // Only a signature that captures both a pci and a uuid field names a GPU's UUID: a line where none of those may
-    // match is passed at once, and at the others only the signatures that may match are tried, in order (the first
-    // that matches takes the line, as in check_signatures).
-    const auto& sigs = catalogue.signatures;
-    std::vector<char> names_uuid(sigs.size());
-    for (size_t s = 0; s < sigs.size(); ++s) {
-        auto fields = captured_fields(sigs[s]);
-        names_uuid[s] = fields.count("pci") && fields.count("uuid");
+// The signatures that may name a UUID, worked out at the first line holding "GPU-": a text without one never needs
+// them.
+struct GpuUuidsInText::Matcher {
+    explicit Matcher(const SignatureCatalogue& catalogue) : candidates(catalogue) {
+        const auto& sigs = catalogue.signatures;
+        names_uuid.resize(sigs.size());
+        for (size_t s = 0; s < sigs.size(); ++s) {
+            auto fields = captured_fields(sigs[s]);
+            names_uuid[s] = fields.count("pci") && fields.count("uuid");
+        }
+        any = std::find(names_uuid.begin(), names_uuid.end(), 1) != names_uuid.end();
     }
-    if (std::find(names_uuid.begin(), names_uuid.end(), 1) == names_uuid.end()) return out;
-    LazyCandidates candidates(catalogue);
+    std::vector<char> names_uuid;
+    bool any = false;
+    LazyCandidates candidates;
     std::vector<char> may_match;
-    for (auto& l : log.lines) {
-        // Most of a long text's kept lines are passed here without looking further.
-        if (!may_name_uuid(l)) continue;
-        candidates.mark(l.text, may_match);
-        // A signature after the last one that may name a UUID here cannot: the line is passed when that one is.
-        size_t last_naming = sigs.size();
-        for (size_t s = sigs.size(); s-- > 0;)
-            if (may_match[s] && names_uuid[s]) {
-                last_naming = s;
-                break;
-            }
-        if (last_naming == sigs.size()) continue;
-        for (size_t s = 0; s <= last_naming; ++s) {
-            if (!may_match[s]) continue;
-            const Signature& sig = sigs[s];
-            auto m = match_signature(sig, l.text);
-            if (!m) continue;
-            auto p = m->fields.find("pci"), u = m->fields.find("uuid");
-            if (p != m->fields.end() && u != m->fields.end() && u->second.starts_with("GPU-")) out[p->second] = u->second;
+};
+
+GpuUuidsInText::GpuUuidsInText(const SignatureCatalogue& catalogue) : catalogue_(catalogue) {}
+GpuUuidsInText::~GpuUuidsInText() = default;
+
+void GpuUuidsInText::add(const KernelLogLine& l) {
+    // A UUID is kept only when it starts with "GPU-", and a field's value is read from the line: most of a long
+    // text's kept lines are passed here without looking further.
+    if (l.text.find("GPU-") == std::string::npos) return;
+    if (!matcher_) matcher_ = std::make_unique<Matcher>(catalogue_);
+    // Only a signature that captures both a pci and a uuid field names a GPU's UUID: at a line only the signatures
+    // that may match are tried, in order (the first that matches takes the line, as in check_signatures).
+    Matcher& m = *matcher_;
+    if (!m.any) return;
+    const auto& sigs = catalogue_.signatures;
+    m.candidates.mark(l.text, m.may_match);
+    // A signature after the last one that may name a UUID here cannot: the line is passed when that one is.
+    size_t last_naming = sigs.size();
+    for (size_t s = sigs.size(); s-- > 0;)
+        if (m.may_match[s] && m.names_uuid[s]) {
+            last_naming = s;
             break;
         }
+    if (last_naming == sigs.size()) return;
+    for (size_t s = 0; s <= last_naming; ++s) {
+        if (!m.may_match[s]) continue;
+        auto match = match_signature(sigs[s], l.text);
+        if (!match) continue;
+        auto p = match->fields.find("pci"), u = match->fields.find("uuid");
+        if (p != match->fields.end() && u != match->fields.end() && u->second.starts_with("GPU-"))
+            found_[p->second] = u->second;
+        break;
     }
-    return out;
+}
+
+std::map<std::string, std::string> gpu_uuids_in_text(const KernelLog& log, const SignatureCatalogue& catalogue) {
+    GpuUuidsInText uuids(catalogue);
+    for (auto& l : log.lines) uuids.add(l);
+    return uuids.found();
 }
 
 std::vector<SignatureDeclaration> signature_declarations(const SignatureCatalogue& catalogue) {
@@ -953,59 +968,153 @@ std::vector<SignatureDeclaration> signature_declarations(const SignatureCatalogu
     return out;
 }
 
-void check_signatures(const CheckContext& ctx, const SignatureCatalogue& catalogue, std::vector<Finding>& out,
-                      std::vector<std::string>* unrecognised, std::vector<bool>* explained) {
-    const auto& log = ctx.snapshot.kernel_log;
-    // Logical lines (rsyslog's #012 split apart), each with the kept line it came from.
-    std::vector<std::string_view> lines;
-    std::vector<size_t> origin;
-    for (size_t i = 0; i < log.lines.size(); ++i) {
-        split_rsyslog(log.lines[i].text, lines);
-        origin.resize(lines.size(), i);
+// The kept lines not yet done (a logical line of theirs not yet matched), oldest first, and their logical lines
+// (rsyslog's #012 split apart) from the first one not yet matched on.
+struct SignatureScan::State {
+    State(const SignatureCatalogue& c, Done d) : catalogue(c), done(std::move(d)), candidates(c) {
+        for (auto& s : c.signatures) lookahead = std::max<size_t>(lookahead, s.lines);
     }
-    std::vector<bool> recognised(log.lines.size(), false);
+    const SignatureCatalogue& catalogue;
+    Done done;
+    LazyCandidates candidates;
+    std::vector<char> may_match;
+    size_t lookahead = 1;  // the most logical lines one signature joins: a line is matched once they have come
+
+    struct Pending {
+        const KernelLogLine* line;
+        bool owned;
+        bool recognised = false;
+    };
+    std::deque<Pending> pending;
+    std::deque<KernelLogLine> owned;  // the owned pending lines, in the same order
+    uint64_t first_pending = 0;       // the sequence number of pending.front()
+    uint64_t added = 0;
+    std::vector<std::string_view> logical;  // views into the pending lines
+    std::vector<uint64_t> origin;           // per logical line, its kept line's sequence number
+    size_t next = 0;                        // the first logical line not yet matched
+
     std::map<std::string, std::string> uuid_of;  // "NVRM: GPU at PCI:...: GPU-..." in the text itself
     std::vector<Occurrence> occ;
     std::map<std::string, size_t> index;
-    LazyCandidates candidates(catalogue);
-    std::vector<char> may_match;
-    for (size_t i = 0; i < lines.size();) {
-        size_t used = 1;
-        candidates.mark(lines[i], may_match);
+
+    void push(const KernelLogLine* line, bool is_owned) {
+        pending.push_back({line, is_owned});
+        split_rsyslog(line->text, logical);
+        origin.resize(logical.size(), added++);
+        match(false);
+    }
+
+    void match(bool at_end) {
+        while (next < logical.size() && (at_end || logical.size() - next >= lookahead)) next += match_at(next);
+        // A kept line is done once none of its logical lines is left to match.
+        uint64_t done_below = next < logical.size() ? origin[next] : added;
+        for (; first_pending < done_below; ++first_pending) {
+            Pending p = pending.front();
+            pending.pop_front();
+            done(*p.line, p.recognised);
+            if (p.owned) owned.pop_front();
+        }
+        // The matched logical lines point into lines that may be gone: dropped in batches, so that dropping stays
+        // amortised O(1).
+        if (next >= 1024 && next * 2 >= logical.size()) {
+            logical.erase(logical.begin(), logical.begin() + static_cast<std::ptrdiff_t>(next));
+            origin.erase(origin.begin(), origin.begin() + static_cast<std::ptrdiff_t>(next));
+            next = 0;
+        }
+    }
+
+    // What the signatures made of a logical line: the one that matched and what it read, or none.
+    struct Outcome {
+        const Signature* sig = nullptr;
+        SignatureMatch match;
+    };
+    // The previous outcome, reused when the logical lines it was read from are the same bytes as the ones here (a
+    // storm repeats one message line after line): a signature reads at most `lookahead` lines from where it starts,
+    // so the outcome is theirs alone.
+    std::vector<std::string> memo_window;
+    std::optional<std::pair<Outcome, size_t>> memo;  // and how many lines it joined
+
+    bool same_window(size_t i) const {
+        size_t n = std::min(lookahead, logical.size() - i);
+        if (n != memo_window.size()) return false;
+        for (size_t k = 0; k < n; ++k)
+            if (logical[i + k] != memo_window[k]) return false;
+        return true;
+    }
+
+    // Tries the signatures at logical line i; how many lines the one that matched joined (1 when none did).
+    size_t match_at(size_t i) {
+        if (!memo || !same_window(i)) memo = find_at(i);
+        apply(i, memo->second, memo->first);
+        return memo->second;
+    }
+
+    std::pair<Outcome, size_t> find_at(size_t i) {
+        size_t n = std::min(lookahead, logical.size() - i);
+        memo_window.resize(n);
+        for (size_t k = 0; k < n; ++k) memo_window[k].assign(logical[i + k]);
+        candidates.mark(logical[i], may_match);
         for (size_t s = 0; s < catalogue.signatures.size(); ++s) {
             if (!may_match[s]) continue;
             const Signature& sig = catalogue.signatures[s];
-            size_t u = 0;
-            auto m = match_lines(sig, lines, i, u);
+            size_t used = 0;
+            auto m = match_lines(sig, logical, i, used);
             if (!m) continue;
-            used = u;
-            for (size_t k = i; k < i + used; ++k) recognised[origin[k]] = true;
-            if (auto p = m->fields.find("pci"), q = m->fields.find("uuid");
-                p != m->fields.end() && q != m->fields.end() && q->second.starts_with("GPU-"))
-                uuid_of[p->second] = q->second;
-            if (!sig.severity) break;
-            std::string key = sig.id;
-            for (auto& g : sig.group_by) key += '\x1f' + (m->fields.count(g) ? m->fields[g] : std::string());
-            auto [it, inserted] = index.try_emplace(key, occ.size());
-            if (inserted) {
-                occ.push_back({});
-                occ.back().sig = &sig;
-                occ.back().first = &log.lines[origin[i]];
-            }
-            auto& o = occ[it->second];
-            ++o.count;
-            o.last = &log.lines[origin[i]];
-            if (auto p = m->fields.find("pci"); p != m->fields.end() && o.pci.empty()) o.pci = p->second;
-            for (auto& [name, value] : m->fields) {
-                auto& vs = o.values[name];
-                if (std::find(vs.begin(), vs.end(), value) == vs.end()) vs.push_back(value);
-            }
-            break;
+            return {Outcome{&sig, std::move(*m)}, used};
         }
-        i += used;
+        return {Outcome{}, 1};
     }
+
+    // The outcome at logical line i, joined over `used` lines: its lines recognised, an occurrence counted.
+    void apply(size_t i, size_t used, const Outcome& outcome) {
+        if (!outcome.sig) return;
+        const Signature& sig = *outcome.sig;
+        const auto& fields = outcome.match.fields;
+        for (size_t k = i; k < i + used; ++k) pending[origin[k] - first_pending].recognised = true;
+        if (auto p = fields.find("pci"), q = fields.find("uuid");
+            p != fields.end() && q != fields.end() && q->second.starts_with("GPU-"))
+            uuid_of[p->second] = q->second;
+        if (!sig.severity) return;
+        std::string key = sig.id;
+        for (auto& g : sig.group_by) {
+            auto v = fields.find(g);
+            key += '\x1f' + (v != fields.end() ? v->second : std::string());
+        }
+        const KernelLogLine& line = *pending[origin[i] - first_pending].line;
+        auto [it, inserted] = index.try_emplace(key, occ.size());
+        if (inserted) {
+            occ.push_back({});
+            occ.back().sig = &sig;
+            occ.back().first = line;
+        }
+        auto& o = occ[it->second];
+        ++o.count;
+        o.last = line;
+        if (auto p = fields.find("pci"); p != fields.end() && o.pci.empty()) o.pci = p->second;
+        for (auto& [name, value] : fields) {
+            auto& vs = o.values[name];
+            if (std::find(vs.begin(), vs.end(), value) == vs.end()) vs.push_back(value);
+        }
+    }
+};
+
+SignatureScan::SignatureScan(const SignatureCatalogue& catalogue, Done done)
+    : state_(std::make_unique<State>(catalogue, std::move(done))) {}
+SignatureScan::~SignatureScan() = default;
+
+void SignatureScan::add(KernelLogLine line) {
+    state_->owned.push_back(std::move(line));
+    state_->push(&state_->owned.back(), true);
+}
+
+void SignatureScan::add_borrowed(const KernelLogLine& line) { state_->push(&line, false); }
+
+void SignatureScan::finish() { state_->match(true); }
+
+void SignatureScan::findings(const CheckContext& ctx, const std::string& source, std::vector<Finding>& out) const {
+    const State& st = *state_;
     std::vector<Finding> found;
-    for (auto& o : occ) {
+    for (auto& o : st.occ) {
         const Signature& sig = *o.sig;
         Finding f;
         f.id = sig.id;
@@ -1014,15 +1123,15 @@ void check_signatures(const CheckContext& ctx, const SignatureCatalogue& catalog
         std::string gpu_text = "a GPU the text does not name";
         if (!o.pci.empty()) {
             GpuRef g = ctx.gpu(o.pci);
-            if (g.uuid.empty() && uuid_of.count(o.pci)) g.uuid = uuid_of[o.pci];
+            if (auto u = st.uuid_of.find(o.pci); g.uuid.empty() && u != st.uuid_of.end()) g.uuid = u->second;
             f.subjects.push_back(g);
             gpu_text = describe(g);
         }
         f.message = render(sig.message, o, gpu_text);
         if (auto when_text = occurrences_text(o); !when_text.empty()) f.message += " (" + when_text + ")";
-        f.evidence.push_back({log.source, o.last->text});
-        if (o.count > 1 && o.first->text != o.last->text) f.evidence.push_back({log.source, o.first->text});
-        f.evidence.push_back({"signature catalogue " + catalogue.version, sig.id + " (" + sig.origin + ")"});
+        f.evidence.push_back({source, o.last.text});
+        if (o.count > 1 && o.first.text != o.last.text) f.evidence.push_back({source, o.first.text});
+        f.evidence.push_back({"signature catalogue " + st.catalogue.version, sig.id + " (" + sig.origin + ")"});
         f.next_step = render(sig.next_step, o, o.pci.empty() ? std::string("the GPU") : describe(f.subjects.front()));
         if (sig.check == "api_mismatch") check_api_mismatch(ctx, o, f);
         else if (sig.check == "cuda_driver") check_cuda_driver(ctx, f);
@@ -1035,7 +1144,7 @@ void check_signatures(const CheckContext& ctx, const SignatureCatalogue& catalog
     // beside module.signature_refused.
     std::vector<bool> redundant(found.size(), false);
     for (size_t i = 0; i < found.size(); ++i) {
-        const auto& by = occ[i].sig->suppressed_by;
+        const auto& by = st.occ[i].sig->suppressed_by;
         auto explains = [&](const Finding& other) {
             return &other != &found[i] && std::find(by.begin(), by.end(), other.id) != by.end() &&
                    other.subjects == found[i].subjects;
@@ -1044,15 +1153,11 @@ void check_signatures(const CheckContext& ctx, const SignatureCatalogue& catalog
     }
     for (size_t i = 0; i < found.size(); ++i)
         if (!redundant[i]) out.push_back(std::move(found[i]));
-    if (explained) *explained = recognised;
-    if (!unrecognised) return;
-    for (size_t i = 0; i < log.lines.size(); ++i) {
-        const auto& l = log.lines[i];
-        bool driver_line = l.topic == LogTopic::nvrm || l.topic == LogTopic::amdgpu || l.topic == LogTopic::kfd;
-        if (recognised[i] || !driver_line) continue;
-        if (l.text.find("fallen off the bus") != std::string::npos) continue;  // the parser's own rule
-        unrecognised->push_back(l.text);
-    }
+}
+
+bool is_unrecognised_driver_line(const KernelLogLine& l) {
+    bool driver_line = l.topic == LogTopic::nvrm || l.topic == LogTopic::amdgpu || l.topic == LogTopic::kfd;
+    return driver_line && l.text.find("fallen off the bus") == std::string::npos;  // the parser's own rule
 }
 
 }  // namespace gpudx

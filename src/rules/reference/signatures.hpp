@@ -3,7 +3,9 @@
 // (Xid, AER, IOMMU, fallen off the bus, module signatures), as versioned data (data/signatures.toml, a copy
 // compiled in, a site file over it: docs/signatures.md). A signature matches by literal templates, never a
 // regular expression: "NVRM: API mismatch: the client has the version {client_version:version}, but".
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,7 +17,8 @@
 
 namespace gpudx {
 
-struct CheckContext;  // rules/engine/check_context.hpp
+struct CheckContext;     // rules/engine/check_context.hpp
+struct DiagnoseOptions;  // rules/engine/check_context.hpp
 
 // What a {name:type} field reads: version "570.144" (digits and dots), int "-22", hex "0x61" or "61",
 // pci "0000:07:00.0" (normalised; "0000:07:00" too), name (letters, digits, _ - . + /), text (everything up to
@@ -87,6 +90,22 @@ std::vector<std::string> catalogue_gate_words(const SignatureCatalogue& catalogu
 
 // The GPUs a text names with their UUIDs ("NVRM: GPU at PCI:0000:02:00: GPU-660d..."): PCI address -> UUID.
 std::map<std::string, std::string> gpu_uuids_in_text(const KernelLog& log, const SignatureCatalogue& catalogue);
+// The same, a kept line at a time (`gpudx explain` keeps none of its text's lines).
+class GpuUuidsInText {
+public:
+    explicit GpuUuidsInText(const SignatureCatalogue& catalogue);
+    ~GpuUuidsInText();
+    GpuUuidsInText(const GpuUuidsInText&) = delete;
+    GpuUuidsInText& operator=(const GpuUuidsInText&) = delete;
+    void add(const KernelLogLine& line);
+    const std::map<std::string, std::string>& found() const { return found_; }
+
+private:
+    struct Matcher;  // made at the first line holding "GPU-"
+    const SignatureCatalogue& catalogue_;
+    std::unique_ptr<Matcher> matcher_;
+    std::map<std::string, std::string> found_;
+};
 
 // What the catalogue can emit, for the rule registry and docs: one entry per id.
 struct SignatureDeclaration {
@@ -97,15 +116,62 @@ struct SignatureDeclaration {
 };
 std::vector<SignatureDeclaration> signature_declarations(const SignatureCatalogue& catalogue);
 
-// Findings for the kernel log's kept lines (joined where a message spans lines), with the node's facts
-// checked where the snapshot has them. `unrecognised` (optional) receives the NVRM, amdgpu and kfd lines that
-// neither a signature nor the parser's own rules explained.
-// `explained` (optional) receives, per kept line, whether a signature matched it.
-void check_signatures(const CheckContext& ctx, const SignatureCatalogue& catalogue, std::vector<Finding>& out,
-                      std::vector<std::string>* unrecognised = nullptr, std::vector<bool>* explained = nullptr);
+// Findings for the kernel log's kept lines (joined where a message spans lines, rsyslog's #012 split apart), with the
+// node's facts checked where the snapshot has them; fed a kept line at a time, as check_kernel_log_text runs it. The
+// lines come in the log's order and go back through `done`, in the same order, each once every signature that may
+// take it has been tried (a message joined over several lines is matched when its last line has come), with whether
+// one recognised it. Only the
+// lines a joined message may still need are held, so a text streamed through it costs memory for its findings only.
+class SignatureScan {
+public:
+    using Done = std::function<void(const KernelLogLine& line, bool recognised)>;
+    SignatureScan(const SignatureCatalogue& catalogue, Done done);
+    ~SignatureScan();
+    SignatureScan(const SignatureScan&) = delete;
+    SignatureScan& operator=(const SignatureScan&) = delete;
+    void add(KernelLogLine line);                  // held here until done
+    void add_borrowed(const KernelLogLine& line);  // the caller keeps it alive until finish()
+    void finish();                                 // the text is over: every line goes to `done`
+    // The findings, after finish(), as check_signatures adds them: one that a finding already in `out` explains
+    // better is left out. `source` names the log in the evidence.
+    void findings(const CheckContext& ctx, const std::string& source, std::vector<Finding>& out) const;
+
+private:
+    struct State;
+    std::unique_ptr<State> state_;
+};
+// An NVRM, amdgpu or kfd line that, when no signature recognised it, is listed as unrecognised (a line the parser's
+// own rules explain is not).
+bool is_unrecognised_driver_line(const KernelLogLine& line);
+// The rules of the kernel-log family that read the kept lines, fed a line at a time: the catalogue's signatures,
+// on the lines none recognised the libraries' result codes, on the lines neither explained a GPU component's failure
+// line; and the lockdown line the module-signature rule cites, and the Xid events' times the repeats slide over. diagnose feeds the snapshot's kept lines; `gpudx
+// explain` feeds the scanner's lines as they come and keeps none of them (its memory flat in the text's size).
+class KernelLogLineRules {
+public:
+    // The catalogue and tables `options` names must outlive it. `list_unrecognised`: keep the driver lines no
+    // signature recognised (`gpudx explain` lists them).
+    KernelLogLineRules(const DiagnoseOptions& options, bool list_unrecognised);
+    ~KernelLogLineRules();
+    KernelLogLineRules(const KernelLogLineRules&) = delete;
+    KernelLogLineRules& operator=(const KernelLogLineRules&) = delete;
+    void add(KernelLogLine line);
+    void add_borrowed(const KernelLogLine& line);  // the caller keeps it alive until finish()
+    void add_xid(const XidEvent& event);           // the Xid events, for the repeats (kept: a time each)
+    void finish();                                 // the text is over
+
+    struct State;  // rules/families/kernel_log.cpp
+
+private:
+    friend void check_kernel_log_text(const CheckContext&, std::vector<Finding>&, std::vector<std::string>*,
+                                      KernelLogLineRules*);
+    std::unique_ptr<State> state_;
+};
 // The whole kernel-log rule family (rules/families/kernel_log.cpp: the parser's events, then the catalogue), as
-// `gpudx diagnose` runs it; `gpudx explain` also asks for the unrecognised lines.
-void check_kernel_log_text(const CheckContext& ctx, std::vector<Finding>& out, std::vector<std::string>* unrecognised);
+// `gpudx diagnose` runs it; `gpudx explain` also asks for the unrecognised lines. `lines`: the line rules already
+// fed and finished (explain streams its text through them); null: they are fed the snapshot's kept lines here.
+void check_kernel_log_text(const CheckContext& ctx, std::vector<Finding>& out, std::vector<std::string>* unrecognised,
+                           KernelLogLineRules* lines = nullptr);
 // Every word the kernel-log scanner must keep lines for so that check_kernel_log_text sees them: the catalogue's
 // gates, the result codes' words and the fallback's components (KernelLogScanOptions::extra_words).
 std::vector<std::string> kernel_log_text_words(const SignatureCatalogue& catalogue);
