@@ -1,11 +1,15 @@
 // The kernel-log scanner (collect/kernel_log_parse.hpp) over every format, fed in arbitrary chunks: raw
 // /dev/kmsg records, dmesg, dmesg -T, journalctl -k short and short-iso, syslog kern.log.
-// Controls come from the end of the input (FuzzedDataProvider), so a plain log file is a good seed.
+// Controls come from the end of the input (FuzzedDataProvider), so a plain log file is a good seed. The kernel-log
+// rules find the same in the log whether its lines are kept (diagnose) or streamed through them (explain).
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include "collect/collectors.hpp"
 #include "collect/kernel_log_parse.hpp"
 #include "fuzz.hpp"
 #include "model/layer_json.hpp"
+#include "rules/engine/check_context.hpp"
+#include "rules/reference/signatures.hpp"
 
 namespace {
 
@@ -18,6 +22,38 @@ nlohmann::json scan(std::string_view log, const gpudx::KernelLogScanOptions& o, 
     if (!r) return nlohmann::json{{"error", r.error().message}};
     nlohmann::json j;
     gpudx::layer_to_json(j, *r);
+    return j;
+}
+
+// The kernel-log family's findings on the log read whole, every boot of it: its lines kept and fed to the rules after
+// the scan (diagnose), or streamed through them as they are read and none kept (explain).
+nlohmann::json findings(std::string_view log, std::optional<gpudx::KernelLogFormat> format, bool streamed) {
+    using namespace gpudx;
+    DiagnoseOptions d;
+    KernelLogLineRules rules(d, true);
+    KernelLogScanOptions o;
+    o.extra_words = kernel_log_text_words(builtin_signature_catalogue());
+    o.every_boot = true;
+    o.max_kept_lines = o.max_kept_xids = 0;  // every one
+    if (streamed) {
+        o.line_sink = [&](KernelLogLine&& l) { rules.add(std::move(l)); };
+        o.xid_sink = [&](XidEvent&& x) { rules.add_xid(x); };
+    }
+    KernelLogScanner scanner(o);
+    if (format) scanner.set_format(*format);
+    scanner.feed(log);
+    auto r = scanner.finish("fuzz");
+    if (!r) return nlohmann::json{{"error", r.error().message}};
+    if (streamed) rules.finish();
+    Snapshot s;
+    s.kernel_log = std::move(*r);
+    s.collectors.push_back(status_ok(Collector::kernel_log));
+    CheckContext ctx{s, d};
+    std::vector<Finding> out;
+    std::vector<std::string> unrecognised;
+    check_kernel_log_text(ctx, out, &unrecognised, streamed ? &rules : nullptr);
+    nlohmann::json j{{"unrecognised", unrecognised}, {"findings", nlohmann::json::array()}};
+    for (auto& f : out) j["findings"].push_back(finding_to_json(f));
     return j;
 }
 
@@ -51,6 +87,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (whole != pieces) {
         std::fprintf(stderr, "whole:  %s\npieces: %s\n", whole.dump().c_str(), pieces.dump().c_str());
         FUZZ_REQUIRE(whole == pieces);
+    }
+    // explain reads what diagnose reads: the same findings and unrecognised lines, streamed or kept.
+    auto kept = findings(log, format, false);
+    auto streamed = findings(log, format, true);
+    if (kept != streamed) {
+        std::fprintf(stderr, "kept:     %s\nstreamed: %s\n", kept.dump().c_str(), streamed.dump().c_str());
+        FUZZ_REQUIRE(kept == streamed);
     }
     return 0;
 }
