@@ -168,11 +168,9 @@ void Agent::diagnose_and_publish(Snapshot s, DiagnosisTrigger trigger, double st
         p->diagnosis = diagnose(s, options);
     }
     p->snapshot = std::move(s);
+    p->digest_kernel_log();
     // Held until the next diagnosis, by the ledger too: without the slack of their growth.
     p->diagnosis.findings.shrink_to_fit();
-    p->snapshot.kernel_log.lines.shrink_to_fit();
-    p->snapshot.kernel_log.xids.shrink_to_fit();
-    p->snapshot.kernel_log.tallies.shrink_to_fit();
     p->time_ms = now_ms();
     p->trigger = trigger;
     p->duration_ms = static_cast<double>(now_ms()) - started_ms;

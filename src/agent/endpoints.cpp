@@ -35,6 +35,20 @@ PrometheusOptions Published::prom_options() const {
     return {.node = make_node_record(snapshot), .node_class = node_class};
 }
 
+void Published::digest_kernel_log() {
+    KernelLog& log = snapshot.kernel_log;
+    std::erase_if(log.tallies, [](const KernelLogTally& t) { return t.kind != TallyKind::xid; });
+    for (auto& t : log.tallies) {
+        t.first_wall_time = t.last_wall_time = t.first_text = t.last_text = {};
+        t.processes = {};
+        t.links = {};
+    }
+    log.tallies.shrink_to_fit();
+    log.lines = {};
+    // A log without tallies (a snapshot of an older gpudx) counts its Xids from its events: they stay then.
+    if (!log.tallies.empty()) log.xids = {};
+}
+
 std::shared_ptr<const Published> Publication::latest() const {
     std::lock_guard lock(mutex_);
     return latest_;

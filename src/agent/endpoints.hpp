@@ -29,6 +29,11 @@ struct Published {
 
     // The node record and class the Prometheus format names.
     PrometheusOptions prom_options() const;
+    // Drops what no answer reads of the snapshot's kernel log, once the diagnosis has read it: its lines, its Xid
+    // events and its tallies' texts are the findings' now. Kept: the Xid tallies' counts, which /metrics gives by
+    // code and GPU. A storm's log is then held once, in the findings, not twice (the next kernel-log diagnosis
+    // reads the log again; it never starts from this one).
+    void digest_kernel_log();
 };
 
 // The latest diagnosis and the count of diagnoses by trigger, under one mutex: the main loop publishes, the

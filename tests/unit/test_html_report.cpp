@@ -7,11 +7,13 @@
 
 #include "agent/endpoints.hpp"
 #include "agent/events.hpp"
+#include "collect/kernel_log_parse.hpp"
 #include "identity/page_identity.hpp"
 #include "model/node_page.hpp"
 #include "render/html.hpp"
 #include "render/html_parts.hpp"
 #include "rules/engine/diagnose.hpp"
+#include "rules/reference/signatures.hpp"
 #include "test_support.hpp"
 
 namespace gpudx {
@@ -341,6 +343,59 @@ TEST(AgentPage, ServesTheLatestDiagnosisWithItsEvents) {
         EXPECT_NE(res.body.find("Xid &lt;script&gt;79&lt;/script&gt; on the GPU"), std::string::npos);
         EXPECT_NE(res.body.find("http-equiv=\"refresh\""), std::string::npos);
     }
+    std::filesystem::remove_all(dir);
+}
+
+// The agent publishes its snapshot with the kernel log digested to what its answers read: every answer, in every
+// format, is the one the whole log gives. The log: an Xid storm with a recovery action on two GPUs, AER, an NVRM line
+// a signature reads, and an SXid.
+TEST(AgentPage, TheDigestedKernelLogAnswersAsTheWholeOne) {
+    auto dir = test::scratch("agent-digest");
+    Recorder recorder(EventStoreOptions{(dir / "events.db").string()});
+    recorder.open();
+    Snapshot s = golden_snapshot("h200x2.snapshot.json");
+    std::string text;
+    for (int i = 0; i < 50; ++i)
+        for (auto gpu : {"0000:00:06", "0000:00:07"})
+            text += fmt::format("[{}.{:03}] NVRM: Xid (PCI:{}): 79, pid={}, name=python3, GPU has fallen off the bus.\n",
+                                100 + i, i, gpu, 1000 + i);
+    text += "[200.0] NVRM: Xid (PCI:0000:00:06): 154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot "
+            "Required)\n"
+            "[201.0] pcieport 0000:00:02.0: AER: Corrected error message received from 0000:00:06.0\n"
+            "[202.0] NVRM: GPU 0000:00:07.0: RmInitAdapter failed! (0x62:0x65:1792)\n"
+            "[203.0] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 28 egress non-posted PRIV error\n";
+    KernelLogScanOptions o;
+    o.extra_words = kernel_log_text_words(builtin_signature_catalogue());
+    s.kernel_log = *scan_kernel_log(text, o, "/dev/kmsg");
+    ASSERT_FALSE(s.kernel_log.tallies.empty());
+    auto answers = [&](bool digest) {
+        Publication publication;
+        Endpoints endpoints(publication, recorder, [] { return AgentStatus{}; });
+        auto p = std::make_shared<Published>();
+        p->snapshot = s;
+        p->diagnosis = diagnose(s, {});
+        p->time_ms = 1'700'000'000'000;
+        if (digest) p->digest_kernel_log();
+        publication.publish(p);
+        std::vector<std::string> out;
+        for (std::string path : {"/", "/report.html", "/metrics", "/v1/status"})
+            out.push_back(path + "\n" + endpoints.handle(HttpRequest{path, {}}).body);
+        for (std::string format : {"text", "prom", "slurm", "npd", "nagios"})
+            out.push_back(format + "\n" + endpoints.handle(HttpRequest{"/v1/status", {{"format", format}}}).body);
+        return std::make_pair(out, p->snapshot.kernel_log);
+    };
+    auto [whole, whole_log] = answers(false);
+    auto [digested, digested_log] = answers(true);
+    ASSERT_EQ(whole.size(), digested.size());
+    for (size_t i = 0; i < whole.size(); ++i) EXPECT_EQ(digested[i], whole[i]);
+    // It is smaller: no lines, no events, only the Xid tallies, without their first lines.
+    EXPECT_FALSE(whole_log.lines.empty());
+    EXPECT_TRUE(digested_log.lines.empty());
+    EXPECT_TRUE(digested_log.xids.empty());
+    EXPECT_LT(digested_log.tallies.size(), whole_log.tallies.size());
+    for (auto& t : digested_log.tallies) EXPECT_TRUE(t.kind == TallyKind::xid && t.first_text.empty() && t.count > 0);
+    // What is answered names the storm and the recovery action.
+    EXPECT_NE(whole[2].find("gpudx_xid_events_total{code=\"79\""), std::string::npos) << whole[2];
     std::filesystem::remove_all(dir);
 }
 
