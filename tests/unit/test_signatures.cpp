@@ -363,6 +363,18 @@ TEST(Signatures, TheScanHandsEachLineBackInOrderOnceItIsMatched) {
     EXPECT_NE(bound->message.find("vfio-pci"), std::string::npos) << bound->message;
 }
 
+// explain names a GPU by the UUID its text gives ("NVRM: GPU at PCI:...: GPU-..."), read a line at a time; a line
+// without "GPU-" names none.
+TEST(Signatures, TheTextNamesItsGpusByUuid) {
+    GpuUuidsInText uuids(builtin_signature_catalogue());
+    uuids.add({std::nullopt, "", "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.148.06", LogTopic::nvrm});
+    EXPECT_TRUE(uuids.found().empty());
+    uuids.add({std::nullopt, "", "NVRM: GPU at PCI:0000:00:06: " + kGpu0Uuid, LogTopic::nvrm});
+    uuids.add({std::nullopt, "", "NVRM: Xid (PCI:0000:00:07): 79, GPU-00000000 named in passing", LogTopic::xid});
+    ASSERT_EQ(uuids.found().size(), 1u);
+    EXPECT_EQ(uuids.found().at(kGpu0), kGpu0Uuid);
+}
+
 // What `gpudx explain` reads with its lines streamed through the rules (none kept) is what diagnose reads from the
 // same text's kept lines: the same findings, in the same order, and the same unrecognised lines.
 TEST(Signatures, StreamingTheLinesReadsWhatKeepingThemReads) {

@@ -952,12 +952,6 @@ void GpuUuidsInText::add(const KernelLogLine& l) {
     }
 }
 
-std::map<std::string, std::string> gpu_uuids_in_text(const KernelLog& log, const SignatureCatalogue& catalogue) {
-    GpuUuidsInText uuids(catalogue);
-    for (auto& l : log.lines) uuids.add(l);
-    return uuids.found();
-}
-
 std::vector<SignatureDeclaration> signature_declarations(const SignatureCatalogue& catalogue) {
     std::vector<SignatureDeclaration> out;
     for (auto& s : catalogue.signatures) {

@@ -88,9 +88,8 @@ std::optional<SignatureMatch> match_signature(const Signature& sig, std::string_
 // The literal words the kernel-log scanner keeps lines for (KernelLogScanOptions::extra_words).
 std::vector<std::string> catalogue_gate_words(const SignatureCatalogue& catalogue);
 
-// The GPUs a text names with their UUIDs ("NVRM: GPU at PCI:0000:02:00: GPU-660d..."): PCI address -> UUID.
-std::map<std::string, std::string> gpu_uuids_in_text(const KernelLog& log, const SignatureCatalogue& catalogue);
-// The same, a kept line at a time (`gpudx explain` keeps none of its text's lines).
+// The GPUs a text names with their UUIDs ("NVRM: GPU at PCI:0000:02:00: GPU-660d..."): PCI address -> UUID, read a
+// kept line at a time (`gpudx explain` keeps none of its text's lines).
 class GpuUuidsInText {
 public:
     explicit GpuUuidsInText(const SignatureCatalogue& catalogue);
