@@ -576,7 +576,7 @@ struct ComponentGroup {
 struct ComponentGroups {
     std::vector<ComponentGroup> groups;
     // A storm repeats one line: the previous line's reading is reused when this one is the same bytes.
-    std::string last_text;
+    std::string last_text;  // empty: none
     std::optional<ComponentFailureLine> last_what;
 
     void add(const KernelLogLine& line) {

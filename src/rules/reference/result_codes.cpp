@@ -353,11 +353,10 @@ bool ResultCodeScan::add(const std::string& text) {
         }
     }
     // A storm repeats one line: the previous line's codes are reused when this one is the same bytes.
-    if (!last_valid_ || text != last_text_) {
+    if (last_text_.empty() || text != last_text_) {
         last_matches_ = matcher_->match(text);
         std::erase_if(last_matches_, [](const ResultCodeMatch& m) { return !m.code->severity; });
         last_text_ = text;
-        last_valid_ = true;
     }
     for (auto& m : last_matches_) {
         auto it = std::find_if(seen_.begin(), seen_.end(), [&](auto& s) { return s.match.code == m.code; });

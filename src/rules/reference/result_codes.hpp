@@ -122,8 +122,7 @@ private:
     std::unique_ptr<ResultCodeMatcher> own_;
     const ResultCodeMatcher* matcher_ = nullptr;
     std::vector<Seen> seen_;
-    std::string last_text_;  // the previous line and the codes with a finding it named
-    bool last_valid_ = false;
+    std::string last_text_;  // the previous line (empty: none) and the codes with a finding it named
     std::vector<ResultCodeMatch> last_matches_;
 };
 

@@ -975,13 +975,12 @@ struct SignatureScan::State {
     size_t lookahead = 1;  // the most logical lines one signature joins: a line is matched once they have come
 
     struct Pending {
-        const KernelLogLine* line;
-        bool owned;
+        std::optional<KernelLogLine> own;  // an added line, held here (a deque's elements stay where they are)
+        const KernelLogLine* line = nullptr;  // it, or the caller's borrowed line
         bool recognised = false;
     };
     std::deque<Pending> pending;
-    std::deque<KernelLogLine> owned;  // the owned pending lines, in the same order
-    uint64_t first_pending = 0;       // the sequence number of pending.front()
+    uint64_t first_pending = 0;  // the sequence number of pending.front()
     uint64_t added = 0;
     std::vector<std::string_view> logical;  // views into the pending lines
     std::vector<uint64_t> origin;           // per logical line, its kept line's sequence number
@@ -991,9 +990,9 @@ struct SignatureScan::State {
     std::vector<Occurrence> occ;
     std::map<std::string, size_t> index;
 
-    void push(const KernelLogLine* line, bool is_owned) {
-        pending.push_back({line, is_owned});
-        split_rsyslog(line->text, logical);
+    // After a line was put at the back of `pending`.
+    void pushed() {
+        split_rsyslog(pending.back().line->text, logical);
         origin.resize(logical.size(), added++);
         match(false);
     }
@@ -1003,10 +1002,8 @@ struct SignatureScan::State {
         // A kept line is done once none of its logical lines is left to match.
         uint64_t done_below = next < logical.size() ? origin[next] : added;
         for (; first_pending < done_below; ++first_pending) {
-            Pending p = pending.front();
+            done(*pending.front().line, pending.front().recognised);
             pending.pop_front();
-            done(*p.line, p.recognised);
-            if (p.owned) owned.pop_front();
         }
         // The matched logical lines point into lines that may be gone: dropped in batches, so that dropping stays
         // amortised O(1).
@@ -1097,11 +1094,16 @@ SignatureScan::SignatureScan(const SignatureCatalogue& catalogue, Done done)
 SignatureScan::~SignatureScan() = default;
 
 void SignatureScan::add(KernelLogLine line) {
-    state_->owned.push_back(std::move(line));
-    state_->push(&state_->owned.back(), true);
+    State::Pending& p = state_->pending.emplace_back();
+    p.own = std::move(line);
+    p.line = &*p.own;
+    state_->pushed();
 }
 
-void SignatureScan::add_borrowed(const KernelLogLine& line) { state_->push(&line, false); }
+void SignatureScan::add_borrowed(const KernelLogLine& line) {
+    state_->pending.push_back({std::nullopt, &line});
+    state_->pushed();
+}
 
 void SignatureScan::finish() { state_->match(true); }
 
