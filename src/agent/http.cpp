@@ -81,8 +81,16 @@ struct Refusal {
     std::vector<std::pair<std::string, std::string>> headers;
 };
 
-std::string chunk_of(std::string_view piece) {
-    return fmt::format("{:x}\r\n{}\r\n", piece.size(), piece);
+// A chunk of a chunked answer is its size line, the piece and a line end. The size line goes before the piece
+// (Connection::out_head) and the line end after it, in the piece's own string: a piece of tens of kilobytes is
+// sent as it was made, never copied into the chunk.
+std::string chunk_size_line(size_t size) {
+    return fmt::format("{:x}\r\n", size);
+}
+
+void chunk_in_place(std::string& head, std::string& piece) {
+    head = chunk_size_line(piece.size());
+    piece += "\r\n";
 }
 
 int hex_digit(char c) {
@@ -438,9 +446,13 @@ void HttpServer::Impl::answer(Connection& c, std::string_view head, Clock::time_
     now = Clock::now();  // the answer's deadline runs from when it is ready
     BodyEnd end = !res.more ? BodyEnd::length : parsed.http10 ? BodyEnd::close : BodyEnd::chunked;
     if (parsed.head_only) res.more = nullptr;  // the head says how the body would come; none comes
-    if (end == BodyEnd::chunked && !res.body.empty()) res.body = chunk_of(res.body);
     std::string out_head = answer_head(res.status, res.content_type, end, res.body.size(), res.headers);
     if (parsed.head_only) res.body = {};
+    if (end == BodyEnd::chunked && !res.body.empty()) {
+        std::string size_line;
+        chunk_in_place(size_line, res.body);
+        out_head += size_line;
+    }
     size_t size = out_head.size() + res.body.size();
     // The answers held for clients that do not read are bounded: the longest-waiting go first.
     while (stats.answer_bytes + size > limits.max_answer_bytes && close_oldest(true)) {
@@ -491,10 +503,14 @@ bool HttpServer::Impl::next_piece(Connection& c) {
     stats.answer_bytes -= c.counted;
     c.out_head = {};
     if (!c.chunked) c.out_body = piece ? std::move(*piece) : std::string();
-    else c.out_body = piece ? chunk_of(*piece) : std::string("0\r\n\r\n");
+    else if (!piece) c.out_body = "0\r\n\r\n";
+    else {
+        chunk_in_place(c.out_head, *piece);
+        c.out_body = std::move(*piece);
+    }
     if (!piece) c.more = nullptr;
     c.sent = 0;
-    c.counted = c.out_body.size();
+    c.counted = c.out_head.size() + c.out_body.size();
     stats.answer_bytes += c.counted;
     stats.peak_answer_bytes = std::max(stats.peak_answer_bytes, stats.answer_bytes);
     return true;
