@@ -81,16 +81,13 @@ struct Refusal {
     std::vector<std::pair<std::string, std::string>> headers;
 };
 
-// A chunk of a chunked answer is its size line, the piece and a line end. The size line goes before the piece
-// (Connection::out_head) and the line end after it, in the piece's own string: a piece of tens of kilobytes is
-// sent as it was made, never copied into the chunk.
-std::string chunk_size_line(size_t size) {
-    return fmt::format("{:x}\r\n", size);
-}
-
-void chunk_in_place(std::string& head, std::string& piece) {
-    head = chunk_size_line(piece.size());
+// Makes `piece` a chunk of a chunked answer (its size line, the piece, a line end) without copying it: the size
+// line is returned, to go out before the piece (Connection::out_head), and the line end is appended to the piece.
+// A piece of tens of kilobytes is sent as it was made.
+std::string chunk_in_place(std::string& piece) {
+    std::string size_line = fmt::format("{:x}\r\n", piece.size());
     piece += "\r\n";
+    return size_line;
 }
 
 int hex_digit(char c) {
@@ -448,11 +445,7 @@ void HttpServer::Impl::answer(Connection& c, std::string_view head, Clock::time_
     if (parsed.head_only) res.more = nullptr;  // the head says how the body would come; none comes
     std::string out_head = answer_head(res.status, res.content_type, end, res.body.size(), res.headers);
     if (parsed.head_only) res.body = {};
-    if (end == BodyEnd::chunked && !res.body.empty()) {
-        std::string size_line;
-        chunk_in_place(size_line, res.body);
-        out_head += size_line;
-    }
+    if (end == BodyEnd::chunked && !res.body.empty()) out_head += chunk_in_place(res.body);
     size_t size = out_head.size() + res.body.size();
     // The answers held for clients that do not read are bounded: the longest-waiting go first.
     while (stats.answer_bytes + size > limits.max_answer_bytes && close_oldest(true)) {
@@ -505,7 +498,7 @@ bool HttpServer::Impl::next_piece(Connection& c) {
     if (!c.chunked) c.out_body = piece ? std::move(*piece) : std::string();
     else if (!piece) c.out_body = "0\r\n\r\n";
     else {
-        chunk_in_place(c.out_head, *piece);
+        c.out_head = chunk_in_place(*piece);
         c.out_body = std::move(*piece);
     }
     if (!piece) c.more = nullptr;

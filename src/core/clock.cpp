@@ -27,8 +27,8 @@ std::string utc_iso8601_ms(int64_t unix_ms) {
     gmtime_r(&secs, &tm);
     // The format compiled at build time: /v1/events writes a time per event, and parsing it at run time at every
     // call cost more than the formatting.
-    return fmt::format(FMT_COMPILE("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z"), tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                       tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(unix_ms % 1000));
+    return fmt::format(FMT_COMPILE("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z"), tm.tm_year + 1900, tm.tm_mon + 1,
+                       tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(unix_ms % 1000));
 }
 
 std::optional<int64_t> parse_utc_iso8601_ms(std::string_view text) {
