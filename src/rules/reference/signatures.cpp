@@ -372,8 +372,7 @@ public:
         for (size_t s = 0; s < count_; ++s) {
             const Signature& sig = catalogue.signatures[s];
             for (auto& t : sig.templates) {
-                size_t first = !t.parts.empty() && t.parts[0].literal ? 0 : 1;
-                std::string_view chunk = first < t.parts.size() ? first_chunk(t.parts[first].text) : std::string_view();
+                std::string_view chunk = gate_chunk(t, sig.lines);
                 if (chunk.size() < 2) {
                     always_.push_back(s);  // too short to file: tried at every line
                     continue;
@@ -461,6 +460,20 @@ public:
     }
 
 private:
+    // The chunk a line must hold for template t to match there. A one-line signature's first chunk; when that is
+    // a single byte (": amdgpu: [" after {pci:pci}), a multi-line signature's longest chunk of its first literal
+    // instead, or it would be tried, lines joined, at nearly every line. The first literal is in the first line:
+    // the scanner keeps a line by it (Template::gate), and a message's later lines are printed after it. A
+    // one-line signature needs no such choice: every chunk of its literals is looked for (literal_chunks_).
+    static std::string_view gate_chunk(const SignatureTemplate& t, unsigned lines) {
+        size_t first = !t.parts.empty() && t.parts[0].literal ? 0 : 1;
+        if (first >= t.parts.size()) return {};
+        std::string_view chunk = first_chunk(t.parts[first].text);
+        if (chunk.size() >= 2 || lines <= 1) return chunk;
+        for (auto c : split_blanks(t.parts[first].text))
+            if (c.size() > chunk.size()) chunk = c;
+        return chunk;
+    }
     // A text's first two bytes as one number (in the machine's byte order, as the 8-byte heads).
     static uint16_t pair_key(std::string_view text) {
         uint16_t key;
