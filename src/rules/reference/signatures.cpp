@@ -460,16 +460,17 @@ public:
     }
 
 private:
-    // The chunk a line must hold for template t to match there. A one-line signature's first chunk; when that is
-    // a single byte (": amdgpu: [" after {pci:pci}), a multi-line signature's longest chunk of its first literal
-    // instead, or it would be tried, lines joined, at nearly every line. The first literal is in the first line:
-    // the scanner keeps a line by it (Template::gate), and a message's later lines are printed after it. A
-    // one-line signature needs no such choice: every chunk of its literals is looked for (literal_chunks_).
+    // The chunk a line must hold for template t to match there: a one-line signature's first chunk (every chunk
+    // of its literals is looked for besides, literal_chunks_), a multi-line signature's longest chunk of its first
+    // literal. A multi-line signature is matched with its lines joined, and a first chunk such as ":" (": amdgpu: ["
+    // after {pci:pci}) or "NVRM:" ("NVRM: The NVIDIA GPU") would have it joined and tried at nearly every kept
+    // line. The first literal is in the first line: the scanner keeps a line by it (SignatureTemplate::gate), and
+    // a message's later lines are printed after it.
     static std::string_view gate_chunk(const SignatureTemplate& t, unsigned lines) {
         size_t first = !t.parts.empty() && t.parts[0].literal ? 0 : 1;
         if (first >= t.parts.size()) return {};
         std::string_view chunk = first_chunk(t.parts[first].text);
-        if (chunk.size() >= 2 || lines <= 1) return chunk;
+        if (lines <= 1) return chunk;
         for (auto c : split_blanks(t.parts[first].text))
             if (c.size() > chunk.size()) chunk = c;
         return chunk;
