@@ -362,8 +362,8 @@ void split_rsyslog(std::string_view text, std::vector<std::string_view>& out) {
 }
 
 // Which signatures may match at a line: a template's first literal must begin in the line itself (match_template's
-// first_limit), so the literal's first chunk is in that line, exactly. The chunks are filed under their first two
-// bytes; one pass over a line's positions finds the signatures worth matching there, instead of every signature
+// first_limit), so the literal's first chunk is in that line, exactly (and a multi-line message's whole first
+// literal, gate_chunk). The chunks are filed under their first two bytes; one pass over a line's positions finds the signatures worth matching there, instead of every signature
 // joining and matching every line (a kernel log keeps up to 10,000 lines, the catalogue has over a hundred).
 class SignatureCandidates {
 public:
@@ -523,7 +523,7 @@ private:
     mutable std::vector<uint64_t> found_;  // per chunk: found in the line being marked
     mutable std::vector<uint32_t> found_list_;  // the chunks found there, in the order found
     mutable std::vector<uint32_t> candidates_;  // the signatures marked there
-    std::vector<std::vector<uint32_t>> gates_;  // per chunk: the signatures it is a first chunk of
+    std::vector<std::vector<uint32_t>> gates_;  // per chunk: the signatures it is the gate_chunk of
     std::vector<size_t> always_;
     // Per signature, per template: the chunks of its literals; none for a multi-line signature (not checked).
     std::vector<std::vector<TemplateChunks>> literal_chunks_;
