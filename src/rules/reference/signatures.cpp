@@ -363,8 +363,9 @@ void split_rsyslog(std::string_view text, std::vector<std::string_view>& out) {
 
 // Which signatures may match at a line: a template's first literal must begin in the line itself (match_template's
 // first_limit), so the literal's first chunk is in that line, exactly (and a multi-line message's whole first
-// literal, gate_chunk). The chunks are filed under their first two bytes; one pass over a line's positions finds the signatures worth matching there, instead of every signature
-// joining and matching every line (a kernel log keeps up to 10,000 lines, the catalogue has over a hundred).
+// literal, gate_chunk). The chunks are filed under their first two bytes; one pass over a line's positions finds
+// the signatures worth matching there, instead of every signature joining and matching every line (a kernel log
+// keeps up to 10,000 lines, the catalogue has over a hundred).
 class SignatureCandidates {
 public:
     explicit SignatureCandidates(const SignatureCatalogue& catalogue) : count_(catalogue.signatures.size()) {
