@@ -13,6 +13,7 @@
 #include "collect/collectors.hpp"
 #include "collect/kernel_log_parse.hpp"
 #include "core/root.hpp"
+#include "core/text.hpp"
 #include "test_support.hpp"
 #include "rules/engine/check_context.hpp"
 #include "rules/reference/signatures.hpp"
@@ -91,6 +92,30 @@ TEST(Signatures, EveryExampleMatchesItsOwnSignatureFirst) {
                     << sigs[k].id << " takes " << sigs[i].id << "'s example: " << ex;
         }
     }
+}
+
+// The same examples through the scan a text goes through, which tries a signature at a line only when the line
+// holds the chunk the signature is filed under (a multi-line signature's longest chunk of its first literal): each
+// example, fed a line at a time, has every line recognised and is its own signature's finding.
+TEST(Signatures, TheScanFindsEveryExampleUnderTheChunkItIsFiledUnder) {
+    const auto& sigs = builtin_signature_catalogue().signatures;
+    Snapshot s;
+    s.collectors.push_back(status_ok(Collector::kernel_log));
+    DiagnoseOptions d;
+    CheckContext ctx{s, d};
+    for (const auto& sig : sigs)
+        for (const auto& ex : sig.examples) {
+            std::vector<std::pair<std::string, bool>> done;
+            SignatureScan scan(builtin_signature_catalogue(),
+                               [&](const KernelLogLine& l, bool recognised) { done.emplace_back(l.text, recognised); });
+            for (auto line : split(ex, '\n')) scan.add({std::nullopt, "", std::string(line), LogTopic::catalogue});
+            scan.finish();
+            for (auto& [line, recognised] : done) EXPECT_TRUE(recognised) << sig.id << ": " << line;
+            if (!sig.severity) continue;
+            std::vector<Finding> out;
+            scan.findings(ctx, "test.log", out);
+            EXPECT_TRUE(find(out, sig.id)) << sig.id << " not found in its example: " << ex;
+        }
 }
 
 TEST(Signatures, ExampleThatDoesNotMatchItsTemplatesIsRefused) {
