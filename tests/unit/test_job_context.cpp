@@ -1,6 +1,7 @@
 // Where pasted text was run decides the first question of a "no GPU" finding (rules/reference/job_context.hpp).
 #include <gtest/gtest.h>
 
+#include "model/kernel_log.hpp"
 #include "rules/reference/job_context.hpp"
 
 using namespace gpudx;
@@ -13,9 +14,10 @@ std::vector<KernelLogLine> lines(std::initializer_list<const char*> texts) {
     return out;
 }
 
-// As explain does: the first command's line, if the text has one.
+// As explain does: the first command's line, if the text has one (the one the rest of the text came from).
 void add_steps(const std::vector<KernelLogLine>& text, std::vector<Finding>& fs) {
-    if (auto line = first_job_context_line(text)) add_job_context_steps(*line, fs);
+    for (auto& l : text)
+        if (is_job_context_line(l.text)) return add_job_context_steps(l.text, fs);
 }
 
 std::vector<Finding> no_device_and_other() {

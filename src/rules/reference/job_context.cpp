@@ -79,12 +79,6 @@ std::vector<std::string> explain_scan_words(const SignatureCatalogue& catalogue)
 
 bool is_job_context_line(std::string_view line) { return context_of(line).has_value(); }
 
-std::optional<std::string_view> first_job_context_line(const std::vector<KernelLogLine>& lines) {
-    for (auto& l : lines)
-        if (is_job_context_line(l.text)) return l.text;
-    return std::nullopt;
-}
-
 void add_job_context_steps(std::string_view context_line, std::vector<Finding>& findings) {
     auto context = context_of(context_line);
     if (!context) return;

@@ -2,13 +2,11 @@
 // Where pasted text was run: under Slurm (an srun, sbatch or salloc line), in a container (docker or podman run) or
 // in a Kubernetes pod (kubectl). A program that finds no GPU there most often was not given one, and the next step
 // starts with that question rather than with the node's driver.
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "model/finding.hpp"
-#include "model/kernel_log.hpp"
 
 namespace gpudx {
 
@@ -21,8 +19,6 @@ std::vector<std::string> job_context_words();
 std::vector<std::string> explain_scan_words(const SignatureCatalogue& catalogue);
 // Whether a line is a command that sets the context (such lines are context, not unrecognised text).
 bool is_job_context_line(std::string_view line);
-// The first command that sets the context: the one the rest of the text came from.
-std::optional<std::string_view> first_job_context_line(const std::vector<KernelLogLine>& lines);
 // Puts the context's question first in the next step of every "no GPU visible" finding, citing the line (a line that
 // sets no context changes nothing).
 void add_job_context_steps(std::string_view context_line, std::vector<Finding>& findings);
