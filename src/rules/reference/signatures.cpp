@@ -943,7 +943,7 @@ void GpuUuidsInText::add(const KernelLogLine& l) {
     if (l.text.find("GPU-") == std::string::npos) return;
     if (!matcher_) matcher_ = std::make_unique<Matcher>(catalogue_);
     // Only a signature that captures both a pci and a uuid field names a GPU's UUID: at a line only the signatures
-    // that may match are tried, in order (the first that matches takes the line, as in check_signatures).
+    // that may match are tried, in order (the first that matches takes the line, as in SignatureScan).
     Matcher& m = *matcher_;
     if (!m.any) return;
     const auto& sigs = catalogue_.signatures;

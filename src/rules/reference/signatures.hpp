@@ -119,8 +119,8 @@ std::vector<SignatureDeclaration> signature_declarations(const SignatureCatalogu
 // node's facts checked where the snapshot has them; fed a kept line at a time, as check_kernel_log_text runs it. The
 // lines come in the log's order and go back through `done`, in the same order, each once every signature that may
 // take it has been tried (a message joined over several lines is matched when its last line has come), with whether
-// one recognised it. Only the
-// lines a joined message may still need are held, so a text streamed through it costs memory for its findings only.
+// one recognised it. Only the lines a joined message may still need are held, so a text streamed through it costs
+// memory for its findings only.
 class SignatureScan {
 public:
     using Done = std::function<void(const KernelLogLine& line, bool recognised)>;
@@ -131,8 +131,8 @@ public:
     void add(KernelLogLine line);                  // held here until done
     void add_borrowed(const KernelLogLine& line);  // the caller keeps it alive until finish()
     void finish();                                 // the text is over: every line goes to `done`
-    // The findings, after finish(), as check_signatures adds them: one that a finding already in `out` explains
-    // better is left out. `source` names the log in the evidence.
+    // The findings, after finish(): one that another finding of the scan explains better is left out. `source`
+    // names the log in the evidence.
     void findings(const CheckContext& ctx, const std::string& source, std::vector<Finding>& out) const;
 
 private:
@@ -144,8 +144,9 @@ private:
 bool is_unrecognised_driver_line(const KernelLogLine& line);
 // The rules of the kernel-log family that read the kept lines, fed a line at a time: the catalogue's signatures,
 // on the lines none recognised the libraries' result codes, on the lines neither explained a GPU component's failure
-// line; and the lockdown line the module-signature rule cites, and the Xid events' times the repeats slide over. diagnose feeds the snapshot's kept lines; `gpudx
-// explain` feeds the scanner's lines as they come and keeps none of them (its memory flat in the text's size).
+// line; and the lockdown line the module-signature rule cites, and the Xid events' times the repeats slide over.
+// diagnose feeds the snapshot's kept lines; `gpudx explain` feeds the scanner's lines as they come and keeps none of
+// them (its memory flat in the text's size).
 class KernelLogLineRules {
 public:
     // The catalogue and tables `options` names must outlive it. `list_unrecognised`: keep the driver lines no
