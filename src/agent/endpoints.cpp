@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/release_memory.hpp"
 #include "core/text.hpp"
 #include "identity/page_identity.hpp"
 #include "render/html.hpp"
@@ -39,14 +40,17 @@ void Published::digest_kernel_log() {
     KernelLog& log = snapshot.kernel_log;
     std::erase_if(log.tallies, [](const KernelLogTally& t) { return t.kind != TallyKind::xid; });
     for (auto& t : log.tallies) {
-        t.first_wall_time = t.last_wall_time = t.first_text = t.last_text = {};
-        t.processes = {};
-        t.links = {};
+        release_memory(t.first_wall_time);
+        release_memory(t.last_wall_time);
+        release_memory(t.first_text);
+        release_memory(t.last_text);
+        release_memory(t.processes);
+        release_memory(t.links);
     }
     log.tallies.shrink_to_fit();
-    log.lines = {};
+    release_memory(log.lines);
     // A log without tallies (a snapshot of an older gpudx) counts its Xids from its events: they stay then.
-    if (!log.tallies.empty()) log.xids = {};
+    if (!log.tallies.empty()) release_memory(log.xids);
 }
 
 std::shared_ptr<const Published> Publication::latest() const {

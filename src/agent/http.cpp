@@ -26,6 +26,7 @@
 #define CPPHTTPLIB_USE_POLL
 #include <httplib.h>
 
+#include "core/release_memory.hpp"
 #include "core/text.hpp"
 
 namespace gpudx {
@@ -323,7 +324,7 @@ void HttpServer::Impl::close(Connection& c) {
     c.closed = true;
     stats.answer_bytes -= c.counted;
     c.counted = 0;
-    c.in = {};
+    release_memory(c.in);
     release_answer(c);
     c.more = nullptr;
     --open;
@@ -332,8 +333,8 @@ void HttpServer::Impl::close(Connection& c) {
 void HttpServer::Impl::release_answer(Connection& c) {
     constexpr size_t kLargeAnswer = 1u << 20;
     bool large = c.out_body.capacity() >= kLargeAnswer;
-    c.out_head = {};
-    c.out_body = {};
+    release_memory(c.out_head);
+    release_memory(c.out_body);
     if (large) ::malloc_trim(0);
 }
 

@@ -375,7 +375,18 @@ TEST(AgentPage, TheDigestedKernelLogAnswersAsTheWholeOne) {
         p->snapshot = s;
         p->diagnosis = diagnose(s, {});
         p->time_ms = 1'700'000'000'000;
-        if (digest) p->digest_kernel_log();
+        if (digest) {
+            p->digest_kernel_log();
+            // What it drops is freed, not only emptied: the agent holds this snapshot until the next diagnosis.
+            const KernelLog& held = p->snapshot.kernel_log;
+            EXPECT_EQ(held.lines.capacity(), 0u);
+            EXPECT_EQ(held.xids.capacity(), 0u);
+            for (const auto& t : held.tallies) {
+                for (const auto* text : {&t.first_text, &t.last_text, &t.first_wall_time, &t.last_wall_time})
+                    EXPECT_EQ(text->capacity(), std::string().capacity());
+                EXPECT_EQ(t.processes.capacity(), 0u);
+            }
+        }
         publication.publish(p);
         std::vector<std::string> out;
         for (std::string path : {"/", "/report.html", "/metrics", "/v1/status"})
