@@ -20,6 +20,8 @@
 #include <deque>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -30,12 +32,14 @@
 #include "agent/notify.hpp"
 #include "agent/recorder.hpp"
 #include "collect/collectors.hpp"
+#include "collect/kernel_log_parse.hpp"
 #include "core/root.hpp"
 #include "core/text.hpp"
 #include "render/formats.hpp"
 #include "rules/comparisons/baseline.hpp"
 #include "rules/comparisons/held_to.hpp"
 #include "rules/engine/diagnose.hpp"
+#include "rules/reference/signatures.hpp"
 
 namespace gpudx {
 
@@ -50,6 +54,47 @@ constexpr const char* kStateOpenFindings = "open_findings";
 // publication); give them back once all of it is freed, so the agent's resident memory is what it holds.
 void give_back_freed_memory() {
     ::malloc_trim(0);
+}
+
+// Runs `work` on a thread of its own and waits for it: the diagnosis's scratch. glibc gives each thread a malloc
+// arena of its own, so the megabytes a diagnosis allocates and frees (the child's snapshot JSON, the kernel log's
+// lines and events, the findings as made) come and go there, not in the holes between what the agent holds for
+// hours; what is published is copied into the main thread's arena (Agent::publish). Once the work is done its
+// arena is free as a whole, and malloc_trim gives it back. Made in the main arena, a diagnosis of 10,000 findings
+// left them perforated: 37 MB resident, 12 MB of it in use (docs/agent.md, "Memory").
+// The catalogues, built on first use and kept for the life of the process, built here in the main thread's arena,
+// not amid the first diagnosis's scratch, whose pages they would keep: a diagnosis of one Xid line reaches them all.
+void build_catalogues(const DiagnoseOptions& options) {
+    KernelLogScanOptions scan;
+    scan.extra_words = kernel_log_text_words(builtin_signature_catalogue());
+    Snapshot s;
+    if (auto log = scan_kernel_log("NVRM: Xid (PCI:0000:00:00): 79, pid=1, name=x, GPU has fallen off the bus.\n", scan,
+                                   "the catalogues' first use"))
+        s.kernel_log = std::move(*log);
+    (void)diagnose(s, options);
+}
+
+template <class F>
+auto on_scratch_thread(F&& work) -> decltype(work()) {
+    std::optional<decltype(work())> result;
+    std::exception_ptr failed;
+    std::thread scratch([&] {
+        try {
+            result.emplace(work());
+        } catch (...) {
+            failed = std::current_exception();
+        }
+    });
+    scratch.join();
+    if (failed) std::rethrow_exception(failed);
+    return std::move(*result);
+}
+
+// What the scratch thread made is freed on a scratch thread too. Freed here, its small blocks would wait in this
+// thread's cache of freed blocks (glibc's tcache) and keep the pages of the scratch arena they belong to.
+template <class T>
+void free_on_scratch_thread(T&& made) {
+    std::thread([held = std::move(made)]() mutable { auto freed_here = std::move(held); }).join();
 }
 
 EventStoreOptions store_options(const AgentOptions& o) {
@@ -68,10 +113,21 @@ public:
 private:
     int open_listeners();
     void stop_all();
+    // A diagnosis as it was made, before it is published.
+    struct Judged {
+        Snapshot snapshot;  // its kernel log digested (digest_kernel_log)
+        std::vector<XidCount> xid_counts;
+        Diagnosis diagnosis;
+        std::map<Layer, std::string> unread;  // layer -> why it could not be read
+        std::string node_class;
+    };
     // Collects the whole node in the child and diagnoses it; false when a signal came while it ran.
     bool diagnose_node(DiagnosisTrigger trigger);
-    void diagnose_and_publish(Snapshot s, DiagnosisTrigger trigger, double started_ms);
     void rediagnose_kernel_log();
+    // Diagnoses `s` (on the scratch thread: on_scratch_thread).
+    Judged judge(Snapshot s);
+    // Judges it against the ledger, publishes it, records its events and hands it to the drain (main thread).
+    void publish(const Judged& j, DiagnosisTrigger trigger, double started_ms);
     // Reads the NVML watcher; returns whether its news calls for a new diagnosis.
     bool take_nvml_events();
     // What the agent knows of itself, from the servers' threads.
@@ -149,73 +205,94 @@ AgentStatus Agent::status() const {
     return s;
 }
 
-void Agent::diagnose_and_publish(Snapshot s, DiagnosisTrigger trigger, double started_ms) {
+Agent::Judged Agent::judge(Snapshot s) {
     s.nvml_events.assign(nvml_recent_.begin(), nvml_recent_.end());
-    auto p = std::make_shared<Published>();
+    Judged j;
     DiagnoseOptions options = o_.diagnose;
     auto held = hold_node_to(s, o_.baseline, o_.matrix);
-    p->node_class = held.node_class;
+    j.node_class = held.node_class;
     options.node_class = held.class_held_to;
     options.extra_findings.insert(options.extra_findings.end(), held.findings.begin(), held.findings.end());
-    p->diagnosis = diagnose(s, options);
+    j.diagnosis = diagnose(s, options);
     // Fail closed: a layer that could not be read keeps the findings last read in it, judged again beside
     // what was read, so neither the verdict nor the node turns healthy because a read failed.
-    std::map<Layer, std::string> unread;
-    for (const auto& l : p->diagnosis.layers)
-        if (l.state == LayerState::not_evaluated) unread.emplace(l.layer, l.reason);
-    if (auto carried = ledger_.carried(unread); !carried.empty()) {
+    for (const auto& l : j.diagnosis.layers)
+        if (l.state == LayerState::not_evaluated) j.unread.emplace(l.layer, l.reason);
+    if (auto carried = ledger_.carried(j.unread); !carried.empty()) {
         options.extra_findings.insert(options.extra_findings.end(), carried.begin(), carried.end());
-        p->diagnosis = diagnose(s, options);
+        j.diagnosis = diagnose(s, options);
     }
-    p->snapshot = std::move(s);
-    p->digest_kernel_log();
-    // Held until the next diagnosis, by the ledger too: without the slack of their growth.
-    p->diagnosis.findings.shrink_to_fit();
+    j.xid_counts = digest_kernel_log(s.kernel_log);
+    j.snapshot = std::move(s);
+    return j;
+}
+
+void Agent::publish(const Judged& j, DiagnosisTrigger trigger, double started_ms) {
+    // Copied into this thread's arena, packed (a storm's findings in a fraction of their memory): held until the
+    // next diagnosis, by the ledger too.
+    auto p = std::make_shared<Published>();
+    p->snapshot = j.snapshot;
+    p->xid_counts = j.xid_counts;
+    p->hold(j.diagnosis);
+    p->node_class = j.node_class;
     p->time_ms = now_ms();
     p->trigger = trigger;
     p->duration_ms = static_cast<double>(now_ms()) - started_ms;
     auto before = publication_.latest();
     // The ledger holds the open findings where the publication holds them.
-    std::shared_ptr<const std::vector<Finding>> findings(p, &p->diagnosis.findings);
-    auto events = ledger_.advance(std::move(findings), unread, p->time_ms);
+    std::shared_ptr<const PackedFindings> findings(p, &p->findings());
+    auto events = ledger_.advance(std::move(findings), j.unread, p->time_ms);
     publication_.publish(p);
     // What the scheduler should do changes with any event, and with the verdict alone (an unreadable layer).
-    bool changed = !events.empty() || !before || before->diagnosis.exit_code != p->diagnosis.exit_code;
+    bool changed = !events.empty() || !before || before->exit_code() != p->exit_code();
     std::map<std::string, std::string> state;
     if (!events.empty() || !before) state[kStateOpenFindings] = ledger_.to_json_text();
     recorder_.record(std::move(events), state);
-    if (o_.drain && (changed || drain_.pending())) drain_.decide(p->diagnosis, unread);
+    if (o_.drain && (changed || drain_.pending())) drain_.decide(j.diagnosis, j.unread);
 }
 
 void Agent::rediagnose_kernel_log() {
     auto before = publication_.latest();
     if (!before) return;
     double started = static_cast<double>(now_ms());
-    Snapshot s = before->snapshot;
-    followed_.read_into(s);
-    diagnose_and_publish(std::move(s), DiagnosisTrigger::kernel_log, started);
+    Judged j = on_scratch_thread([&] {
+        Snapshot s = before->snapshot;
+        followed_.read_into(s);
+        return judge(std::move(s));
+    });
+    publish(j, DiagnosisTrigger::kernel_log, started);
+    free_on_scratch_thread(std::move(j));
 }
 
 bool Agent::diagnose_node(DiagnosisTrigger trigger) {
     double started = static_cast<double>(now_ms());
-    Collected c = collect_in_child(o_.snapshot_command, o_.snapshot_timeout, signal_fd_);
-    if (c.stopping) return false;
-    if (!c.snapshot) {
-        if (!collect_failing_)
-            recorder_.note("collecting the node failed: " + c.problem + "; the kernel-log layer goes on");
-        collect_failing_ = true;
-        if (publication_.latest()) return true;
-        // Nothing to serve yet: the host layers in this process (no driver: no child to fork here).
-        CollectOptions host_only = o_.collect;
-        host_only.probe_driver = false;
-        host_only.driver_not_probed_reason = "the agent's collection failed: " + c.problem;
-        c.snapshot = take_snapshot(root_, host_only);
-    } else {
-        collect_failing_ = false;
-        // The child read the followed file as it is now: the lines rotated away since are read here too.
-        if (followed_.has_earlier_lines()) followed_.read_into(*c.snapshot);
-    }
-    diagnose_and_publish(std::move(*c.snapshot), trigger, started);
+    bool stopping = false;
+    auto judged = on_scratch_thread([&]() -> std::optional<Judged> {
+        Collected c = collect_in_child(o_.snapshot_command, o_.snapshot_timeout, signal_fd_);
+        if (c.stopping) {
+            stopping = true;
+            return std::nullopt;
+        }
+        if (!c.snapshot) {
+            if (!collect_failing_)
+                recorder_.note("collecting the node failed: " + c.problem + "; the kernel-log layer goes on");
+            collect_failing_ = true;
+            if (publication_.latest()) return std::nullopt;
+            // Nothing to serve yet: the host layers in this process (no driver: no child to fork here).
+            CollectOptions host_only = o_.collect;
+            host_only.probe_driver = false;
+            host_only.driver_not_probed_reason = "the agent's collection failed: " + c.problem;
+            c.snapshot = take_snapshot(root_, host_only);
+        } else {
+            collect_failing_ = false;
+            // The child read the followed file as it is now: the lines rotated away since are read here too.
+            if (followed_.has_earlier_lines()) followed_.read_into(*c.snapshot);
+        }
+        return judge(std::move(*c.snapshot));
+    });
+    if (stopping) return false;
+    if (judged) publish(*judged, trigger, started);
+    free_on_scratch_thread(std::move(judged));
     return true;
 }
 
@@ -257,6 +334,7 @@ int Agent::run() {
                                              serving_.empty() ? std::string("nothing") : join_strings(serving_, ", ")),
                                  now_ms())});
     for (auto& s : servers_) s->start();
+    build_catalogues(o_.diagnose);
     if (!diagnose_node(DiagnosisTrigger::start)) {
         stop_all();
         return 0;
@@ -326,6 +404,10 @@ int run_agent(const AgentOptions& o) {
     // Two malloc arenas, not one per thread: what an answer allocates in a server thread is reused by the next
     // instead of staying resident in an arena of its own.
     ::mallopt(M_ARENA_MAX, 2);
+    // Free memory at the top of an arena goes back to the system past 128 KiB. By default glibc raises that
+    // threshold to twice the largest mmapped block freed (an 8 MB answer: 16 MB), and malloc_trim never trims the
+    // top of a thread's arena: a diagnosis's scratch (on_scratch_thread) then stayed resident, 11 MB of it.
+    ::mallopt(M_TRIM_THRESHOLD, 128 * 1024);
     int sfd = ::signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sfd < 0) {
         std::fprintf(stderr, "gpudx agent: signalfd: %s\n", std::strerror(errno));

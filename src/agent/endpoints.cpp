@@ -32,25 +32,30 @@ constexpr size_t kEventsPiece = 64;
 
 }  // namespace
 
-PrometheusOptions Published::prom_options() const {
-    return {.node = make_node_record(snapshot), .node_class = node_class};
+void Published::hold(const Diagnosis& d) {
+    summary_.layers = d.layers;
+    summary_.boundary = d.boundary;
+    summary_.verdict = d.verdict;
+    summary_.exit_code = d.exit_code;
+    findings_ = PackedFindings(d.findings);
 }
 
-void Published::digest_kernel_log() {
-    KernelLog& log = snapshot.kernel_log;
-    std::erase_if(log.tallies, [](const KernelLogTally& t) { return t.kind != TallyKind::xid; });
-    for (auto& t : log.tallies) {
-        release_memory(t.first_wall_time);
-        release_memory(t.last_wall_time);
-        release_memory(t.first_text);
-        release_memory(t.last_text);
-        release_memory(t.processes);
-        release_memory(t.links);
-    }
-    log.tallies.shrink_to_fit();
+Diagnosis Published::diagnosis() const {
+    Diagnosis d = summary_;
+    d.findings = findings_.unpack();
+    return d;
+}
+
+PrometheusOptions Published::prom_options() const {
+    return {.node = make_node_record(snapshot), .node_class = node_class, .xid_counts = xid_counts ? &*xid_counts : nullptr};
+}
+
+std::vector<XidCount> digest_kernel_log(KernelLog& log) {
+    auto counts = xid_counts(log);
     release_memory(log.lines);
-    // A log without tallies (a snapshot of an older gpudx) counts its Xids from its events: they stay then.
-    if (!log.tallies.empty()) release_memory(log.xids);
+    release_memory(log.xids);
+    release_memory(log.tallies);
+    return counts;
 }
 
 std::shared_ptr<const Published> Publication::latest() const {
@@ -80,14 +85,14 @@ HttpResponse Endpoints::status_response(const HttpRequest& r) {
     HttpResponse res;
     if (*format == ReportFormat::json) {
         // Written a finding at a time: with thousands of findings their tree would be several times the answer.
-        res.body = diagnosis_json_text(p->snapshot, p->diagnosis, {{"agent", agent_status_to_json(status_())}});
+        res.body = diagnosis_json_text(p->snapshot, p->diagnosis(), {{"agent", agent_status_to_json(status_())}});
         res.body += "\n";
-        res.headers.emplace_back("X-Gpudx-Exit-Code", std::to_string(p->diagnosis.exit_code));
+        res.headers.emplace_back("X-Gpudx-Exit-Code", std::to_string(p->exit_code()));
         return res;
     }
     RenderOptions ro;
     ro.verbose = r.query.contains("verbose");
-    auto report = render_report(p->snapshot, p->diagnosis, *format, ro, p->prom_options());
+    auto report = render_report(p->snapshot, p->diagnosis(), *format, ro, p->prom_options());
     res.content_type = "text/plain; charset=utf-8";
     res.body = std::move(report.text);
     res.headers.emplace_back("X-Gpudx-Exit-Code", std::to_string(report.exit_code));
@@ -202,7 +207,7 @@ HttpResponse Endpoints::page_response() {
         res.body = render_node_page_html(page);
         return res;
     }
-    NodePage page = node_page_of(p->snapshot, p->diagnosis);
+    NodePage page = node_page_of(p->snapshot, p->diagnosis());
     page.source = fmt::format("the agent's diagnosis of {} ({})", utc_iso8601_ms(p->time_ms), to_string(p->trigger));
     page.generated_by += " agent";
     page.events = std::move(events);
@@ -227,7 +232,7 @@ HttpResponse Endpoints::answer(const HttpRequest& r) {
         auto p = publication_.latest();
         HttpResponse res;
         res.content_type = "text/plain; version=0.0.4; charset=utf-8";
-        res.body = (p ? render_prometheus(p->snapshot, p->diagnosis, p->prom_options()) : std::string()) +
+        res.body = (p ? render_prometheus(p->snapshot, p->diagnosis(), p->prom_options()) : std::string()) +
                    render_agent_metrics(status_());
         return res;
     }

@@ -6,35 +6,52 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "agent/http.hpp"
 #include "agent/recorder.hpp"
 #include "model/agent_status.hpp"
 #include "model/diagnosis.hpp"
+#include "model/packed_findings.hpp"
 #include "model/snapshot.hpp"
 #include "render/formats.hpp"  // PrometheusOptions
 
 namespace gpudx {
 
 // One diagnosis as the endpoints serve it. What is made of it (the Prometheus text, the status, the page) is made
-// per answer, never held: a diagnosis with thousands of findings would hold its text several times over.
+// per answer, never held: a diagnosis with thousands of findings would hold its text several times over. So are
+// its findings, read back from their packed form (model/packed_findings.hpp) for each answer.
 struct Published {
     Snapshot snapshot;
-    Diagnosis diagnosis;
     std::string node_class;  // the node's class in the compatibility matrix, as the Prometheus format names it
     int64_t time_ms = 0;
     DiagnosisTrigger trigger = DiagnosisTrigger::start;
     double duration_ms = 0;
+    // What digest_kernel_log counted of the snapshot's kernel log, once it dropped it; none: the log is whole.
+    std::optional<std::vector<XidCount>> xid_counts;
 
-    // The node record and class the Prometheus format names.
+    // Holds `d`: its verdict, layers and boundary as they are, its findings packed.
+    void hold(const Diagnosis& d);
+    // The diagnosis held, its findings read back: a copy, made per answer.
+    Diagnosis diagnosis() const;
+    int exit_code() const { return summary_.exit_code; }
+    // The findings, packed, where the ledger holds the open ones (FindingLedger::advance).
+    const PackedFindings& findings() const { return findings_; }
+
+    // The node record, class and Xid counts the Prometheus format names.
     PrometheusOptions prom_options() const;
-    // Drops what no answer reads of the snapshot's kernel log, once the diagnosis has read it: its lines, its Xid
-    // events and its tallies' texts are the findings' now. Kept: the Xid tallies' counts, which /metrics gives by
-    // code and GPU. A storm's log is then held once, in the findings, not twice (the next kernel-log diagnosis
-    // reads the log again; it never starts from this one).
-    void digest_kernel_log();
+
+private:
+    Diagnosis summary_;  // without its findings
+    PackedFindings findings_;
 };
+
+// Drops what no answer reads of a published snapshot's kernel log, once the diagnosis has read it: its lines, its
+// Xid events and its tallies are the findings' now. Returned: the Xid counts by code and GPU, which /metrics gives
+// (Published::xid_counts). A storm's log is then held once, in the findings, not twice (the next kernel-log
+// diagnosis reads the log again; it never starts from this one).
+std::vector<XidCount> digest_kernel_log(KernelLog& log);
 
 // The latest diagnosis and the count of diagnoses by trigger, under one mutex: the main loop publishes, the
 // servers' threads read.

@@ -45,9 +45,9 @@ AgentEvent finding_event(const Finding& f, AgentEventKind kind, int64_t time_ms)
 std::vector<Finding> FindingLedger::carried(const std::map<Layer, std::string>& unread) const {
     std::vector<Finding> out;
     for (const auto& [key, o] : open_) {
-        auto why = unread.find(o.finding->layer);
+        auto why = unread.find(o.layer());
         if (why == unread.end()) continue;
-        Finding f = *o.finding;
+        Finding f = o.finding();
         f.evidence.push_back({"gpudx agent",
                               fmt::format("carried: the {} layer could not be read ({}); as last read at {}",
                                           to_string(f.layer), why->second, utc_iso8601_ms(o.read_ms))});
@@ -56,37 +56,43 @@ std::vector<Finding> FindingLedger::carried(const std::map<Layer, std::string>& 
     return out;
 }
 
-std::vector<AgentEvent> FindingLedger::advance(std::shared_ptr<const std::vector<Finding>> now,
+std::vector<AgentEvent> FindingLedger::advance(std::shared_ptr<const PackedFindings> now,
                                                const std::map<Layer, std::string>& unread, int64_t time_ms) {
     std::vector<AgentEvent> events, cleared;
     std::set<std::string> seen;
-    for (const auto& f : *now) {
-        if (f.severity == Severity::info) continue;
+    // Entered once the loop is done: the ledger's nodes and keys, held for hours, are then made together, not
+    // one by one between the loop's events and copies, which are freed and would leave their pages perforated.
+    std::vector<std::pair<std::string, Open>> appeared;
+    for (size_t i = 0; i < now->size(); ++i) {
+        if (now->severity(i) == Severity::info) continue;
+        Finding f = now->at(i);
         auto key = finding_key(f);
         if (!seen.insert(key).second) continue;  // one finding per key
         auto it = open_.find(key);
         // What an unread layer shows of an open finding is its carried copy: the ledger keeps the original.
         if (it != open_.end() && unread.contains(f.layer)) continue;
-        // Held where `now` holds it (the aliasing constructor: `now` lives while the ledger points into it).
-        std::shared_ptr<const Finding> held(now, &f);
+        // Held where `now` holds it: `now` lives while the ledger points into it.
+        Open held{now, static_cast<uint32_t>(i), time_ms};
         if (it == open_.end()) {
             events.push_back(finding_event(f, AgentEventKind::appeared, time_ms));
-            open_.emplace(std::move(key), Open{std::move(held), time_ms});
+            appeared.emplace_back(std::move(key), std::move(held));
             continue;
         }
-        if (it->second.finding->severity != f.severity) {
+        if (it->second.severity() != f.severity) {
             AgentEvent e = finding_event(f, AgentEventKind::changed, time_ms);
-            e.message = fmt::format("{} (was {}, now {})", f.message, to_string(it->second.finding->severity),
+            e.message = fmt::format("{} (was {}, now {})", f.message, to_string(it->second.severity()),
                                     to_string(f.severity));
             events.push_back(std::move(e));
         }
-        it->second = Open{std::move(held), time_ms};
+        it->second = std::move(held);
     }
+    for (auto& [key, held] : appeared) open_.emplace(std::string(key), std::move(held));  // a copy: made here
     for (auto it = open_.begin(); it != open_.end();) {
-        if (unread.contains(it->second.finding->layer)) {
+        if (unread.contains(it->second.layer())) {
             // Kept as last read, in a copy of its own: the diagnosis that read it may go.
             if (!it->second.owned)
-                it->second = Open{std::make_shared<const Finding>(*it->second.finding), it->second.read_ms, true};
+                it->second = Open{std::make_shared<const PackedFindings>(std::vector<Finding>{it->second.finding()}), 0,
+                                  it->second.read_ms, true};
             ++it;
             continue;
         }
@@ -94,7 +100,7 @@ std::vector<AgentEvent> FindingLedger::advance(std::shared_ptr<const std::vector
             ++it;
             continue;
         }
-        cleared.push_back(finding_event(*it->second.finding, AgentEventKind::cleared, time_ms));
+        cleared.push_back(finding_event(it->second.finding(), AgentEventKind::cleared, time_ms));
         it = open_.erase(it);
     }
     events.insert(events.end(), std::make_move_iterator(cleared.begin()), std::make_move_iterator(cleared.end()));
@@ -104,7 +110,7 @@ std::vector<AgentEvent> FindingLedger::advance(std::shared_ptr<const std::vector
 namespace {
 
 nlohmann::json open_finding_to_json(const FindingLedger::Open& o) {
-    return {{"read_ms", o.read_ms}, {"finding", finding_to_json(*o.finding)}};
+    return {{"read_ms", o.read_ms}, {"finding", finding_to_json(o.finding())}};
 }
 
 }  // namespace
@@ -122,15 +128,20 @@ std::string FindingLedger::to_json_text() const {
 FindingLedger FindingLedger::from_json(const nlohmann::json& j) {
     FindingLedger ledger;
     if (!j.is_array()) return ledger;
+    // Read back into one pack of their own, which the restored findings share.
+    std::vector<Finding> restored;
+    std::vector<int64_t> read;
     for (const auto& entry : j) {
         if (!entry.is_object() || !entry.contains("finding")) continue;
         auto f = finding_from_json(entry["finding"]);
         if (!f || f->severity == Severity::info) continue;
-        auto read = entry.find("read_ms");
-        int64_t read_ms = read != entry.end() && read->is_number_integer() ? read->get<int64_t>() : 0;
-        auto key = finding_key(*f);
-        ledger.open_.emplace(std::move(key), Open{std::make_shared<const Finding>(std::move(*f)), read_ms, true});
+        auto r = entry.find("read_ms");
+        read.push_back(r != entry.end() && r->is_number_integer() ? r->get<int64_t>() : 0);
+        restored.push_back(std::move(*f));
     }
+    auto pack = std::make_shared<const PackedFindings>(restored);
+    for (size_t i = 0; i < restored.size(); ++i)
+        ledger.open_.emplace(finding_key(restored[i]), Open{pack, static_cast<uint32_t>(i), read[i], true});
     return ledger;
 }
 

@@ -18,6 +18,7 @@
 #include "model/agent_status.hpp"
 #include "model/driver.hpp"
 #include "model/finding.hpp"
+#include "model/packed_findings.hpp"
 #include "model/node_page.hpp"
 
 namespace gpudx {
@@ -50,27 +51,30 @@ std::string finding_key(const Finding& f);
 // the Slurm node) never turns healthy because a read failed.
 class FindingLedger {
 public:
-    // An open finding is held where the diagnosis that read it keeps it (the agent's published diagnosis), not
-    // copied: with thousands of findings open the ledger would otherwise hold the diagnosis twice. A finding of
-    // a layer left unread gets a copy of its own, so it pins no old diagnosis.
+    // An open finding is held where the diagnosis that read it keeps it (the agent's published diagnosis, packed),
+    // not copied: with thousands of findings open the ledger would otherwise hold the diagnosis twice. A finding of
+    // a layer left unread gets a copy of its own, so it pins no old diagnosis; so does one read back from the store.
     struct Open {
-        std::shared_ptr<const Finding> finding;
+        std::shared_ptr<const PackedFindings> pack;
+        uint32_t index = 0;   // its place in `pack`
         int64_t read_ms = 0;  // when a diagnosis last read it
-        bool owned = false;   // `finding` is a copy of its own, not a part of a diagnosis
+        bool owned = false;   // `pack` is its own (or the restored ones'), not a diagnosis's
+        Finding finding() const { return pack->at(index); }
+        Layer layer() const { return pack->layer(index); }
+        Severity severity() const { return pack->severity(index); }
     };
-
     // The open findings of the `unread` layers (layer -> why it could not be read), each with a line of
     // evidence saying that it is carried, from when, and why.
     std::vector<Finding> carried(const std::map<Layer, std::string>& unread) const;
     // The events that take the ledger to `now` (a diagnosis's findings, carried ones included): appeared,
     // changed, then cleared; info findings are no events. Findings of `unread` layers are left as they are.
     // The ledger keeps `now` alive for as long as it holds one of its findings.
-    std::vector<AgentEvent> advance(std::shared_ptr<const std::vector<Finding>> now,
+    std::vector<AgentEvent> advance(std::shared_ptr<const PackedFindings> now,
                                     const std::map<Layer, std::string>& unread, int64_t time_ms);
     // The same, for findings not held elsewhere (tests, and callers with a vector of their own).
-    std::vector<AgentEvent> advance(std::vector<Finding> now, const std::map<Layer, std::string>& unread,
+    std::vector<AgentEvent> advance(const std::vector<Finding>& now, const std::map<Layer, std::string>& unread,
                                     int64_t time_ms) {
-        return advance(std::make_shared<const std::vector<Finding>>(std::move(now)), unread, time_ms);
+        return advance(std::make_shared<const PackedFindings>(now), unread, time_ms);
     }
     const std::map<std::string, Open>& open() const { return open_; }
     // The ledger as a JSON array of {read_ms, finding}, written a finding at a time instead of as one tree

@@ -39,22 +39,27 @@ void render_info_metrics(std::string& out, const PrometheusOptions& o) {
 
 // Xid events in the kernel-log window (the current boot unless --since) by code and GPU: a counter that starts
 // again at a reboot, which rate() and increase() take as a reset.
-void render_xid_counts(std::string& out, const Snapshot& s) {
-    // The tallies count every event even when the kept Xid events are capped (an Xid storm); a snapshot
-    // without tallies (older gpudx) still has its events.
-    std::map<std::pair<int, std::string>, uint64_t> counts;
-    for (auto& t : s.kernel_log.tallies)
-        if (t.kind == TallyKind::xid) counts[{t.code, t.device}] += t.count;
-    if (counts.empty())
-        for (auto& x : s.kernel_log.xids) ++counts[{x.code, x.pci}];
+void render_xid_counts(std::string& out, const std::vector<XidCount>& counts) {
     prometheus_family(out, "gpudx_xid_events_total", "counter",
                       "Xid events the kernel logged since boot (or --since), by code and GPU.");
-    for (auto& [key, n] : counts)
-        out += fmt::format("gpudx_xid_events_total{{code=\"{}\",pci=\"{}\"}} {}\n", key.first,
-                           escape_prometheus_label(key.second), n);
+    for (auto& c : counts)
+        out += fmt::format("gpudx_xid_events_total{{code=\"{}\",pci=\"{}\"}} {}\n", c.code,
+                           escape_prometheus_label(c.pci), c.count);
 }
 
 }  // namespace
+
+std::vector<XidCount> xid_counts(const KernelLog& log) {
+    std::map<std::pair<int, std::string>, uint64_t> counts;
+    for (auto& t : log.tallies)
+        if (t.kind == TallyKind::xid) counts[{t.code, t.device}] += t.count;
+    if (counts.empty())
+        for (auto& x : log.xids) ++counts[{x.code, x.pci}];
+    std::vector<XidCount> out;
+    out.reserve(counts.size());
+    for (auto& [key, n] : counts) out.push_back({key.first, key.second, n});
+    return out;
+}
 
 std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const PrometheusOptions& o) {
     std::string out;
@@ -100,7 +105,7 @@ std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const Prome
     prometheus_family(out, "gpudx_exit_code", "gauge",
                       "Exit code of the diagnosis: 0 healthy, 1 errors, 2 warnings, 3 unknown.");
     out += fmt::format("gpudx_exit_code {}\n", d.exit_code);
-    render_xid_counts(out, s);
+    render_xid_counts(out, o.xid_counts ? *o.xid_counts : xid_counts(s.kernel_log));
     render_info_metrics(out, o);
     return out;
 }

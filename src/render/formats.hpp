@@ -12,9 +12,21 @@
 namespace gpudx {
 
 // What the Prometheus exposition adds beyond the snapshot and the diagnosis.
+// Xid events in the kernel-log window by code and GPU, as gpudx_xid_events_total gives them.
+struct XidCount {
+    int code = 0;
+    std::string pci;
+    uint64_t count = 0;
+};
+// Counted from the kernel log's tallies (every event, even past the cap on kept events), else from its events (a
+// snapshot of an older gpudx); by code, then PCI address.
+std::vector<XidCount> xid_counts(const KernelLog& log);
+
 struct PrometheusOptions {
     NodeRecord node;         // the node's versions and GPUs, for the info metrics: make_node_record of the snapshot
     std::string node_class;  // the node's class in the compatibility matrix (`--matrix`); empty: none given or none fits
+    // Counted already: used instead of xid_counts(s.kernel_log) (the agent keeps these, not the kernel log's tallies).
+    const std::vector<XidCount>* xid_counts = nullptr;
 };
 
 // Prometheus text exposition for node_exporter's textfile collector and the agent's /metrics

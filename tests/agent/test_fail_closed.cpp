@@ -88,7 +88,7 @@ TEST(AgentLedger, ARestoredLedgerRecordsNothingAgain) {
     // What the agent saves is written a finding at a time: the same text as the whole tree's.
     nlohmann::json tree = nlohmann::json::array();
     for (const auto& [key, o] : ledger.open())
-        tree.push_back({{"read_ms", o.read_ms}, {"finding", finding_to_json(*o.finding)}});
+        tree.push_back({{"read_ms", o.read_ms}, {"finding", finding_to_json(o.finding())}});
     EXPECT_EQ(ledger.to_json_text(), json_text(tree));
     auto restored = FindingLedger::from_json(nlohmann::json::parse(ledger.to_json_text()));
     EXPECT_EQ(restored.open().size(), 2u);
@@ -100,30 +100,29 @@ TEST(AgentLedger, ARestoredLedgerRecordsNothingAgain) {
 
 TEST(AgentLedger, OpenFindingsAreHeldWhereTheDiagnosisHoldsThemAndAnUnreadLayersAreCopiedOut) {
     FindingLedger ledger;
-    auto first =
-        std::make_shared<const std::vector<Finding>>(std::vector<Finding>{xid(Severity::error), link_degraded()});
+    auto first = std::make_shared<const PackedFindings>(std::vector<Finding>{xid(Severity::error), link_degraded()});
     ledger.advance(first, {}, 1000);
     ASSERT_EQ(ledger.open().size(), 2u);
-    // No copy: both point into the diagnosis, which the ledger keeps alive.
+    // No copy: both are the diagnosis's, which the ledger keeps alive.
     for (const auto& [key, o] : ledger.open()) {
-        EXPECT_GE(o.finding.get(), first->data()) << key;
-        EXPECT_LT(o.finding.get(), first->data() + first->size()) << key;
+        EXPECT_EQ(o.pack, first) << key;
+        EXPECT_EQ(finding_key(o.finding()), key);
         EXPECT_FALSE(o.owned) << key;
     }
-    std::weak_ptr<const std::vector<Finding>> first_alive = first;
+    std::weak_ptr<const PackedFindings> first_alive = first;
     first.reset();
     EXPECT_FALSE(first_alive.expired());
     // The next diagnosis cannot read the kernel log: its finding is copied out, the PCIe one moves to the new
     // diagnosis, and the first diagnosis is let go.
     std::map<Layer, std::string> unread = {{Layer::kernel_log, "cannot open kern.log: Permission denied"}};
-    auto second = std::make_shared<const std::vector<Finding>>(std::vector<Finding>{link_degraded()});
+    auto second = std::make_shared<const PackedFindings>(std::vector<Finding>{link_degraded()});
     EXPECT_TRUE(ledger.advance(second, unread, 2000).empty());
     EXPECT_TRUE(first_alive.expired());
     const auto& xid_open = ledger.open().at(finding_key(xid(Severity::error)));
     EXPECT_TRUE(xid_open.owned);
-    EXPECT_EQ(xid_open.finding->message, "Xid");
+    EXPECT_EQ(xid_open.finding().message, "Xid");
     EXPECT_EQ(xid_open.read_ms, 1000);
-    EXPECT_EQ(ledger.open().at(finding_key(link_degraded())).finding.get(), second->data());
+    EXPECT_EQ(ledger.open().at(finding_key(link_degraded())).pack, second);
     // Carried from the copy, as before.
     ASSERT_EQ(ledger.carried(unread).size(), 1u);
 }

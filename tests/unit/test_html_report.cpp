@@ -322,7 +322,7 @@ TEST(AgentPage, ServesTheLatestDiagnosisWithItsEvents) {
     Snapshot s = golden_snapshot("gpu-missing.snapshot.json");
     auto p = std::make_shared<Published>();
     p->snapshot = s;
-    p->diagnosis = diagnose(s, {});
+    p->hold(diagnose(s, {}));
     p->time_ms = now_ms();
     publication.publish(p);
     AgentEvent e = agent_note("Xid <script>79</script> on the GPU", now_ms());
@@ -335,7 +335,7 @@ TEST(AgentPage, ServesTheLatestDiagnosisWithItsEvents) {
         for (auto& [k, v] : res.headers) csp = csp || (k == "Content-Security-Policy" && v.find("default-src 'none'") == 0);
         EXPECT_TRUE(csp) << path;
         for (auto& pci : s.pcie.gpus) EXPECT_NE(res.body.find(pci), std::string::npos) << pci;
-        for (auto& f : p->diagnosis.findings) {
+        for (auto& f : p->diagnosis().findings) {
             if (f.severity == Severity::error) {
                 EXPECT_NE(res.body.find("data-finding=\"" + f.id + "\""), std::string::npos) << f.id;
             }
@@ -373,19 +373,15 @@ TEST(AgentPage, TheDigestedKernelLogAnswersAsTheWholeOne) {
         Endpoints endpoints(publication, recorder, [] { return AgentStatus{}; });
         auto p = std::make_shared<Published>();
         p->snapshot = s;
-        p->diagnosis = diagnose(s, {});
+        p->hold(diagnose(s, {}));
         p->time_ms = 1'700'000'000'000;
         if (digest) {
-            p->digest_kernel_log();
+            p->xid_counts = digest_kernel_log(p->snapshot.kernel_log);
             // What it drops is freed, not only emptied: the agent holds this snapshot until the next diagnosis.
             const KernelLog& held = p->snapshot.kernel_log;
             EXPECT_EQ(held.lines.capacity(), 0u);
             EXPECT_EQ(held.xids.capacity(), 0u);
-            for (const auto& t : held.tallies) {
-                for (const auto* text : {&t.first_text, &t.last_text, &t.first_wall_time, &t.last_wall_time})
-                    EXPECT_EQ(text->capacity(), std::string().capacity());
-                EXPECT_EQ(t.processes.capacity(), 0u);
-            }
+            EXPECT_EQ(held.tallies.capacity(), 0u);
         }
         publication.publish(p);
         std::vector<std::string> out;
@@ -393,18 +389,24 @@ TEST(AgentPage, TheDigestedKernelLogAnswersAsTheWholeOne) {
             out.push_back(path + "\n" + endpoints.handle(HttpRequest{path, {}}).body);
         for (std::string format : {"text", "prom", "slurm", "npd", "nagios"})
             out.push_back(format + "\n" + endpoints.handle(HttpRequest{"/v1/status", {{"format", format}}}).body);
-        return std::make_pair(out, p->snapshot.kernel_log);
+        return std::make_pair(out, p);
     };
-    auto [whole, whole_log] = answers(false);
-    auto [digested, digested_log] = answers(true);
+    auto [whole, whole_published] = answers(false);
+    auto [digested, digested_published] = answers(true);
+    const KernelLog &whole_log = whole_published->snapshot.kernel_log, &digested_log = digested_published->snapshot.kernel_log;
     ASSERT_EQ(whole.size(), digested.size());
     for (size_t i = 0; i < whole.size(); ++i) EXPECT_EQ(digested[i], whole[i]);
-    // It is smaller: no lines, no events, only the Xid tallies, without their first lines.
+    // It is smaller: no lines, no events, no tallies; the Xid counts by code and GPU instead.
     EXPECT_FALSE(whole_log.lines.empty());
     EXPECT_TRUE(digested_log.lines.empty());
     EXPECT_TRUE(digested_log.xids.empty());
-    EXPECT_LT(digested_log.tallies.size(), whole_log.tallies.size());
-    for (auto& t : digested_log.tallies) EXPECT_TRUE(t.kind == TallyKind::xid && t.first_text.empty() && t.count > 0);
+    EXPECT_TRUE(digested_log.tallies.empty());
+    EXPECT_FALSE(whole_log.tallies.empty());
+    EXPECT_FALSE(whole_published->xid_counts.has_value());
+    ASSERT_TRUE(digested_published->xid_counts.has_value());
+    ASSERT_EQ(digested_published->xid_counts->size(), 3u);  // 79 on each GPU, 154 on one
+    EXPECT_EQ(digested_published->xid_counts->at(0).code, 79);
+    EXPECT_EQ(digested_published->xid_counts->at(0).count, 50u);
     // What is answered names the storm and the recovery action.
     EXPECT_NE(whole[2].find("gpudx_xid_events_total{code=\"79\""), std::string::npos) << whole[2];
     std::filesystem::remove_all(dir);
