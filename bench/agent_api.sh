@@ -90,7 +90,10 @@ measure() {
   local b
   b=$(kernel_log_diagnoses); cat "$top/findings.txt" >> "$log"
   wait_for "10,000 findings" 'test "$(kernel_log_diagnoses)" -gt "$b"'
-  sleep 1
+  # The 10,000 lines may come to the follower in more than one read: memory is read once no diagnosis runs (none
+  # came for a second), not amid the next one's work.
+  local settled=-1 now
+  while now=$(kernel_log_diagnoses); [[ $now != "$settled" ]]; do settled=$now; sleep 1; done
   echo "$tag rss_findings $(rss_mb "$agent_pid")" >> "$out"
   curl -s -o /dev/null "$url/v1/status"
   curl -s -o /dev/null "$url/"

@@ -32,14 +32,12 @@
 #include "agent/notify.hpp"
 #include "agent/recorder.hpp"
 #include "collect/collectors.hpp"
-#include "collect/kernel_log_parse.hpp"
 #include "core/root.hpp"
 #include "core/text.hpp"
 #include "render/formats.hpp"
 #include "rules/comparisons/baseline.hpp"
 #include "rules/comparisons/held_to.hpp"
 #include "rules/engine/diagnose.hpp"
-#include "rules/reference/signatures.hpp"
 
 namespace gpudx {
 
@@ -56,24 +54,12 @@ void give_back_freed_memory() {
     ::malloc_trim(0);
 }
 
-// Runs `work` on a thread of its own and waits for it: the diagnosis's scratch. glibc gives each thread a malloc
-// arena of its own, so the megabytes a diagnosis allocates and frees (the child's snapshot JSON, the kernel log's
-// lines and events, the findings as made) come and go there, not in the holes between what the agent holds for
-// hours; what is published is copied into the main thread's arena (Agent::publish). Once the work is done its
-// arena is free as a whole, and malloc_trim gives it back. Made in the main arena, a diagnosis of 10,000 findings
-// left them perforated: 37 MB resident, 12 MB of it in use (docs/agent.md, "Memory").
-// The catalogues, built on first use and kept for the life of the process, built here in the main thread's arena,
-// not amid the first diagnosis's scratch, whose pages they would keep: a diagnosis of one Xid line reaches them all.
-void build_catalogues(const DiagnoseOptions& options) {
-    KernelLogScanOptions scan;
-    scan.extra_words = kernel_log_text_words(builtin_signature_catalogue());
-    Snapshot s;
-    if (auto log = scan_kernel_log("NVRM: Xid (PCI:0000:00:00): 79, pid=1, name=x, GPU has fallen off the bus.\n", scan,
-                                   "the catalogues' first use"))
-        s.kernel_log = std::move(*log);
-    (void)diagnose(s, options);
-}
-
+// Runs `work` on a thread of its own and waits for it: the diagnosis's scratch. glibc's threads other than the
+// main one allocate from arenas of their own (here one, M_ARENA_MAX), so the megabytes a diagnosis allocates and
+// frees (the child's snapshot JSON, the kernel log's lines and events, the findings as made) come and go there,
+// not in the holes between what the agent holds for hours; what is published is copied into the main thread's
+// arena (Agent::publish). Made in the main arena, a diagnosis of 10,000 findings left it perforated: 27.7 MB
+// resident, 12 MB of it in use (docs/agent.md, "The API at size").
 template <class F>
 auto on_scratch_thread(F&& work) -> decltype(work()) {
     std::optional<decltype(work())> result;
@@ -334,7 +320,6 @@ int Agent::run() {
                                              serving_.empty() ? std::string("nothing") : join_strings(serving_, ", ")),
                                  now_ms())});
     for (auto& s : servers_) s->start();
-    build_catalogues(o_.diagnose);
     if (!diagnose_node(DiagnosisTrigger::start)) {
         stop_all();
         return 0;
