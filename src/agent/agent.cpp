@@ -19,7 +19,10 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <condition_variable>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -54,34 +57,73 @@ void give_back_freed_memory() {
     ::malloc_trim(0);
 }
 
-// Runs `work` on a thread of its own and waits for it: the diagnosis's scratch. glibc's threads other than the
-// main one allocate from arenas of their own (here one, M_ARENA_MAX), so the megabytes a diagnosis allocates and
-// frees (the child's snapshot JSON, the kernel log's lines and events, the findings as made) come and go there,
-// not in the holes between what the agent holds for hours; what is published is copied into the main thread's
-// arena (Agent::publish). Made in the main arena, a diagnosis of 10,000 findings left it perforated: 27.7 MB
-// resident, 12 MB of it in use (docs/agent.md, "The API at size").
-template <class F>
-auto on_scratch_thread(F&& work) -> decltype(work()) {
-    std::optional<decltype(work())> result;
-    std::exception_ptr failed;
-    std::thread scratch([&] {
-        try {
-            result.emplace(work());
-        } catch (...) {
-            failed = std::current_exception();
+// The thread the diagnoses run on, one at a time, while the main thread waits: their scratch. glibc's threads
+// other than the main one allocate from arenas of their own (here one, M_ARENA_MAX), so the megabytes a diagnosis
+// allocates and frees (the child's snapshot JSON, the kernel log's lines and events, the findings as made) come and
+// go there, not in the holes between what the agent holds for hours; what is published is copied into the main
+// thread's arena (Agent::publish). Made in the main arena, a diagnosis of 10,000 findings left it perforated: 27.7
+// MB resident, 12 MB of it in use (docs/agent.md, "The API at size"). One thread for the agent's life: what it
+// builds once per thread (the signature catalogue's candidate index) is built once.
+class ScratchThread {
+public:
+    ScratchThread() : thread_([this] { serve(); }) {}
+    ~ScratchThread() {
+        {
+            std::lock_guard lock(mutex_);
+            stopping_ = true;
         }
-    });
-    scratch.join();
-    if (failed) std::rethrow_exception(failed);
-    return std::move(*result);
-}
+        wake_.notify_all();
+        thread_.join();
+    }
+    ScratchThread(const ScratchThread&) = delete;
+    ScratchThread& operator=(const ScratchThread&) = delete;
 
-// What the scratch thread made is freed on a scratch thread too. Freed here, its small blocks would wait in this
-// thread's cache of freed blocks (glibc's tcache) and keep the pages of the scratch arena they belong to.
-template <class T>
-void free_on_scratch_thread(T&& made) {
-    std::thread([held = std::move(made)]() mutable { auto freed_here = std::move(held); }).join();
-}
+    // Runs `work` there and returns what it returned (an exception it threw is thrown here).
+    template <class F>
+    auto run(F&& work) -> decltype(work()) {
+        std::optional<decltype(work())> result;
+        std::exception_ptr failed;
+        run_job([&] {
+            try {
+                result.emplace(work());
+            } catch (...) {
+                failed = std::current_exception();
+            }
+        });
+        if (failed) std::rethrow_exception(failed);
+        return std::move(*result);
+    }
+    // Frees what the work made there too. Freed on the main thread, its small blocks would wait in that thread's
+    // cache of freed blocks (glibc's tcache) and keep the pages of the scratch arena they belong to.
+    template <class T>
+    void free(T&& made) {
+        run_job([&] { auto freed_here = std::move(made); });
+    }
+
+private:
+    void run_job(std::function<void()> job) {
+        std::unique_lock lock(mutex_);
+        job_ = std::move(job);
+        wake_.notify_all();
+        wake_.wait(lock, [this] { return !job_; });
+    }
+    void serve() {
+        std::unique_lock lock(mutex_);
+        for (;;) {
+            wake_.wait(lock, [this] { return stopping_ || job_; });
+            if (!job_) return;
+            job_();  // under the lock: the main thread waits for it anyway
+            job_ = nullptr;
+            wake_.notify_all();
+        }
+    }
+
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    std::function<void()> job_;
+    bool stopping_ = false;
+    std::thread thread_;  // last: it starts once the rest is made
+};
 
 EventStoreOptions store_options(const AgentOptions& o) {
     EventStoreOptions so = o.store;
@@ -110,7 +152,7 @@ private:
     // Collects the whole node in the child and diagnoses it; false when a signal came while it ran.
     bool diagnose_node(DiagnosisTrigger trigger);
     void rediagnose_kernel_log();
-    // Diagnoses `s` (on the scratch thread: on_scratch_thread).
+    // Diagnoses `s` (on scratch_).
     Judged judge(Snapshot s);
     // Judges it against the ledger, publishes it, records its events and hands it to the drain (main thread).
     void publish(const Judged& j, DiagnosisTrigger trigger, double started_ms);
@@ -142,6 +184,7 @@ private:
     std::deque<NvmlEvent> nvml_recent_;
     NvmlEventCoalescer nvml_coalescer_;
     std::atomic<uint64_t> nvml_events_{0};
+    ScratchThread scratch_;
 };
 
 int Agent::open_listeners() {
@@ -241,19 +284,19 @@ void Agent::rediagnose_kernel_log() {
     auto before = publication_.latest();
     if (!before) return;
     double started = static_cast<double>(now_ms());
-    Judged j = on_scratch_thread([&] {
+    Judged j = scratch_.run([&] {
         Snapshot s = before->snapshot;
         followed_.read_into(s);
         return judge(std::move(s));
     });
     publish(j, DiagnosisTrigger::kernel_log, started);
-    free_on_scratch_thread(std::move(j));
+    scratch_.free(std::move(j));
 }
 
 bool Agent::diagnose_node(DiagnosisTrigger trigger) {
     double started = static_cast<double>(now_ms());
     bool stopping = false;
-    auto judged = on_scratch_thread([&]() -> std::optional<Judged> {
+    auto judged = scratch_.run([&]() -> std::optional<Judged> {
         Collected c = collect_in_child(o_.snapshot_command, o_.snapshot_timeout, signal_fd_);
         if (c.stopping) {
             stopping = true;
@@ -278,7 +321,7 @@ bool Agent::diagnose_node(DiagnosisTrigger trigger) {
     });
     if (stopping) return false;
     if (judged) publish(*judged, trigger, started);
-    free_on_scratch_thread(std::move(judged));
+    scratch_.free(std::move(judged));
     return true;
 }
 
@@ -391,7 +434,7 @@ int run_agent(const AgentOptions& o) {
     ::mallopt(M_ARENA_MAX, 2);
     // Free memory at the top of an arena goes back to the system past 128 KiB. By default glibc raises that
     // threshold to twice the largest mmapped block freed (an 8 MB answer: 16 MB), and malloc_trim never trims the
-    // top of a thread's arena: a diagnosis's scratch (on_scratch_thread) then stayed resident, 11 MB of it.
+    // top of a thread's arena: a diagnosis's scratch (ScratchThread) then stayed resident, 11 MB of it.
     ::mallopt(M_TRIM_THRESHOLD, 128 * 1024);
     int sfd = ::signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sfd < 0) {
