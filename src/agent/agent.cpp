@@ -2,8 +2,9 @@
 // what it records; agent/drain.hpp: the Slurm drain; agent/endpoints.hpp: what it serves) and decides when to
 // diagnose: at start, every --interval, on a line of the followed kernel log that matters, on NVML's events. Each
 // diagnosis is judged against the findings held open (FindingLedger: what appeared, changed or cleared), published
-// for the endpoints, and handed to the drain. Only the main thread diagnoses and decides; the follower thread and
-// the servers' threads reach the parts through the locks each part documents.
+// for the endpoints, and handed to the drain. Only the main thread decides; a diagnosis is made on the scratch thread
+// while the main thread waits for it (ScratchThread), so the two never run at once. The follower thread and the
+// servers' threads reach the parts through the locks each part documents.
 #include "agent/agent.hpp"
 
 #include <malloc.h>
@@ -16,6 +17,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -57,16 +59,23 @@ void give_back_freed_memory() {
     ::malloc_trim(0);
 }
 
-// The thread the diagnoses run on, one at a time, while the main thread waits: their scratch. glibc's threads
-// other than the main one allocate from arenas of their own (here one, M_ARENA_MAX), so the megabytes a diagnosis
-// allocates and frees (the child's snapshot JSON, the kernel log's lines and events, the findings as made) come and
-// go there, not in the holes between what the agent holds for hours; what is published is copied into the main
-// thread's arena (Agent::publish). Made in the main arena, a diagnosis of 10,000 findings left it perforated: 27.7
-// MB resident, 12 MB of it in use (docs/agent.md, "The API at size"). One thread for the agent's life: what it
-// builds once per thread (the signature catalogue's candidate index) is built once.
+// The thread the diagnoses run on, one at a time, while the main thread waits: their scratch. It allocates from an
+// arena other than the main thread's: glibc attaches a thread to an arena at its first allocation, and this one's
+// comes before the agent's other threads start, while the main arena is the only one, so it gets a new one. The
+// megabytes a diagnosis allocates and frees (the child's snapshot JSON, the kernel log's lines and events, the
+// findings as made) come and go there, not in the holes between what the agent holds for hours; what is published
+// is copied into the main thread's arena (Agent::publish). Made in the main arena, a diagnosis of 10,000 findings
+// left it perforated: 27.7 MB resident, 12 MB of it in use (docs/agent.md, "The API at size"). One thread for the
+// agent's life: what it builds once per thread (the signature catalogue's candidate index) is built once. Constructed
+// last of the agent's parts, before any of their threads starts.
 class ScratchThread {
 public:
-    ScratchThread() : thread_([this] { serve(); }) {}
+    ScratchThread() : thread_([this] { serve(); }) {
+        run_job([] {
+            void* volatile first = std::malloc(64);  // volatile: the call is made, not optimised away
+            std::free(first);
+        });
+    }
     ~ScratchThread() {
         {
             std::lock_guard lock(mutex_);
@@ -175,7 +184,7 @@ private:
     std::vector<std::unique_ptr<HttpServer>> servers_;
     std::vector<std::string> serving_;  // set before the servers start
 
-    // Main thread only. The warning and error findings recorded as open; what was last read of a layer that
+    // Main thread only (or the scratch thread, while the main thread waits). The warning and error findings recorded as open; what was last read of a layer that
     // could not be read since stays in it (fail closed).
     FindingLedger ledger_;
     bool collect_failing_ = false;
@@ -418,9 +427,10 @@ int Agent::run() {
 }  // namespace
 
 int run_agent(const AgentOptions& o) {
-    // The signals that stop the agent are taken by the main loop alone, through a signalfd; every thread
-    // started from here on inherits the mask. A client gone mid-answer must not kill the agent (SIGPIPE), nor a
-    // file-size limit reached by the event store (SIGXFSZ: the write fails and is reported instead).
+    // The signals that stop the agent are taken through a signalfd (by the main loop, and by a collection the
+    // scratch thread waits on); every thread started from here on inherits the mask. A client gone mid-answer must
+    // not kill the agent (SIGPIPE), nor a file-size limit reached by the event store (SIGXFSZ: the write fails and is
+    // reported instead).
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGTERM);
@@ -434,7 +444,9 @@ int run_agent(const AgentOptions& o) {
     ::mallopt(M_ARENA_MAX, 2);
     // Free memory at the top of an arena goes back to the system past 128 KiB. By default glibc raises that
     // threshold to twice the largest mmapped block freed (an 8 MB answer: 16 MB), and malloc_trim never trims the
-    // top of a thread's arena: a diagnosis's scratch (ScratchThread) then stayed resident, 11 MB of it.
+    // top of a thread's arena: a diagnosis's scratch (ScratchThread) then stayed resident, 11 MB of it. Setting it
+    // also keeps the mmap threshold at 128 KiB: larger blocks (a big answer's text) are mapped and unmapped each
+    // time, page faults an answer pays for the memory given back.
     ::mallopt(M_TRIM_THRESHOLD, 128 * 1024);
     int sfd = ::signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sfd < 0) {

@@ -87,12 +87,18 @@ std::vector<AgentEvent> FindingLedger::advance(std::shared_ptr<const PackedFindi
         it->second = std::move(held);
     }
     for (auto& [key, held] : appeared) open_.emplace(std::string(key), std::move(held));  // a copy: made here
+    // Kept as last read, in a copy of their own (one pack for all of them): the diagnosis that read them may go.
+    std::vector<Open*> copied_out;
+    std::vector<Finding> copies;
+    for (auto& [key, o] : open_)
+        if (unread.contains(o.layer()) && !o.owned) copied_out.push_back(&o), copies.push_back(o.finding());
+    if (!copies.empty()) {
+        auto pack = std::make_shared<const PackedFindings>(copies);
+        for (size_t k = 0; k < copied_out.size(); ++k)
+            *copied_out[k] = Open{pack, static_cast<uint32_t>(k), copied_out[k]->read_ms, true};
+    }
     for (auto it = open_.begin(); it != open_.end();) {
         if (unread.contains(it->second.layer())) {
-            // Kept as last read, in a copy of its own: the diagnosis that read it may go.
-            if (!it->second.owned)
-                it->second = Open{std::make_shared<const PackedFindings>(std::vector<Finding>{it->second.finding()}), 0,
-                                  it->second.read_ms, true};
             ++it;
             continue;
         }

@@ -53,7 +53,8 @@ class FindingLedger {
 public:
     // An open finding is held where the diagnosis that read it keeps it (the agent's published diagnosis, packed),
     // not copied: with thousands of findings open the ledger would otherwise hold the diagnosis twice. A finding of
-    // a layer left unread gets a copy of its own, so it pins no old diagnosis; so does one read back from the store.
+    // a layer left unread gets a copy of its own, so it pins no old diagnosis (those copied at once share one pack);
+    // so do those read back from the store (one pack for all of them).
     struct Open {
         std::shared_ptr<const PackedFindings> pack;
         uint32_t index = 0;   // its place in `pack`

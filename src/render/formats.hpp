@@ -11,7 +11,6 @@
 
 namespace gpudx {
 
-// What the Prometheus exposition adds beyond the snapshot and the diagnosis.
 // Xid events in the kernel-log window by code and GPU, as gpudx_xid_events_total gives them.
 struct XidCount {
     int code = 0;
@@ -22,6 +21,7 @@ struct XidCount {
 // snapshot of an older gpudx); by code, then PCI address.
 std::vector<XidCount> xid_counts(const KernelLog& log);
 
+// What the Prometheus exposition adds beyond the snapshot and the diagnosis.
 struct PrometheusOptions {
     NodeRecord node;         // the node's versions and GPUs, for the info metrics: make_node_record of the snapshot
     std::string node_class;  // the node's class in the compatibility matrix (`--matrix`); empty: none given or none fits

@@ -127,6 +127,32 @@ TEST(AgentLedger, OpenFindingsAreHeldWhereTheDiagnosisHoldsThemAndAnUnreadLayers
     ASSERT_EQ(ledger.carried(unread).size(), 1u);
 }
 
+// The findings of a layer that could not be read are copied out together: one pack of their own, not one each.
+TEST(AgentLedger, AnUnreadLayersFindingsAreCopiedOutIntoOnePack) {
+    FindingLedger ledger;
+    Finding other_gpu = xid(Severity::error, "Xid on the second GPU");
+    other_gpu.subjects = {GpuRef{"GPU-5bd41b7c-8a07-7c1a-30c4-3c5f4cc3b8a1", "0000:00:07.0"}};
+    auto first = std::make_shared<const PackedFindings>(
+        std::vector<Finding>{xid(Severity::error), other_gpu, link_degraded()});
+    ledger.advance(first, {}, 1000);
+    std::map<Layer, std::string> unread = {{Layer::kernel_log, "cannot open kern.log: Permission denied"}};
+    EXPECT_TRUE(ledger.advance(std::vector<Finding>{link_degraded()}, unread, 2000).empty());
+    const auto& a = ledger.open().at(finding_key(xid(Severity::error)));
+    const auto& b = ledger.open().at(finding_key(other_gpu));
+    EXPECT_TRUE(a.owned && b.owned);
+    EXPECT_EQ(a.pack, b.pack);
+    EXPECT_NE(a.pack, first);
+    EXPECT_EQ(a.pack->size(), 2u);
+    EXPECT_EQ(a.finding().message, "Xid");
+    EXPECT_EQ(b.finding().message, "Xid on the second GPU");
+    EXPECT_EQ(b.read_ms, 1000);
+    EXPECT_EQ(ledger.carried(unread).size(), 2u);
+    // Copied once: a second diagnosis that still cannot read the layer keeps the same copies.
+    auto copies = a.pack;
+    EXPECT_TRUE(ledger.advance(std::vector<Finding>{link_degraded()}, unread, 3000).empty());
+    EXPECT_EQ(ledger.open().at(finding_key(xid(Severity::error))).pack, copies);
+}
+
 // ---- the agent's state in the event store
 
 TEST(AgentStoreState, StateIsCommittedWithTheEventsAndReadBackAfterAReopen) {
