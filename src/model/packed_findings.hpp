@@ -3,7 +3,7 @@
 // of their memory. As `Finding`s, an Xid storm's 10,000 findings took 13 MB: each its own copy of the next step and
 // of the catalogue's evidence, each string and vector its own allocation with the slack of its growth. Packed,
 // every text is in one buffer and each distinct text is there once; the rest is a few flat arrays. A finding is
-// read back whole, as a copy, when an answer or an event needs it (docs/agent.md, "Memory").
+// read back whole, as a copy, when an answer or an event needs it (docs/agent.md, "The API at size").
 #include <cstddef>
 #include <cstdint>
 #include <string>
