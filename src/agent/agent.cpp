@@ -16,12 +16,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -184,8 +184,8 @@ private:
     std::vector<std::unique_ptr<HttpServer>> servers_;
     std::vector<std::string> serving_;  // set before the servers start
 
-    // Main thread only (or the scratch thread, while the main thread waits). The warning and error findings recorded as open; what was last read of a layer that
-    // could not be read since stays in it (fail closed).
+    // Main thread only (or the scratch thread, while the main thread waits). The warning and error findings
+    // recorded as open; what was last read of a layer that could not be read since stays in it (fail closed).
     FindingLedger ledger_;
     bool collect_failing_ = false;
     // NVML events (main thread only, but for the counter): the recent ones go into every snapshot judged.

@@ -90,7 +90,8 @@ private:
     std::vector<std::string> generation_lines_, earlier_lines_;
     uint64_t earlier_lines_dropped_ = 0;
 
-    // Main thread only (or the scratch thread, while the main thread waits): how many earlier lines the last save to the store held (a restart would lose them).
+    // Main thread only (or the scratch thread, while the main thread waits): how many earlier lines the last save to
+    // the store held (a restart would lose them).
     size_t saved_earlier_lines_ = 0;
     // Counted by the follower, read by the servers' threads.
     std::atomic<uint64_t> lines_read_{0}, lines_matched_{0}, kmsg_lost_{0};

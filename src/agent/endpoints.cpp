@@ -47,7 +47,9 @@ Diagnosis Published::diagnosis() const {
 }
 
 PrometheusOptions Published::prom_options() const {
-    return {.node = make_node_record(snapshot), .node_class = node_class, .xid_counts = xid_counts ? &*xid_counts : nullptr};
+    return {.node = make_node_record(snapshot),
+            .node_class = node_class,
+            .xid_counts = xid_counts ? &*xid_counts : nullptr};
 }
 
 std::vector<XidCount> digest_kernel_log(KernelLog& log) {

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/pci_address.hpp"
+#include "core/release_memory.hpp"
 #include "core/text.hpp"
 #include "core/clock.hpp"
 #include "model/json_support.hpp"  // UnknownName, the snapshot readers' names
@@ -894,7 +895,7 @@ void parallel_for(size_t count, unsigned jobs, const std::function<void(size_t, 
             size_t i = next.fetch_add(1, std::memory_order_relaxed);
             if (i >= count) break;
             work(i, buffer);
-            if (buffer.capacity() > (4u << 20)) std::string().swap(buffer);  // do not keep one huge file's memory
+            if (buffer.capacity() > (4u << 20)) release_memory(buffer);  // do not keep one huge file's memory
             done.fetch_add(1, std::memory_order_release);
             if (progress) cv.notify_one();
         }
