@@ -9,7 +9,7 @@
 #   - memory: VmRSS of the agent process (/proc/PID/status), its children (the collection, the NVML watcher) not
 #     included; "after answering": after 5 answers of 10,000 events; "holding 10,000 findings": after a kernel log
 #     line of an Xid 79 on each of 10,000 PCI addresses was judged, then after /v1/status and the page (/) were
-#     asked for with them;
+#     asked for with them; and the peak over the whole run (VmHWM: the diagnoses and the answers included);
 #   - with STANDINS=DIR (the stand-in driver libraries, build/tests/standins/lib): the agent with its NVML watcher
 #     (`gpudx nvml-events`, a child), idle: the agent's RSS, the watcher's, and the two together.
 # On the capture tests/fixtures/h200x1-gathered with the contract's command line.
@@ -25,6 +25,8 @@ trap '[[ -n ${agent_pid:-} ]] && kill -KILL "$agent_pid" 2>/dev/null; rm -rf "$t
 command -v curl >/dev/null || { echo "curl is needed" >&2; exit 2; }
 
 rss_mb() { awk '/VmRSS/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
+# The most it was resident at any moment (the kernel's high-water mark): the diagnoses and answers included.
+peak_rss_mb() { awk '/VmHWM/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
 # The median of RUNS answers' total time, in ms.
 answer_ms() {
   for ((i = 0; i < runs; i++)); do curl -s -o /dev/null -w '%{time_total}\n' "$url$1"; done |
@@ -98,6 +100,7 @@ measure() {
   curl -s -o /dev/null "$url/v1/status"
   curl -s -o /dev/null "$url/"
   echo "$tag rss_findings_answered $(rss_mb "$agent_pid")" >> "$out"
+  echo "$tag rss_peak $(peak_rss_mb "$agent_pid")" >> "$out"
   stop_agent
   if [[ -n ${STANDINS:-} ]]; then
     setup_node
@@ -144,6 +147,7 @@ row rss_idle "RSS idle (MB)" "20"
 row rss_answered "RSS after 5 answers of 10,000 events (MB)" "20"
 row rss_findings "RSS holding 10,000 findings (MB)" "20"
 row rss_findings_answered "  and after /v1/status and / with them (MB)" "20"
+row rss_peak "  its peak over the whole run (MB)" "20"
 if [[ -n ${STANDINS:-} ]]; then
   row rss_nvml_agent "RSS with the NVML watcher: the agent (MB)" "-"
   row rss_nvml_watcher "  the watcher, gpudx nvml-events (MB)" "-"
