@@ -50,10 +50,7 @@ namespace {
 
 // NVML events kept for the diagnosis (the oldest go first): enough for any repeat threshold of the Xid policy.
 constexpr size_t kKeptNvmlEvents = 256;
-// The state key of the findings held open (agent/store.hpp): a restart goes on from them.
-constexpr const char* kStateOpenFindings = "open_findings";
-
-// A diagnosis allocates and frees megabytes (the child's snapshot JSON, the saved ledger, the previous
+// A diagnosis allocates and frees megabytes (the child's snapshot JSON, the events it records, the previous
 // publication); give them back once all of it is freed, so the agent's resident memory is what it holds.
 void give_back_freed_memory() {
     ::malloc_trim(0);
@@ -283,9 +280,10 @@ void Agent::publish(const Judged& j, DiagnosisTrigger trigger, double started_ms
     publication_.publish(p);
     // What the scheduler should do changes with any event, and with the verdict alone (an unreadable layer).
     bool changed = !events.empty() || !before || before->exit_code() != p->exit_code();
-    std::map<std::string, std::string> state;
-    if (!events.empty() || !before) state[kStateOpenFindings] = ledger_.to_json_text();
-    recorder_.record(std::move(events), state);
+    EventStore::OpenFindingsWriter open_findings;
+    if (!events.empty() || !before)
+        open_findings = [this](const EventStore::RowPut& put) { ledger_.save_entries(put); };
+    recorder_.record(std::move(events), {}, std::move(open_findings));
     if (o_.drain && (changed || drain_.pending())) drain_.decide(j.diagnosis, j.unread);
 }
 
@@ -359,7 +357,16 @@ int Agent::run() {
     recorder_.open();
     // What the store remembers of an earlier run: the open findings, the drain journal, a followed file's
     // earlier generations.
-    ledger_ = FindingLedger::from_json(recorder_.saved_state(kStateOpenFindings));
+    FindingLedger::Restoring restoring;
+    if (recorder_.visit_open_findings([&](std::string_view entry) {
+            restoring.add(nlohmann::json::parse(entry, nullptr, false));
+        }) == 0) {
+        // A store written by a gpudx before the open findings had a table of their own: one array.
+        auto saved = recorder_.saved_state(EventStore::kLegacyOpenFindingsKey);
+        if (saved.is_array())
+            for (const auto& entry : saved) restoring.add(entry);
+    }
+    ledger_ = std::move(restoring).finish();
     drain_.restore();
     auto earlier_lines = recorder_.saved_state(FollowedLog::saved_state_key());
     if (auto problem = recorder_.problem(); !problem.empty()) std::fprintf(stderr, "gpudx agent: %s\n", problem.c_str());

@@ -121,34 +121,32 @@ nlohmann::json open_finding_to_json(const FindingLedger::Open& o) {
 
 }  // namespace
 
-std::string FindingLedger::to_json_text() const {
-    std::string text = "[";
-    for (const auto& [key, o] : open_) {
-        if (text.size() > 1) text += ',';
-        text += json_text(open_finding_to_json(o));
-    }
-    text += ']';
-    return text;
+void FindingLedger::save_entries(const std::function<void(const std::string& key, const std::string& entry)>& put) const {
+    for (const auto& [key, o] : open_) put(key, json_text(open_finding_to_json(o)));
+}
+
+void FindingLedger::Restoring::add(const nlohmann::json& entry) {
+    if (!entry.is_object() || !entry.contains("finding")) return;
+    auto f = finding_from_json(entry["finding"]);
+    if (!f || f->severity == Severity::info) return;
+    auto r = entry.find("read_ms");
+    read_ms_.push_back(r != entry.end() && r->is_number_integer() ? r->get<int64_t>() : 0);
+    findings_.push_back(std::move(*f));
+}
+
+FindingLedger FindingLedger::Restoring::finish() && {
+    FindingLedger ledger;
+    auto pack = std::make_shared<const PackedFindings>(findings_);
+    for (size_t i = 0; i < findings_.size(); ++i)
+        ledger.open_.emplace(finding_key(findings_[i]), Open{pack, static_cast<uint32_t>(i), read_ms_[i], true});
+    return ledger;
 }
 
 FindingLedger FindingLedger::from_json(const nlohmann::json& j) {
-    FindingLedger ledger;
-    if (!j.is_array()) return ledger;
-    // Read back into one pack of their own, which the restored findings share.
-    std::vector<Finding> restored;
-    std::vector<int64_t> read;
-    for (const auto& entry : j) {
-        if (!entry.is_object() || !entry.contains("finding")) continue;
-        auto f = finding_from_json(entry["finding"]);
-        if (!f || f->severity == Severity::info) continue;
-        auto r = entry.find("read_ms");
-        read.push_back(r != entry.end() && r->is_number_integer() ? r->get<int64_t>() : 0);
-        restored.push_back(std::move(*f));
-    }
-    auto pack = std::make_shared<const PackedFindings>(restored);
-    for (size_t i = 0; i < restored.size(); ++i)
-        ledger.open_.emplace(finding_key(restored[i]), Open{pack, static_cast<uint32_t>(i), read[i], true});
-    return ledger;
+    Restoring restoring;
+    if (j.is_array())
+        for (const auto& entry : j) restoring.add(entry);
+    return std::move(restoring).finish();
 }
 
 AgentEvent agent_note(std::string message, int64_t time_ms) {

@@ -3,6 +3,7 @@
 // node, and what happened to the agent itself (records lost to a kmsg overrun, a database moved aside).
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -78,10 +79,22 @@ public:
         return advance(std::make_shared<const PackedFindings>(now), unread, time_ms);
     }
     const std::map<std::string, Open>& open() const { return open_; }
-    // The ledger as a JSON array of {read_ms, finding}, written a finding at a time instead of as one tree
-    // (thousands of open findings would make a tree of tens of megabytes at every save).
-    std::string to_json_text() const;
-    // Reads back to_json_text's document; entries it cannot read are skipped.
+    // What the agent saves: each open finding as one entry, {"read_ms": ..., "finding": {...}}, handed to `put`
+    // with its key one at a time, so that thousands of open findings are never one text (10,000 made 8 MB of it,
+    // held three times over while it was written: docs/agent.md, "The API at size").
+    void save_entries(const std::function<void(const std::string& key, const std::string& entry)>& put) const;
+    // A ledger read back from saved entries, one at a time (the store's rows, or the one JSON array gpudx kept
+    // before); an entry it cannot read is skipped. The findings restored share one pack of their own.
+    class Restoring {
+    public:
+        void add(const nlohmann::json& entry);
+        FindingLedger finish() &&;
+
+    private:
+        std::vector<Finding> findings_;
+        std::vector<int64_t> read_ms_;
+    };
+    // Reads back an array of entries as one document.
     static FindingLedger from_json(const nlohmann::json& j);
 
 private:

@@ -33,13 +33,19 @@ nlohmann::json Recorder::saved_state(const char* key) {
     return text && !text->empty() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
 }
 
-void Recorder::record(std::vector<AgentEvent> events, const std::map<std::string, std::string>& state) {
-    if (events.empty() && state.empty()) return;
+size_t Recorder::visit_open_findings(const std::function<void(std::string_view entry)>& visit) {
+    std::lock_guard lock(mutex_);
+    return store_ ? store_->visit_open_findings(visit) : 0;
+}
+
+void Recorder::record(std::vector<AgentEvent> events, const std::map<std::string, std::string>& state,
+                      EventStore::OpenFindingsWriter open_findings) {
+    if (events.empty() && state.empty() && !open_findings) return;
     std::lock_guard lock(mutex_);
     for (const auto& e : events) ++events_by_kind_[static_cast<size_t>(e.kind)];
     if (store_) {
         bool was_writable = store_->status().writable;
-        store_->append(events, state);
+        store_->append(events, state, std::move(open_findings));
         if (!events.empty()) store_->prune(now_ms());
         auto st = store_->status();
         if (was_writable && !st.writable) std::fprintf(stderr, "gpudx agent: %s\n", st.problem.c_str());

@@ -31,8 +31,12 @@ public:
     // A state value the store holds (agent/store.hpp), as JSON; null when none, unreadable, or no store.
     nlohmann::json saved_state(const char* key);
 
-    // Stores the events, and the state given (key -> value) in the same commit (agent/store.hpp).
-    void record(std::vector<AgentEvent> events, const std::map<std::string, std::string>& state = {});
+    // Stores the events, and the state given (key -> value) and the open findings in the same commit
+    // (agent/store.hpp). Without a store the state and the open findings are not kept.
+    void record(std::vector<AgentEvent> events, const std::map<std::string, std::string>& state = {},
+                EventStore::OpenFindingsWriter open_findings = {});
+    // The open findings the store holds, an entry at a time (EventStore::visit_open_findings); 0 without one.
+    size_t visit_open_findings(const std::function<void(std::string_view entry)>& visit);
     // Said on stderr, kept among the latest notes (/v1/status) and recorded as the agent's news.
     void note(std::string message);
 

@@ -18,7 +18,9 @@ constexpr const char* kSchema =
     " gpu_pci TEXT NOT NULL, message TEXT NOT NULL, evidence TEXT NOT NULL);"
     "CREATE INDEX IF NOT EXISTS events_time ON events(time_ms);"
     // What the agent must remember across a restart beside its events (docs/agent.md, "Restarts").
-    "CREATE TABLE IF NOT EXISTS agent_state(key TEXT PRIMARY KEY, value TEXT NOT NULL);";
+    "CREATE TABLE IF NOT EXISTS agent_state(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    // The findings the agent holds open (FindingLedger), a row each, written with the events that changed them.
+    "CREATE TABLE IF NOT EXISTS open_findings(key TEXT PRIMARY KEY, entry TEXT NOT NULL);";
 
 // A statement, finalized when it goes out of scope.
 class Statement {
@@ -145,7 +147,8 @@ EventStore::~EventStore() {
     if (db_) sqlite3_close(db_);
 }
 
-bool EventStore::write(const std::vector<AgentEvent*>& events, const std::map<std::string, std::string>& state) {
+bool EventStore::write(const std::vector<AgentEvent*>& events, const std::map<std::string, std::string>& state,
+                       const OpenFindingsWriter& open_findings) {
     if (!db_) return false;
     auto failed = [&](const char* what) {
         status_.writable = false;
@@ -184,6 +187,25 @@ bool EventStore::write(const std::vector<AgentEvent*>& events, const std::map<st
             sqlite3_reset(put.get());
         }
     }
+    if (open_findings) {
+        Statement clear(db_, "DELETE FROM open_findings");
+        if (!clear.ok() || clear.step() != SQLITE_DONE) return failed("open findings");
+        Statement put(db_, "INSERT INTO open_findings(key, entry) VALUES(?, ?)");
+        if (!put.ok()) return failed("prepare");
+        bool ok = true;
+        open_findings([&](const std::string& key, const std::string& entry) {
+            if (!ok) return;
+            put.bind(1, key);
+            put.bind(2, entry);
+            ok = put.step() == SQLITE_DONE;
+            sqlite3_reset(put.get());
+        });
+        if (!ok) return failed("open findings");
+        Statement legacy(db_, "DELETE FROM agent_state WHERE key = ?");
+        if (!legacy.ok()) return failed("prepare");
+        legacy.bind(1, std::string(kLegacyOpenFindingsKey));
+        if (legacy.step() != SQLITE_DONE) return failed("state");
+    }
     if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) return failed("commit");
     status_.stored += events.size();
     if (!status_.writable) status_.problem.clear();
@@ -191,16 +213,19 @@ bool EventStore::write(const std::vector<AgentEvent*>& events, const std::map<st
     return true;
 }
 
-bool EventStore::append(std::vector<AgentEvent>& events, const std::map<std::string, std::string>& state) {
+bool EventStore::append(std::vector<AgentEvent>& events, const std::map<std::string, std::string>& state,
+                         OpenFindingsWriter open_findings) {
     // What waited from an earlier failure goes first, in order; the newer value of a state key wins.
     std::vector<AgentEvent*> batch;
     for (auto& e : pending_) batch.push_back(&e);
     for (auto& e : events) batch.push_back(&e);
     for (const auto& [key, value] : state) pending_state_[key] = value;
-    if (batch.empty() && pending_state_.empty()) return true;
-    if (write(batch, pending_state_)) {
+    if (open_findings) pending_open_findings_ = std::move(open_findings);
+    if (batch.empty() && pending_state_.empty() && !pending_open_findings_) return true;
+    if (write(batch, pending_state_, pending_open_findings_)) {
         pending_.clear();
         pending_state_.clear();
+        pending_open_findings_ = nullptr;
         status_.pending = 0;
         return true;
     }
@@ -260,6 +285,18 @@ size_t EventStore::visit(int64_t since_ms, int64_t after_id, size_t limit, const
         e.message = q.text(8);
         e.kind = read_event_kind(kind, e.message);
         visit(e, q.view(9));
+        ++visited;
+    }
+    return visited;
+}
+
+size_t EventStore::visit_open_findings(const std::function<void(std::string_view entry)>& visit) {
+    if (!db_) return 0;
+    Statement q(db_, "SELECT entry FROM open_findings ORDER BY key");
+    if (!q.ok()) return 0;
+    size_t visited = 0;
+    while (q.step() == SQLITE_ROW) {
+        visit(q.view(0));
         ++visited;
     }
     return visited;

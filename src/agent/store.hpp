@@ -53,7 +53,18 @@ public:
     // a kill -9 leaves both as they were before or both as they are after.
     // False when the write failed (a full disk): the events and the state wait in memory and go with the next
     // append.
-    bool append(std::vector<AgentEvent>& events, const std::map<std::string, std::string>& state = {});
+    // With `open_findings`, the table of the agent's open findings (FindingLedger) is written anew from the rows
+    // it puts, in the same commit, a row at a time. It waits as the state does; the newest one given is written.
+    using RowPut = std::function<void(const std::string& key, const std::string& entry)>;
+    using OpenFindingsWriter = std::function<void(const RowPut& put)>;
+    bool append(std::vector<AgentEvent>& events, const std::map<std::string, std::string>& state = {},
+                OpenFindingsWriter open_findings = {});
+    // Each open finding as last written (an entry's JSON text, as put), in key order; how many. Only what a
+    // commit wrote: not a writer still waiting.
+    size_t visit_open_findings(const std::function<void(std::string_view entry)>& visit);
+    // Where gpudx kept the open findings before they had a table: one JSON array under this state key, read by an
+    // agent that finds the table empty (agent.cpp) and deleted when the table is first written.
+    static constexpr const char* kLegacyOpenFindingsKey = "open_findings";
     // A state value as last appended (waiting in memory or stored); nullopt when never set. An empty value is
     // how a key is cleared.
     std::optional<std::string> state(const std::string& key);
@@ -80,7 +91,8 @@ private:
     explicit EventStore(EventStoreOptions o) : o_(std::move(o)) {}
     // `corrupt`: the file is there but is no database, or fails its check (to be moved aside).
     Result<void> open_database(bool& corrupt);
-    bool write(const std::vector<AgentEvent*>& events, const std::map<std::string, std::string>& state);
+    bool write(const std::vector<AgentEvent*>& events, const std::map<std::string, std::string>& state,
+               const OpenFindingsWriter& open_findings);
     void move_aside(const std::string& why);
     int64_t bytes_in_use();
 
@@ -88,6 +100,7 @@ private:
     sqlite3* db_ = nullptr;
     std::deque<AgentEvent> pending_;
     std::map<std::string, std::string> pending_state_;
+    OpenFindingsWriter pending_open_findings_;
     EventStoreStatus status_;
 };
 

@@ -1,6 +1,10 @@
 // Failing closed (issue 28): what could not be read is never health, a warning that becomes an error is news,
 // the agent's memory survives a restart, and no line of a followed file is lost to a rotation or a rewrite.
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <sys/sysmacros.h>
 
 #include <chrono>
@@ -85,14 +89,24 @@ TEST(AgentLedger, AFindingOfALayerThatCouldNotBeReadStaysOpenAndIsCarried) {
 TEST(AgentLedger, ARestoredLedgerRecordsNothingAgain) {
     FindingLedger ledger;
     ledger.advance({xid(Severity::error), link_degraded()}, {}, 1000);
-    // What the agent saves is written a finding at a time: the same text as the whole tree's.
+    // What the agent saves is an entry per open finding, with its key.
+    std::vector<std::pair<std::string, std::string>> saved;
+    ledger.save_entries([&](const std::string& key, const std::string& entry) { saved.emplace_back(key, entry); });
+    ASSERT_EQ(saved.size(), 2u);
     nlohmann::json tree = nlohmann::json::array();
-    for (const auto& [key, o] : ledger.open())
-        tree.push_back({{"read_ms", o.read_ms}, {"finding", finding_to_json(o.finding())}});
-    EXPECT_EQ(ledger.to_json_text(), json_text(tree));
-    auto restored = FindingLedger::from_json(nlohmann::json::parse(ledger.to_json_text()));
+    for (const auto& [key, o] : ledger.open()) {
+        nlohmann::json entry = {{"read_ms", o.read_ms}, {"finding", finding_to_json(o.finding())}};
+        EXPECT_EQ(saved[tree.size()], std::pair(key, json_text(entry)));
+        tree.push_back(entry);
+    }
+    FindingLedger::Restoring restoring;
+    for (const auto& [key, entry] : saved) restoring.add(nlohmann::json::parse(entry));
+    auto restored = std::move(restoring).finish();
     EXPECT_EQ(restored.open().size(), 2u);
+    EXPECT_EQ(restored.open().at(finding_key(link_degraded())).read_ms, 1000);
     EXPECT_TRUE(restored.advance({xid(Severity::error, "2 Xid 79 events"), link_degraded()}, {}, 2000).empty());
+    // The one array a gpudx before the open_findings table saved reads back the same.
+    EXPECT_EQ(FindingLedger::from_json(tree).open().size(), 2u);
     // What cannot be read back is skipped, not a crash.
     EXPECT_TRUE(FindingLedger::from_json(nlohmann::json::parse(R"([1, {"finding": {"id": "x"}}, "y"])")).open().empty());
     EXPECT_TRUE(FindingLedger::from_json(nlohmann::json()).open().empty());
@@ -172,6 +186,86 @@ TEST(AgentStoreState, StateIsCommittedWithTheEventsAndReadBackAfterAReopen) {
     ASSERT_TRUE(store);
     EXPECT_EQ((*store)->state("open_findings"), "[1]");
     EXPECT_EQ((*store)->state("drain_intent"), "");
+    std::filesystem::remove_all(dir);
+}
+
+// The open findings table's rows, in key order.
+std::vector<std::string> open_rows(EventStore& store) {
+    std::vector<std::string> rows;
+    store.visit_open_findings([&](std::string_view entry) { rows.emplace_back(entry); });
+    return rows;
+}
+
+EventStore::OpenFindingsWriter rows_of(std::vector<std::pair<std::string, std::string>> rows) {
+    return [rows](const EventStore::RowPut& put) {
+        for (const auto& [key, entry] : rows) put(key, entry);
+    };
+}
+
+TEST(AgentStoreState, OpenFindingsAreARowEachCommittedWithTheEventsAndWrittenAnewEachTime) {
+    auto dir = test::scratch("store-open-findings");
+    EventStoreOptions o;
+    o.path = (dir / "events.db").string();
+    {
+        auto store = EventStore::open(o);
+        ASSERT_TRUE(store) << store.error().message;
+        // A store written by an earlier gpudx: the open findings as one state value.
+        std::vector<AgentEvent> none;
+        ASSERT_TRUE((*store)->append(none, {{EventStore::kLegacyOpenFindingsKey, "[]"}}));
+        std::vector<AgentEvent> events = {agent_note("appeared", 1)};
+        ASSERT_TRUE((*store)->append(events, {}, rows_of({{"b", R"({"n":2})"}, {"a", R"({"n":1})"}})));
+        EXPECT_EQ(open_rows(**store), (std::vector<std::string>{R"({"n":1})", R"({"n":2})"}));
+        // Written with the table, the legacy value is gone: no later agent reads the older findings back.
+        EXPECT_FALSE((*store)->state(EventStore::kLegacyOpenFindingsKey));
+    }
+    auto store = EventStore::open(o);
+    ASSERT_TRUE(store);
+    EXPECT_EQ(open_rows(**store), (std::vector<std::string>{R"({"n":1})", R"({"n":2})"}));
+    EXPECT_EQ((*store)->status().stored, 1u);
+    // Each write is the whole ledger: a finding no longer put is gone.
+    std::vector<AgentEvent> cleared = {agent_note("cleared", 2)};
+    ASSERT_TRUE((*store)->append(cleared, {}, rows_of({{"b", R"({"n":3})"}})));
+    EXPECT_EQ(open_rows(**store), (std::vector<std::string>{R"({"n":3})"}));
+    // Events alone leave the table as it is.
+    std::vector<AgentEvent> note = {agent_note("note", 3)};
+    ASSERT_TRUE((*store)->append(note));
+    EXPECT_EQ(open_rows(**store), (std::vector<std::string>{R"({"n":3})"}));
+    std::filesystem::remove_all(dir);
+}
+
+TEST(AgentStoreState, OpenFindingsTheDiskRefusedWaitAndTheNewestAreWrittenWithTheNextCommit) {
+    auto dir = test::scratch("store-open-findings-full");
+    auto path = (dir / "events.db").string();
+    // In a child: a file size limit stands for a full disk, and this process keeps its own.
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        ::signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails (EFBIG) instead of killing the process
+        auto store = EventStore::open({.path = path});
+        if (!store) ::_exit(2);
+        rlimit limit{};
+        ::getrlimit(RLIMIT_FSIZE, &limit);
+        rlimit full = limit;
+        full.rlim_cur = 0;
+        if (::setrlimit(RLIMIT_FSIZE, &full) != 0) ::_exit(3);
+        std::string big(64 * 1024, 'x');
+        std::vector<AgentEvent> events = {agent_note("refused", 1)};
+        if ((*store)->append(events, {}, rows_of({{"a", big}}))) ::_exit(4);  // the disk took it after all
+        std::vector<AgentEvent> none;
+        if ((*store)->append(none, {}, rows_of({{"b", "newest"}}))) ::_exit(5);
+        if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) ::_exit(6);
+        // Room again: the next commit, even one of nothing, writes what waited, the newest rows among it.
+        if (!(*store)->append(none)) ::_exit(7);
+        ::_exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    ASSERT_EQ(WEXITSTATUS(status), 0) << "see the exit codes in the child above";
+    auto store = EventStore::open({.path = path});
+    ASSERT_TRUE(store);
+    EXPECT_EQ(open_rows(**store), std::vector<std::string>{"newest"});
+    EXPECT_EQ((*store)->status().stored, 1u);
     std::filesystem::remove_all(dir);
 }
 
