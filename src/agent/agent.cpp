@@ -161,7 +161,7 @@ private:
     // Diagnoses `s` (on scratch_).
     Judged judge(Snapshot s);
     // Judges it against the ledger, publishes it, records its events and hands it to the drain (main thread).
-    void publish(const Judged& j, DiagnosisTrigger trigger, double started_ms);
+    void publish(Judged& j, DiagnosisTrigger trigger, double started_ms);
     // Reads the NVML watcher; returns whether its news calls for a new diagnosis.
     bool take_nvml_events();
     // What the agent knows of itself, from the servers' threads.
@@ -262,13 +262,16 @@ Agent::Judged Agent::judge(Snapshot s) {
     return j;
 }
 
-void Agent::publish(const Judged& j, DiagnosisTrigger trigger, double started_ms) {
+void Agent::publish(Judged& j, DiagnosisTrigger trigger, double started_ms) {
     // Copied into this thread's arena, packed (a storm's findings in a fraction of their memory): held until the
     // next diagnosis, by the ledger too.
     auto p = std::make_shared<Published>();
     p->snapshot = j.snapshot;
     p->xid_counts = j.xid_counts;
     p->hold(j.diagnosis);
+    // Held packed from here on; the findings as made go now, so that a storm's findings as made and the events
+    // they cause are never in memory at the same time (docs/agent.md, "The API at size").
+    scratch_.free(std::move(j.diagnosis.findings));
     p->node_class = j.node_class;
     p->time_ms = now_ms();
     p->trigger = trigger;
@@ -284,7 +287,8 @@ void Agent::publish(const Judged& j, DiagnosisTrigger trigger, double started_ms
     if (!events.empty() || !before)
         open_findings = [this](const EventStore::RowPut& put) { ledger_.save_entries(put); };
     recorder_.record(std::move(events), {}, std::move(open_findings));
-    if (o_.drain && (changed || drain_.pending())) drain_.decide(j.diagnosis, j.unread);
+    if (o_.drain && (changed || drain_.pending()))
+        drain_.decide(p->diagnosis_head(SlurmDrain::kFindingsRead), j.unread);
 }
 
 void Agent::rediagnose_kernel_log() {

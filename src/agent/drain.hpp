@@ -30,7 +30,10 @@ public:
     // Whether a decision is due even when the verdict did not change: a failure to retry, an intent to resolve.
     bool pending() const { return failing_ || interrupted_; }
     // Drains or resumes the node as the diagnosis says; `unread`: the layers it could not read (layer -> why).
+    // Of its findings (sorted, the most severe first) it reads the first kFindingsRead: the reason's, and whether
+    // another error follows it (slurm_reason's "(+more)"); a caller holding thousands may pass only those.
     void decide(const Diagnosis& d, const std::map<Layer, std::string>& unread);
+    static constexpr size_t kFindingsRead = 2;
     AgentStatus::Drain status() const;
 
 private:

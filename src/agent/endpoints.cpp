@@ -46,6 +46,12 @@ Diagnosis Published::diagnosis() const {
     return d;
 }
 
+Diagnosis Published::diagnosis_head(size_t n) const {
+    Diagnosis d = summary_;
+    for (size_t i = 0; i < std::min(n, findings_.size()); ++i) d.findings.push_back(findings_.at(i));
+    return d;
+}
+
 PrometheusOptions Published::prom_options() const {
     return {.node = make_node_record(snapshot),
             .node_class = node_class,

@@ -35,6 +35,8 @@ struct Published {
     void hold(const Diagnosis& d);
     // The diagnosis held, its findings read back: a copy, made per answer.
     Diagnosis diagnosis() const;
+    // The same with only its first `n` findings (the most severe first): what a one-line reason reads.
+    Diagnosis diagnosis_head(size_t n) const;
     int exit_code() const { return summary_.exit_code; }
     // The findings, packed, where the ledger holds the open ones (FindingLedger::advance).
     const PackedFindings& findings() const { return findings_; }
