@@ -7,16 +7,20 @@
 #   - with BEFORE=OLD_GPUDX, the same gpudx commands of an older build (before a change, e.g. the GPU-health
 #     queries), with the difference in ms;
 #   - each collector's own duration from one snapshot (what runs side by side with what).
-# Every command of a round runs once, in turn, for RUNS rounds: a noisy machine's load falls on all of them; the
-# figures are medians. Exit codes of gpudx are verdicts, not failures, and are ignored.
+# Every command of a round runs once, for RUNS rounds, in a new random order each round: a noisy machine's load
+# falls on all of them; the figures are medians. Each command starts SETTLE_MS (default 500) after the one before
+# it exited, so no row's figure can depend on what the driver still does for the row before it (on an H100 no
+# such effect was measured: bench/driver_settle.sh, docs/device-runs/2026-12-06-h100-session21).
+# Exit codes of gpudx are verdicts, not failures, and are ignored.
 #
-#   [BEFORE=OLD_GPUDX] bench/diagnose_vs_driver.sh [GPUDX] [RUNS]
+#   [BEFORE=OLD_GPUDX] [SETTLE_MS=500] bench/diagnose_vs_driver.sh [GPUDX] [RUNS]
 #
 # Needs a GPU node with nvidia-smi and libcuda.so.1; elsewhere it says so and exits 77 (skipped).
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 gpudx=$(realpath "${1:-$here/build/gpudx}")
 runs=${2:-15}
+settle_s=$(awk -v ms="${SETTLE_MS:-500}" 'BEGIN { printf "%.3f", ms / 1000 }')
 before=${BEFORE:+$(realpath "$BEFORE")}
 command -v nvidia-smi >/dev/null || { echo "diagnose_vs_driver: no nvidia-smi here (not a GPU node): skipped"; exit 77; }
 work=$(mktemp -d /tmp/gpudx-bench-driver.XXXXXX)
@@ -43,8 +47,9 @@ for c in "${cases[@]}"; do ${c#*|} >/dev/null 2>&1; done  # page cache, driver s
 
 us() { local t0=${EPOCHREALTIME/./}; "$@" >/dev/null 2>&1; echo $(( ${EPOCHREALTIME/./} - t0 )); }
 for ((r = 0; r < runs; r++)); do
-  for i in "${!cases[@]}"; do
+  for i in $(shuf -i "0-$((${#cases[@]} - 1))"); do
     c=${cases[$i]}
+    sleep "$settle_s"
     # shellcheck disable=SC2086  # the command is words on purpose
     us ${c#*|} >> "$work/t$i"
   done
@@ -70,9 +75,9 @@ cmp() {  # measured, reference, goal as printed, [goal for bench/speed_goals.sh:
   goal_row "$1" "$(awk -v u="$a" 'BEGIN { printf "%.1f", u / 1000 }')" ms "$2" \
     "$(awk -v u="$b" 'BEGIN { printf "%.1f", u / 1000 }')" "${4:--}"
 }
-printf 'gpudx against the driver: %s, %d GPU(s), driver %s, %d rounds (medians), %d CPUs, load %s\n' "$gpudx" \
-  "$gpus" "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)" "$runs" "$(nproc)" \
-  "$(cut -d' ' -f1 /proc/loadavg)"
+printf 'gpudx against the driver: %s, %d GPU(s), driver %s, %d rounds (medians, %s s between commands), %d CPUs, load %s\n' \
+  "$gpudx" "$gpus" "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)" "$runs" "$settle_s" \
+  "$(nproc)" "$(cut -d' ' -f1 /proc/loadavg)"
 nvidia-smi --query-gpu=uuid,pci.bus_id,name --format=csv,noheader | sed 's/^/  GPU: /'
 row "measured" "median" "reference" "median" "ratio" "goal"
 cmp "gpudx diagnose --no-cuda" "nvidia-smi -L" "<= 1.1x" "ratio<=1.1"
