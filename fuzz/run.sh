@@ -7,7 +7,9 @@
 #   fuzz/run.sh fuzz_kernel_log fuzz_matrix     only these
 # Environment: FUZZ_BUILD (build dir, default build-asan), FUZZ_JOBS (targets run at once, default nproc),
 # FUZZ_SEED (libFuzzer's -seed; unset, each run explores afresh; CI sets 1 so a red run repeats),
-# FUZZ_CXX / FUZZ_CC (default clang++-16 / clang-16), BUILD_JOBS (compile jobs, default nproc).
+# FUZZ_CXX / FUZZ_CC (default clang++-16 / clang-16), BUILD_JOBS (compile jobs, default nproc), FUZZ_PREBUILT=1
+# (the targets are built already: neither configure nor build, so that a build of the same directory may run
+# beside it; .ci/run fuzzes while the sanitizer suite runs).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${FUZZ_BUILD:-$src/build-asan}
@@ -17,7 +19,9 @@ seed_flag=()
 jobs=${FUZZ_JOBS:-$(nproc)}
 build_jobs=${BUILD_JOBS:-$(nproc)}
 
-if [[ ! -f $build/build.ninja ]]; then
+if [[ -n ${FUZZ_PREBUILT:-} ]]; then
+    :
+elif [[ ! -f $build/build.ninja ]]; then
     # The Makefile's sanitizer configure (SANITIZE_CONFIGURE), so `make test-sanitize` later builds the suite
     # over the same objects. -O1 with line tables: the build takes half the time of -O2 -g, and a crash report
     # still names file:line.
@@ -25,7 +29,7 @@ if [[ ! -f $build/build.ninja ]]; then
         -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
         -DCMAKE_CXX_COMPILER="${FUZZ_CXX:-clang++-16}" -DCMAKE_C_COMPILER="${FUZZ_CC:-clang-16}" >/dev/null
 fi
-cmake --build "$build" --target fuzz_targets -j "$build_jobs"
+[[ -n ${FUZZ_PREBUILT:-} ]] || cmake --build "$build" --target fuzz_targets -j "$build_jobs"
 
 if [[ $# -gt 0 ]]; then
     targets=("$@")
