@@ -50,6 +50,26 @@ wait_for "the first diagnosis after the restart" "test \"\$(json_field /v1/statu
 again=$(python3 -c "import sqlite3; print(sqlite3.connect('$state/events.db').execute(\"select count(*) from events where kind in ('appeared','changed','drained')\").fetchone()[0])")
 [[ $again == "$appeared" ]] || fail "the restart recorded $((again - appeared)) events again"
 stop_agent
+# 3b. The same from a store an earlier gpudx wrote: the open findings as one array under agent_state's
+# "open_findings", no open_findings rows. Read from there; the array goes once the table is written.
+python3 - "$state/events.db" <<'EOF2'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+entries = [row[0] for row in db.execute("SELECT entry FROM open_findings ORDER BY key")]
+assert entries, "no open findings rows to turn into the earlier format"
+db.execute("DELETE FROM open_findings")
+db.execute("INSERT OR REPLACE INTO agent_state(key, value) VALUES('open_findings', ?)", ("[" + ",".join(entries) + "]",))
+db.commit()
+EOF2
+start_agent
+wait_for "the first diagnosis after the restart" "test \"\$(json_field /v1/status \"j['agent']['last_diagnosis']['trigger']\")\" = start"
+again=$(python3 -c "import sqlite3; print(sqlite3.connect('$state/events.db').execute(\"select count(*) from events where kind in ('appeared','changed','drained')\").fetchone()[0])")
+[[ $again == "$appeared" ]] || fail "the restart from an earlier store recorded $((again - appeared)) events again"
+# The first diagnosis of a run writes the table (nothing was published before it).
+wait_for "the table written" 'python3 -c "import sqlite3, sys; db = sqlite3.connect(\"$state/events.db\"); sys.exit(db.execute(\"select count(*) from open_findings\").fetchone()[0] == 0)"'
+legacy=$(python3 -c "import sqlite3; print(sqlite3.connect('$state/events.db').execute(\"select count(*) from agent_state where key = 'open_findings'\").fetchone()[0])")
+[[ $legacy == 0 ]] || fail "the earlier store's array is still there once the table was written"
+stop_agent
 
 # 4. Lines lost in rotation: one written just before the rename, one into the renamed-away file.
 for where in before_rename into_renamed; do
