@@ -22,13 +22,8 @@ gpudx=$(realpath "${1:-$here/build/gpudx}")
 runs=${2:-15}
 settle_s=$(awk -v ms="${SETTLE_MS:-500}" 'BEGIN { printf "%.3f", ms / 1000 }')
 before=${BEFORE:+$(realpath "$BEFORE")}
-command -v nvidia-smi >/dev/null || { echo "diagnose_vs_driver: no nvidia-smi here (not a GPU node): skipped"; exit 77; }
-work=$(mktemp -d /tmp/gpudx-bench-driver.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-floor=$work/cuda_floor
-${CC:-cc} -O2 -o "$floor" "$here/bench/cuda_floor.c" -ldl ||
-  { echo "diagnose_vs_driver: could not compile bench/cuda_floor.c"; exit 77; }
-gpus=$("$floor") || { echo "diagnose_vs_driver: libcuda.so.1 did not start (status $?): skipped"; exit 77; }
+source "$here/bench/gpu_node.sh"
+gpu_node_setup diagnose_vs_driver
 
 # name|command: the commands of one round.
 cases=(

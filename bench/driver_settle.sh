@@ -16,13 +16,8 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 gpudx=$(realpath "${1:-$here/build/gpudx}")
 runs=${2:-9}
-command -v nvidia-smi >/dev/null || { echo "driver_settle: no nvidia-smi here (not a GPU node): skipped"; exit 77; }
-work=$(mktemp -d /tmp/gpudx-bench-settle.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-floor=$work/cuda_floor
-${CC:-cc} -O2 -o "$floor" "$here/bench/cuda_floor.c" -ldl ||
-  { echo "driver_settle: could not compile bench/cuda_floor.c"; exit 77; }
-"$floor" >/dev/null || { echo "driver_settle: libcuda.so.1 did not start (status $?): skipped"; exit 77; }
+source "$here/bench/gpu_node.sh"
+gpu_node_setup driver_settle
 
 # name|command
 measured=(
