@@ -55,7 +55,8 @@ Diagnosis Published::diagnosis_head(size_t n) const {
 PrometheusOptions Published::prom_options() const {
     return {.node = make_node_record(snapshot),
             .node_class = node_class,
-            .xid_counts = xid_counts ? &*xid_counts : nullptr};
+            .xid_counts = xid_counts ? &*xid_counts : nullptr,
+            .findings = &findings_};
 }
 
 std::vector<XidCount> digest_kernel_log(KernelLog& log) {
@@ -240,7 +241,7 @@ HttpResponse Endpoints::answer(const HttpRequest& r) {
         auto p = publication_.latest();
         HttpResponse res;
         res.content_type = "text/plain; version=0.0.4; charset=utf-8";
-        res.body = (p ? render_prometheus(p->snapshot, p->diagnosis(), p->prom_options()) : std::string()) +
+        res.body = (p ? render_prometheus(p->snapshot, p->diagnosis_head(0), p->prom_options()) : std::string()) +
                    render_agent_metrics(status_());
         return res;
     }

@@ -41,7 +41,8 @@ struct Published {
     // The findings, packed, where the ledger holds the open ones (FindingLedger::advance).
     const PackedFindings& findings() const { return findings_; }
 
-    // The node record, class and Xid counts the Prometheus format names.
+    // The node record, class and Xid counts the Prometheus format names, and the packed findings its series
+    // are read from.
     PrometheusOptions prom_options() const;
 
 private:

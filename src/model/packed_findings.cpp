@@ -89,6 +89,12 @@ Finding PackedFindings::at(size_t i) const {
     return f;
 }
 
+std::pair<std::string_view, std::string_view> PackedFindings::subject(size_t i, size_t k) const {
+    if (k >= subject_count(i)) throw std::out_of_range("PackedFindings::subject: no such subject");
+    const Subject& g = subjects_[records_.at(i).subjects.begin + k];
+    return {view(g.uuid), view(g.pci)};
+}
+
 std::vector<Finding> PackedFindings::unpack() const {
     std::vector<Finding> out;
     out.reserve(size());

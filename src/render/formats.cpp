@@ -66,19 +66,28 @@ std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const Prome
     prometheus_family(out, "gpudx_finding", "gauge",
                       "A finding of gpudx diagnose, one series per finding and GPU (value 1).");
     std::set<std::tuple<std::string, std::string, std::string>> seen;
-    for (auto& f : d.findings) {
-        auto emit = [&](const GpuRef& g) {
-            out += fmt::format("gpudx_finding{{id=\"{}\",layer=\"{}\",severity=\"{}\",uuid=\"{}\",pci=\"{}\"}} 1\n",
-                               escape_prometheus_label(f.id), to_string(f.layer), to_string(f.severity),
-                               escape_prometheus_label(g.uuid), escape_prometheus_label(g.pci));
-        };
-        // Two findings with the same id on the same GPU would be duplicate series, and node_exporter drops
-        // the whole file over one duplicate: the first stands.
-        auto once = [&](const GpuRef& g) {
-            if (seen.insert({f.id, g.uuid, g.pci}).second) emit(g);
-        };
-        if (f.subjects.empty()) once(GpuRef{});
-        for (auto& g : f.subjects) once(g);
+    // One series per finding and GPU. Two findings with the same id on the same GPU would be duplicate series, and
+    // node_exporter drops the whole file over one duplicate: the first stands.
+    auto series = [&](std::string_view id, Layer layer, Severity severity, std::string_view uuid, std::string_view pci) {
+        if (!seen.emplace(id, uuid, pci).second) return;
+        out += fmt::format("gpudx_finding{{id=\"{}\",layer=\"{}\",severity=\"{}\",uuid=\"{}\",pci=\"{}\"}} 1\n",
+                           escape_prometheus_label(id), to_string(layer), to_string(severity),
+                           escape_prometheus_label(uuid), escape_prometheus_label(pci));
+    };
+    if (o.findings) {
+        const PackedFindings& p = *o.findings;
+        for (size_t i = 0; i < p.size(); ++i) {
+            if (p.subject_count(i) == 0) series(p.id(i), p.layer(i), p.severity(i), {}, {});
+            for (size_t k = 0; k < p.subject_count(i); ++k) {
+                auto [uuid, pci] = p.subject(i, k);
+                series(p.id(i), p.layer(i), p.severity(i), uuid, pci);
+            }
+        }
+    } else {
+        for (auto& f : d.findings) {
+            if (f.subjects.empty()) series(f.id, f.layer, f.severity, {}, {});
+            for (auto& g : f.subjects) series(f.id, f.layer, f.severity, g.uuid, g.pci);
+        }
     }
     prometheus_family(out, "gpudx_layer_status", "gauge",
                       "State of each layer: 1 for the current state, 0 for the others.");

@@ -5,6 +5,7 @@
 
 #include "model/diagnosis.hpp"
 #include "model/node_record.hpp"
+#include "model/packed_findings.hpp"
 #include "model/slurm_reason.hpp"
 #include "model/snapshot.hpp"
 #include "render/prometheus.hpp"  // escape_prometheus_label
@@ -27,6 +28,9 @@ struct PrometheusOptions {
     std::string node_class;  // the node's class in the compatibility matrix (`--matrix`); empty: none given or none fits
     // Counted already: used instead of xid_counts(s.kernel_log) (the agent keeps these, not the kernel log's tallies).
     const std::vector<XidCount>* xid_counts = nullptr;
+    // Held packed: the gpudx_finding series are read from it instead of the diagnosis's findings (the agent's
+    // /metrics, which then reads no copy of every finding per scrape).
+    const PackedFindings* findings = nullptr;
 };
 
 // Prometheus text exposition for node_exporter's textfile collector and the agent's /metrics

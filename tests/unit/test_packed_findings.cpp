@@ -8,6 +8,7 @@
 
 #include "model/packed_findings.hpp"
 #include "model/snapshot.hpp"
+#include "render/formats.hpp"
 #include "rules/engine/diagnose.hpp"
 #include "test_support.hpp"
 
@@ -35,6 +36,11 @@ TEST(PackedFindings, EveryGoldenDiagnosisReadsBackAsItWas) {
             EXPECT_EQ(packed.layer(i), d.findings[i].layer);
             EXPECT_EQ(packed.severity(i), d.findings[i].severity);
         }
+        // The agent's /metrics reads the findings' series from the pack, with a diagnosis of no findings.
+        Diagnosis summary = d;
+        summary.findings.clear();
+        PrometheusOptions from_pack{.findings = &packed};
+        EXPECT_EQ(render_prometheus(*s, summary, from_pack), render_prometheus(*s, d, {})) << name;
         ++diagnoses;
         findings += d.findings.size();
     }
@@ -61,6 +67,14 @@ TEST(PackedFindings, EveryFieldReadsBackIncludingTheRareOnes) {
     ASSERT_TRUE(back.process.has_value());
     EXPECT_EQ(back.process->job, "17");
     EXPECT_EQ(back.subjects.at(1).kind, SubjectKind::nvswitch);
+    // The views a reader of ids and subjects takes instead of a whole finding.
+    EXPECT_EQ(packed.id(0), "slurm.process_on_foreign_gpu");
+    ASSERT_EQ(packed.subject_count(0), 2u);
+    EXPECT_EQ(packed.subject(0, 0), std::pair(std::string_view("GPU-5bd41b7c-8a07-7c1a-30c4-3c5f4cc3b8a1"),
+                                              std::string_view("0000:00:06.0")));
+    EXPECT_EQ(packed.subject(0, 1), std::pair(std::string_view(), std::string_view("0000:05:00.0")));
+    EXPECT_EQ(packed.subject_count(1), 0u);
+    EXPECT_THROW(packed.subject(1, 0), std::out_of_range);
     EXPECT_FALSE(packed.at(1).process.has_value());
     EXPECT_EQ(packed.at(2).process->pid, 7);
     EXPECT_THROW(packed.at(3), std::out_of_range);
