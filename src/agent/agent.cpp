@@ -173,6 +173,10 @@ private:
     int64_t started_ms_ = now_ms();
     SystemdNotifier systemd_;
 
+    // Main thread only (or the scratch thread, while the main thread waits). The warning and error findings
+    // recorded as open; what was last read of a layer that could not be read since stays in it (fail closed).
+    // Declared before recorder_, so that it outlives a ledger writer the store still holds (EventStore::append).
+    FindingLedger ledger_;
     Recorder recorder_;
     FollowedLog followed_;
     SlurmDrain drain_;
@@ -181,9 +185,6 @@ private:
     std::vector<std::unique_ptr<HttpServer>> servers_;
     std::vector<std::string> serving_;  // set before the servers start
 
-    // Main thread only (or the scratch thread, while the main thread waits). The warning and error findings
-    // recorded as open; what was last read of a layer that could not be read since stays in it (fail closed).
-    FindingLedger ledger_;
     bool collect_failing_ = false;
     // NVML events (main thread only, but for the counter): the recent ones go into every snapshot judged.
     NvmlEventWatcher nvml_watch_{o_.nvml_events};
@@ -362,9 +363,12 @@ int Agent::run() {
     // What the store remembers of an earlier run: the open findings, the drain journal, a followed file's
     // earlier generations.
     FindingLedger::Restoring restoring;
-    if (recorder_.visit_open_findings([&](std::string_view entry) {
-            restoring.add(nlohmann::json::parse(entry, nullptr, false));
-        }) == 0) {
+    auto restored = recorder_.visit_open_findings(
+        [&](std::string_view entry) { restoring.add(nlohmann::json::parse(entry, nullptr, false)); });
+    if (!restored) {
+        recorder_.note("could not read the open findings the event store holds (" + restored.error().message +
+                       "): a finding still present is recorded as appeared again");
+    } else if (*restored == 0) {
         // A store written by a gpudx before the open findings had a table of their own: one array.
         auto saved = recorder_.saved_state(EventStore::kLegacyOpenFindingsKey);
         if (saved.is_array())

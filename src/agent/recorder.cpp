@@ -33,9 +33,10 @@ nlohmann::json Recorder::saved_state(const char* key) {
     return text && !text->empty() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
 }
 
-size_t Recorder::visit_open_findings(const std::function<void(std::string_view entry)>& visit) {
+Result<size_t> Recorder::visit_open_findings(const std::function<void(std::string_view entry)>& visit) {
     std::lock_guard lock(mutex_);
-    return store_ ? store_->visit_open_findings(visit) : 0;
+    if (!store_) return size_t{0};
+    return store_->visit_open_findings(visit);
 }
 
 void Recorder::record(std::vector<AgentEvent> events, const std::map<std::string, std::string>& state,

@@ -36,7 +36,7 @@ public:
     void record(std::vector<AgentEvent> events, const std::map<std::string, std::string>& state = {},
                 EventStore::OpenFindingsWriter open_findings = {});
     // The open findings the store holds, an entry at a time (EventStore::visit_open_findings); 0 without one.
-    size_t visit_open_findings(const std::function<void(std::string_view entry)>& visit);
+    Result<size_t> visit_open_findings(const std::function<void(std::string_view entry)>& visit);
     // Said on stderr, kept among the latest notes (/v1/status) and recorded as the agent's news.
     void note(std::string message);
 

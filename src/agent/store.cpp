@@ -18,9 +18,13 @@ constexpr const char* kSchema =
     " gpu_pci TEXT NOT NULL, message TEXT NOT NULL, evidence TEXT NOT NULL);"
     "CREATE INDEX IF NOT EXISTS events_time ON events(time_ms);"
     // What the agent must remember across a restart beside its events (docs/agent.md, "Restarts").
-    "CREATE TABLE IF NOT EXISTS agent_state(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-    // The findings the agent holds open (FindingLedger), a row each, written with the events that changed them.
-    "CREATE TABLE IF NOT EXISTS open_findings(key TEXT PRIMARY KEY, entry TEXT NOT NULL);";
+    "CREATE TABLE IF NOT EXISTS agent_state(key TEXT PRIMARY KEY, value TEXT NOT NULL);";
+
+// The findings the agent holds open (FindingLedger), a row each, written with the events that changed them. Made
+// by the first write that puts them, not at open: opening a store of an earlier gpudx on a full disk must not fail
+// for want of a new table (it would lose the drain journal with it).
+constexpr const char* kOpenFindingsTable =
+    "CREATE TABLE IF NOT EXISTS open_findings(key TEXT PRIMARY KEY, entry TEXT NOT NULL)";
 
 // A statement, finalized when it goes out of scope.
 class Statement {
@@ -188,6 +192,7 @@ bool EventStore::write(const std::vector<AgentEvent*>& events, const std::map<st
         }
     }
     if (open_findings) {
+        if (sqlite3_exec(db_, kOpenFindingsTable, nullptr, nullptr, nullptr) != SQLITE_OK) return failed("open findings");
         Statement clear(db_, "DELETE FROM open_findings");
         if (!clear.ok() || clear.step() != SQLITE_DONE) return failed("open findings");
         Statement put(db_, "INSERT INTO open_findings(key, entry) VALUES(?, ?)");
@@ -290,15 +295,20 @@ size_t EventStore::visit(int64_t since_ms, int64_t after_id, size_t limit, const
     return visited;
 }
 
-size_t EventStore::visit_open_findings(const std::function<void(std::string_view entry)>& visit) {
-    if (!db_) return 0;
+Result<size_t> EventStore::visit_open_findings(const std::function<void(std::string_view entry)>& visit) {
+    if (!db_) return size_t{0};
+    if (pragma_integer(db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'open_findings'") == 0)
+        return size_t{0};
+    auto error = [&] { return fail(fmt::format("{}: open findings: {}", o_.path, sqlite3_errmsg(db_)), o_.path); };
     Statement q(db_, "SELECT entry FROM open_findings ORDER BY key");
-    if (!q.ok()) return 0;
+    if (!q.ok()) return error();
     size_t visited = 0;
-    while (q.step() == SQLITE_ROW) {
+    int rc;
+    while ((rc = q.step()) == SQLITE_ROW) {
         visit(q.view(0));
         ++visited;
     }
+    if (rc != SQLITE_DONE) return error();
     return visited;
 }
 

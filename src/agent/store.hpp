@@ -59,9 +59,10 @@ public:
     using OpenFindingsWriter = std::function<void(const RowPut& put)>;
     bool append(std::vector<AgentEvent>& events, const std::map<std::string, std::string>& state = {},
                 OpenFindingsWriter open_findings = {});
-    // Each open finding as last written (an entry's JSON text, as put), in key order; how many. Only what a
-    // commit wrote: not a writer still waiting.
-    size_t visit_open_findings(const std::function<void(std::string_view entry)>& visit);
+    // Each open finding as last written (an entry's JSON text, as put), in key order; how many (0 too where no
+    // commit made the table yet). Only what a commit wrote: not a writer still waiting. An Error when the rows
+    // could not all be read: the entries visited before are not the whole ledger.
+    Result<size_t> visit_open_findings(const std::function<void(std::string_view entry)>& visit);
     // Where gpudx kept the open findings before they had a table: one JSON array under this state key, read by an
     // agent that finds the table empty (agent.cpp) and deleted when the table is first written.
     static constexpr const char* kLegacyOpenFindingsKey = "open_findings";

@@ -192,7 +192,9 @@ TEST(AgentStoreState, StateIsCommittedWithTheEventsAndReadBackAfterAReopen) {
 // The open findings table's rows, in key order.
 std::vector<std::string> open_rows(EventStore& store) {
     std::vector<std::string> rows;
-    store.visit_open_findings([&](std::string_view entry) { rows.emplace_back(entry); });
+    auto visited = store.visit_open_findings([&](std::string_view entry) { rows.emplace_back(entry); });
+    EXPECT_TRUE(visited) << visited.error().message;
+    EXPECT_EQ(visited.value_or(0), rows.size());
     return rows;
 }
 
@@ -209,6 +211,8 @@ TEST(AgentStoreState, OpenFindingsAreARowEachCommittedWithTheEventsAndWrittenAne
     {
         auto store = EventStore::open(o);
         ASSERT_TRUE(store) << store.error().message;
+        // The table is made by the first write that puts rows (not at open, which must not need to write).
+        EXPECT_TRUE(open_rows(**store).empty());
         // A store written by an earlier gpudx: the open findings as one state value.
         std::vector<AgentEvent> none;
         ASSERT_TRUE((*store)->append(none, {{EventStore::kLegacyOpenFindingsKey, "[]"}}));
