@@ -94,7 +94,8 @@ HttpResponse Endpoints::status_response(const HttpRequest& r) {
     HttpResponse res;
     if (*format == ReportFormat::json) {
         // Written a finding at a time: with thousands of findings their tree would be several times the answer.
-        res.body = diagnosis_json_text(p->snapshot, p->diagnosis(), {{"agent", agent_status_to_json(status_())}});
+        res.body = diagnosis_json_text(p->snapshot, p->diagnosis_head(0), {{"agent", agent_status_to_json(status_())}},
+                                       p->findings());
         res.body += "\n";
         res.headers.emplace_back("X-Gpudx-Exit-Code", std::to_string(p->exit_code()));
         return res;

@@ -65,5 +65,10 @@ nlohmann::json diagnosis_to_json(const Snapshot& s, const Diagnosis& d);
 // The text of diagnosis_to_json(s, d) with `extra`'s keys added (the agent's status), indented by 2: the same bytes,
 // made a finding at a time instead of from one tree of every finding (an agent holding a storm's thousands).
 std::string diagnosis_json_text(const Snapshot& s, const Diagnosis& d, const nlohmann::json& extra);
+class PackedFindings;
+// The same, the findings read one at a time from `findings` (`d`'s own are not read): the agent's /v1/status, which
+// then holds one finding read back at a time instead of a copy of every one.
+std::string diagnosis_json_text(const Snapshot& s, const Diagnosis& d, const nlohmann::json& extra,
+                                const PackedFindings& findings);
 
 }  // namespace gpudx

@@ -6,6 +6,7 @@
 #include "model/diagnosis.hpp"
 #include "model/json_support.hpp"
 #include "model/layer_json.hpp"
+#include "model/packed_findings.hpp"
 #include "model/snapshot.hpp"
 
 namespace gpudx {
@@ -54,7 +55,12 @@ nlohmann::json diagnosis_to_json(const Snapshot& s, const Diagnosis& d) {
     return j;
 }
 
-std::string diagnosis_json_text(const Snapshot& s, const Diagnosis& d, const nlohmann::json& extra) {
+namespace {
+
+// diagnosis_json_text, the findings being `count` of them, the i-th given by `finding(i)` (read one at a time).
+template <typename FindingAt>
+std::string json_text_a_finding_at_a_time(const Snapshot& s, const Diagnosis& d, const nlohmann::json& extra,
+                                          size_t count, FindingAt finding) {
     nlohmann::json head = diagnosis_head_json(s, d);
     for (auto& [key, value] : extra.items()) head[key] = value;
     // The findings' place in the head's text, held by a string no document has, at the top level's indentation.
@@ -65,7 +71,10 @@ std::string diagnosis_json_text(const Snapshot& s, const Diagnosis& d, const nlo
     const std::string quoted = json_text(placeholder);
     size_t at = text.find("\n  \"findings\": " + quoted);
     if (at == std::string::npos) {  // cannot happen; the tree's text is the answer then
-        auto j = diagnosis_to_json(s, d);
+        Diagnosis whole = d;
+        whole.findings.clear();
+        for (size_t i = 0; i < count; ++i) whole.findings.push_back(finding(i));
+        auto j = diagnosis_to_json(s, whole);
         for (auto& [key, value] : extra.items()) j[key] = value;
         return json_text(j, 2);
     }
@@ -73,13 +82,13 @@ std::string diagnosis_json_text(const Snapshot& s, const Diagnosis& d, const nlo
     std::string out;
     out.reserve(text.size());
     out.append(text, 0, value_at);
-    if (d.findings.empty()) {
+    if (count == 0) {
         out += "[]";
     } else {
         // As dump(2) writes an array one level down: each element on its own lines, 4 spaces in.
         out += "[\n";
-        for (size_t i = 0; i < d.findings.size(); ++i) {
-            nlohmann::json f = finding_to_json(d.findings[i]);
+        for (size_t i = 0; i < count; ++i) {
+            nlohmann::json f = finding_to_json(finding(i));
             repair_utf8(f);
             if (i > 0) out += ",\n";
             out += "    ";
@@ -92,6 +101,18 @@ std::string diagnosis_json_text(const Snapshot& s, const Diagnosis& d, const nlo
     }
     out.append(text, value_at + quoted.size());
     return out;
+}
+
+}  // namespace
+
+std::string diagnosis_json_text(const Snapshot& s, const Diagnosis& d, const nlohmann::json& extra) {
+    return json_text_a_finding_at_a_time(s, d, extra, d.findings.size(),
+                                         [&](size_t i) -> const Finding& { return d.findings[i]; });
+}
+
+std::string diagnosis_json_text(const Snapshot& s, const Diagnosis& d, const nlohmann::json& extra,
+                                const PackedFindings& findings) {
+    return json_text_a_finding_at_a_time(s, d, extra, findings.size(), [&](size_t i) { return findings.at(i); });
 }
 
 }  // namespace gpudx

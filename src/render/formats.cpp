@@ -65,7 +65,8 @@ std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const Prome
     std::string out;
     prometheus_family(out, "gpudx_finding", "gauge",
                       "A finding of gpudx diagnose, one series per finding and GPU (value 1).");
-    std::set<std::tuple<std::string, std::string, std::string>> seen;
+    // Views into the findings (the diagnosis's or the pack), which outlive this function.
+    std::set<std::tuple<std::string_view, std::string_view, std::string_view>> seen;
     // One series per finding and GPU. Two findings with the same id on the same GPU would be duplicate series, and
     // node_exporter drops the whole file over one duplicate: the first stands.
     auto series = [&](std::string_view id, Layer layer, Severity severity, std::string_view uuid, std::string_view pci) {

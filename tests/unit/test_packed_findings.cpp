@@ -41,6 +41,9 @@ TEST(PackedFindings, EveryGoldenDiagnosisReadsBackAsItWas) {
         summary.findings.clear();
         PrometheusOptions from_pack{.findings = &packed};
         EXPECT_EQ(render_prometheus(*s, summary, from_pack), render_prometheus(*s, d, {})) << name;
+        // And /v1/status reads them back one at a time.
+        nlohmann::json extra = {{"agent", {{"x", 1}}}};
+        EXPECT_EQ(diagnosis_json_text(*s, summary, extra, packed), diagnosis_json_text(*s, d, extra)) << name;
         ++diagnoses;
         findings += d.findings.size();
     }
