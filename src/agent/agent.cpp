@@ -365,16 +365,13 @@ int Agent::run() {
     FindingLedger::Restoring restoring;
     auto restored = recorder_.visit_open_findings(
         [&](std::string_view entry) { restoring.add(nlohmann::json::parse(entry, nullptr, false)); });
-    if (!restored) {
+    if (!restored)
         recorder_.note("could not read the open findings the event store holds (" + restored.error().message +
                        "): a finding still present is recorded as appeared again");
-    } else if (*restored == 0) {
-        // A store written by a gpudx before the open findings had a table of their own: one array.
-        auto saved = recorder_.saved_state(EventStore::kLegacyOpenFindingsKey);
-        if (saved.is_array())
-            for (const auto& entry : saved) restoring.add(entry);
-    }
-    ledger_ = std::move(restoring).finish();
+    // None in the table: a store written by a gpudx before the open findings had one keeps them as one array.
+    ledger_ = restored && *restored == 0
+                  ? FindingLedger::from_json(recorder_.saved_state(EventStore::kLegacyOpenFindingsKey))
+                  : std::move(restoring).finish();
     drain_.restore();
     auto earlier_lines = recorder_.saved_state(FollowedLog::saved_state_key());
     if (auto problem = recorder_.problem(); !problem.empty()) std::fprintf(stderr, "gpudx agent: %s\n", problem.c_str());
