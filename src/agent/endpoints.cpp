@@ -55,8 +55,7 @@ Diagnosis Published::diagnosis_head(size_t n) const {
 PrometheusOptions Published::prom_options() const {
     return {.node = make_node_record(snapshot),
             .node_class = node_class,
-            .xid_counts = xid_counts ? &*xid_counts : nullptr,
-            .findings = &findings_};
+            .xid_counts = xid_counts ? &*xid_counts : nullptr};
 }
 
 std::vector<XidCount> digest_kernel_log(KernelLog& log) {
@@ -94,7 +93,7 @@ HttpResponse Endpoints::status_response(const HttpRequest& r) {
     HttpResponse res;
     if (*format == ReportFormat::json) {
         // Written a finding at a time: with thousands of findings their tree would be several times the answer.
-        res.body = diagnosis_json_text(p->snapshot, p->diagnosis_head(0), {{"agent", agent_status_to_json(status_())}},
+        res.body = diagnosis_json_text(p->snapshot, p->summary(), {{"agent", agent_status_to_json(status_())}},
                                        p->findings());
         res.body += "\n";
         res.headers.emplace_back("X-Gpudx-Exit-Code", std::to_string(p->exit_code()));
@@ -242,7 +241,7 @@ HttpResponse Endpoints::answer(const HttpRequest& r) {
         auto p = publication_.latest();
         HttpResponse res;
         res.content_type = "text/plain; version=0.0.4; charset=utf-8";
-        res.body = (p ? render_prometheus(p->snapshot, p->diagnosis_head(0), p->prom_options()) : std::string()) +
+        res.body = (p ? render_prometheus(p->snapshot, p->summary(), p->findings(), p->prom_options()) : std::string()) +
                    render_agent_metrics(status_());
         return res;
     }

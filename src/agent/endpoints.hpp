@@ -37,12 +37,14 @@ struct Published {
     Diagnosis diagnosis() const;
     // The same with only its first `n` findings (the most severe first): what a one-line reason reads.
     Diagnosis diagnosis_head(size_t n) const;
+    // The diagnosis held without its findings (its verdict, layers and boundary): with findings(), what an answer
+    // that reads them one at a time is made of.
+    const Diagnosis& summary() const { return summary_; }
     int exit_code() const { return summary_.exit_code; }
     // The findings, packed, where the ledger holds the open ones (FindingLedger::advance).
     const PackedFindings& findings() const { return findings_; }
 
-    // The node record, class and Xid counts the Prometheus format names, and the packed findings its series
-    // are read from.
+    // The node record, class and Xid counts the Prometheus format names.
     PrometheusOptions prom_options() const;
 
 private:

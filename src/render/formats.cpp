@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "core/text.hpp"
+#include "model/packed_findings.hpp"
 #include "render/prometheus.hpp"
 
 namespace gpudx {
@@ -61,35 +62,26 @@ std::vector<XidCount> xid_counts(const KernelLog& log) {
     return out;
 }
 
-std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const PrometheusOptions& o) {
+namespace {
+
+// The series of render_prometheus, the gpudx_finding ones written by `finding_series(series)`, which calls
+// series(id, layer, severity, uuid, pci) for each finding and GPU (a finding of no GPU once, with both empty).
+template <typename FindingSeries>
+std::string prometheus_text(const Snapshot& s, const Diagnosis& d, const PrometheusOptions& o,
+                            FindingSeries finding_series) {
     std::string out;
     prometheus_family(out, "gpudx_finding", "gauge",
                       "A finding of gpudx diagnose, one series per finding and GPU (value 1).");
     // Views into the findings (the diagnosis's or the pack), which outlive this function.
     std::set<std::tuple<std::string_view, std::string_view, std::string_view>> seen;
-    // One series per finding and GPU. Two findings with the same id on the same GPU would be duplicate series, and
-    // node_exporter drops the whole file over one duplicate: the first stands.
-    auto series = [&](std::string_view id, Layer layer, Severity severity, std::string_view uuid, std::string_view pci) {
+    // Two findings with the same id on the same GPU would be duplicate series, and node_exporter drops the whole
+    // file over one duplicate: the first stands.
+    finding_series([&](std::string_view id, Layer layer, Severity severity, std::string_view uuid, std::string_view pci) {
         if (!seen.emplace(id, uuid, pci).second) return;
         out += fmt::format("gpudx_finding{{id=\"{}\",layer=\"{}\",severity=\"{}\",uuid=\"{}\",pci=\"{}\"}} 1\n",
                            escape_prometheus_label(id), to_string(layer), to_string(severity),
                            escape_prometheus_label(uuid), escape_prometheus_label(pci));
-    };
-    if (o.findings) {
-        const PackedFindings& p = *o.findings;
-        for (size_t i = 0; i < p.size(); ++i) {
-            if (p.subject_count(i) == 0) series(p.id(i), p.layer(i), p.severity(i), {}, {});
-            for (size_t k = 0; k < p.subject_count(i); ++k) {
-                auto [uuid, pci] = p.subject(i, k);
-                series(p.id(i), p.layer(i), p.severity(i), uuid, pci);
-            }
-        }
-    } else {
-        for (auto& f : d.findings) {
-            if (f.subjects.empty()) series(f.id, f.layer, f.severity, {}, {});
-            for (auto& g : f.subjects) series(f.id, f.layer, f.severity, g.uuid, g.pci);
-        }
-    }
+    });
     prometheus_family(out, "gpudx_layer_status", "gauge",
                       "State of each layer: 1 for the current state, 0 for the others.");
     for (auto& l : d.layers)
@@ -118,6 +110,30 @@ std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const Prome
     render_xid_counts(out, o.xid_counts ? *o.xid_counts : xid_counts(s.kernel_log));
     render_info_metrics(out, o);
     return out;
+}
+
+}  // namespace
+
+std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const PrometheusOptions& o) {
+    return prometheus_text(s, d, o, [&](const auto& series) {
+        for (auto& f : d.findings) {
+            if (f.subjects.empty()) series(f.id, f.layer, f.severity, {}, {});
+            for (auto& g : f.subjects) series(f.id, f.layer, f.severity, g.uuid, g.pci);
+        }
+    });
+}
+
+std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const PackedFindings& findings,
+                              const PrometheusOptions& o) {
+    return prometheus_text(s, d, o, [&](const auto& series) {
+        for (size_t i = 0; i < findings.size(); ++i) {
+            if (findings.subject_count(i) == 0) series(findings.id(i), findings.layer(i), findings.severity(i), {}, {});
+            for (size_t k = 0; k < findings.subject_count(i); ++k) {
+                auto [uuid, pci] = findings.subject(i, k);
+                series(findings.id(i), findings.layer(i), findings.severity(i), uuid, pci);
+            }
+        }
+    });
 }
 
 namespace {

@@ -5,7 +5,6 @@
 
 #include "model/diagnosis.hpp"
 #include "model/node_record.hpp"
-#include "model/packed_findings.hpp"
 #include "model/slurm_reason.hpp"
 #include "model/snapshot.hpp"
 #include "render/prometheus.hpp"  // escape_prometheus_label
@@ -28,14 +27,16 @@ struct PrometheusOptions {
     std::string node_class;  // the node's class in the compatibility matrix (`--matrix`); empty: none given or none fits
     // Counted already: used instead of xid_counts(s.kernel_log) (the agent keeps these, not the kernel log's tallies).
     const std::vector<XidCount>* xid_counts = nullptr;
-    // Held packed: the gpudx_finding series are read from it instead of the diagnosis's findings (the agent's
-    // /metrics, which then reads no copy of every finding per scrape).
-    const PackedFindings* findings = nullptr;
 };
 
 // Prometheus text exposition for node_exporter's textfile collector and the agent's /metrics
 // (docs/output-formats.md). Every label's values are bounded per node: no per-event labels.
 std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const PrometheusOptions& o);
+class PackedFindings;
+// The same, the gpudx_finding series read from `findings` (`d`'s own are not read): the agent's /metrics, which then
+// reads no copy of every finding per scrape.
+std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const PackedFindings& findings,
+                              const PrometheusOptions& o);
 
 // The reason Slurm shows for a drained node, "gpudx: <check id> <GPU UUID> <PCI address>", for the most severe
 // error (the UUID shortened when the whole would not fit). None when there is no error. Reads the first two

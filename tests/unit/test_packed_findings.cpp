@@ -39,8 +39,7 @@ TEST(PackedFindings, EveryGoldenDiagnosisReadsBackAsItWas) {
         // The agent's /metrics reads the findings' series from the pack, with a diagnosis of no findings.
         Diagnosis summary = d;
         summary.findings.clear();
-        PrometheusOptions from_pack{.findings = &packed};
-        EXPECT_EQ(render_prometheus(*s, summary, from_pack), render_prometheus(*s, d, {})) << name;
+        EXPECT_EQ(render_prometheus(*s, summary, packed, {}), render_prometheus(*s, d, {})) << name;
         // And /v1/status reads them back one at a time.
         nlohmann::json extra = {{"agent", {{"x", 1}}}};
         EXPECT_EQ(diagnosis_json_text(*s, summary, extra, packed), diagnosis_json_text(*s, d, extra)) << name;
