@@ -40,7 +40,6 @@ if [[ -n $before ]]; then
 fi
 for c in "${cases[@]}"; do ${c#*|} >/dev/null 2>&1; done  # page cache, driver state
 
-us() { local t0=${EPOCHREALTIME/./}; "$@" >/dev/null 2>&1; echo $(( ${EPOCHREALTIME/./} - t0 )); }
 for ((r = 0; r < runs; r++)); do
   for i in $(shuf -i "0-$((${#cases[@]} - 1))"); do
     c=${cases[$i]}

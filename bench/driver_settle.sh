@@ -29,7 +29,6 @@ measured=(
 )
 predecessors=("cuda|$floor|0" "cuda+300ms|$floor|0.3" "cuda+1500ms|$floor|1.5" "nvml|nvidia-smi -L|0")
 
-us() { local t0=${EPOCHREALTIME/./}; "$@" >/dev/null 2>&1; echo $(( ${EPOCHREALTIME/./} - t0 )); }
 for c in "${measured[@]}"; do ${c#*|} >/dev/null 2>&1; done  # page cache
 for ((r = 0; r < runs; r++)); do
   for p in "${!predecessors[@]}"; do
