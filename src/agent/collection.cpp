@@ -35,8 +35,9 @@ bool kernel_line_matters(std::string_view line, const std::vector<std::string>& 
 
 namespace {
 
-// Lines of earlier generations of a followed file kept for the diagnosis (the oldest go first, said as a note):
-// only lines that matter are kept, and a node that logs 20,000 of them between rotations has bigger news.
+// Lines of earlier generations of a followed file kept for the diagnosis (the oldest go first, said as a note), and
+// of the generation under the name now (or of /dev/kmsg): only lines that matter are kept, and a node that logs
+// 20,000 of them between rotations has bigger news.
 constexpr long kKeptEarlierLines = 20000;
 
 }  // namespace
@@ -102,9 +103,10 @@ Collected collect_in_child(const std::vector<std::string>& command, std::chrono:
 const char* FollowedLog::saved_state_key() { return "kernel_log_earlier_lines"; }
 
 void FollowedLog::keep_generation_line(std::string_view line) {
+    // One line in, the oldest out once full: a storm holds the bound, not up to twice it as a vector trimmed in
+    // halves would.
     generation_lines_.emplace_back(line);
-    if (static_cast<long>(generation_lines_.size()) > 2 * kKeptEarlierLines)
-        generation_lines_.erase(generation_lines_.begin(), generation_lines_.begin() + kKeptEarlierLines);
+    if (static_cast<long>(generation_lines_.size()) > kKeptEarlierLines) generation_lines_.pop_front();
 }
 
 void FollowedLog::wake() {
@@ -208,7 +210,7 @@ bool FollowedLog::take() {
 
 bool FollowedLog::has_earlier_lines() {
     std::lock_guard lock(inbox_mutex_);
-    return !lines_for_reread().empty();
+    return following_file_ ? !earlier_lines_.empty() : !generation_lines_.empty();
 }
 
 void FollowedLog::read_into(Snapshot& s) {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -64,8 +65,9 @@ public:
 private:
     // Under inbox_mutex_. What a re-read of the log takes from what the agent kept: a followed file's earlier
     // generations; for /dev/kmsg, every record kept (the collector takes those the ring has lost).
-    const std::vector<std::string>& lines_for_reread() const {
-        return following_file_ ? earlier_lines_ : generation_lines_;
+    std::vector<std::string> lines_for_reread() const {
+        if (following_file_) return earlier_lines_;
+        return {generation_lines_.begin(), generation_lines_.end()};
     }
     // Under inbox_mutex_. The oldest go past the bound: they are still in the file until it is rotated.
     void keep_generation_line(std::string_view line);
@@ -86,8 +88,10 @@ private:
     std::vector<std::string> inbox_notes_;
     // The followed log's lines that matter: a file's, those of the generation under the name now and those of
     // earlier generations (rotated, truncated or rewritten away), judged before the file at each read;
-    // /dev/kmsg's, every record since start (generation_lines_), judged where the ring lost them.
-    std::vector<std::string> generation_lines_, earlier_lines_;
+    // /dev/kmsg's, every record since start (generation_lines_), judged where the ring lost them. Each holds the
+    // newest kKeptEarlierLines at most (collection.cpp).
+    std::deque<std::string> generation_lines_;
+    std::vector<std::string> earlier_lines_;
     uint64_t earlier_lines_dropped_ = 0;
 
     // Main thread only (or the scratch thread, while the main thread waits): how many earlier lines the last save to

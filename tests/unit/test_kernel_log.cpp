@@ -354,12 +354,39 @@ TEST(KernelLogScan, KeepsTheMostRecentLinesAboveTheCapButCountsEverything) {
     EXPECT_EQ(log.lines.size(), 100u);
     EXPECT_EQ(log.lines_over_cap, 150u);
     EXPECT_EQ(log.xids.size(), 100u);
-    EXPECT_EQ(log.xids.back().pid, 249);
+    // The newest 100, oldest first, as the log wrote them.
+    for (size_t i = 0; i < log.xids.size(); ++i) {
+        EXPECT_EQ(log.xids[i].pid, static_cast<int>(150 + i));
+        EXPECT_NE(log.lines[i].text.find("pid=" + std::to_string(150 + i) + ","), std::string::npos) << log.lines[i].text;
+    }
     ASSERT_EQ(log.tallies.size(), 1u);
     EXPECT_EQ(log.tallies[0].count, 250u);
     EXPECT_DOUBLE_EQ(*log.tallies[0].first_monotonic_s, 100.0);
     EXPECT_DOUBLE_EQ(*log.tallies[0].last_monotonic_s, 349.0);
     EXPECT_EQ(log.tallies[0].processes, std::vector<std::string>{"train"});
+}
+
+TEST(KernelLogScan, ABootAfterTheCapWasReachedKeepsOnlyItsOwnLinesInOrder) {
+    auto xid = [](int t, int pid) {
+        return "[" + std::to_string(t) + ".000000] NVRM: Xid (PCI:0000:00:07): 13, pid=" + std::to_string(pid) +
+               ", name=train, Graphics Exception\n";
+    };
+    std::string text;
+    for (int i = 0; i < 130; ++i) text += xid(100 + i, i);
+    text += "[0.000000] Linux version 6.8.0-45-generic (buildd@lcy02-amd64-115)\n";
+    for (int i = 0; i < 70; ++i) text += xid(10 + i, 1000 + i);
+    KernelLogScanOptions o;
+    o.max_kept_lines = 50;
+    o.max_kept_xids = 50;
+    auto log = scan_ok(text, o);
+    ASSERT_EQ(log.xids.size(), 50u);
+    ASSERT_EQ(log.lines.size(), 50u);
+    for (size_t i = 0; i < 50; ++i) {
+        EXPECT_EQ(log.xids[i].pid, static_cast<int>(1020 + i));
+        EXPECT_NE(log.lines[i].text.find("pid=" + std::to_string(1020 + i) + ","), std::string::npos) << log.lines[i].text;
+    }
+    EXPECT_EQ(log.lines_over_cap, 20u);
+    EXPECT_EQ(log.boots_seen, 2u);
 }
 
 // ---- boots and windows ----------------------------------------------------------------------------

@@ -48,6 +48,7 @@ struct KernelLogScanner::State {
     ScanTotals totals;
     std::vector<LineRange> hits;
     KernelLog log;
+    size_t oldest_line = 0, oldest_xid = 0;  // where the next kept line and Xid event go once the caps are reached
     std::map<std::tuple<TallyKind, std::string, std::string, int>, size_t> tally_index;
     std::optional<double> last_monotonic;
     uint64_t lines_this_boot = 0;
@@ -113,15 +114,20 @@ struct KernelLogScanner::State {
         carry.append(tail);
     }
 
+    // The format, read from the log's first bytes (kDetectBytes of them).
+    void detect_format(std::string_view first_bytes) {
+        detecting = false;
+        format = detect_log_format(first_bytes.substr(0, kDetectBytes));
+        // Text pasted from a terminal, `journalctl -o cat`, lines whose time was cut off: a line gpudx
+        // cannot date is still a line, so each one is tried against every format and else read whole.
+        if (format == KernelLogFormat::unknown && !trim(first_bytes).empty())
+            notes.push_back("no known time prefix on most lines: every line is read, its time left unknown");
+    }
+
     void start_detection_if_ready(bool at_end) {
         if (!detecting) return;
         if (!at_end && head.size() < kDetectBytes) return;
-        detecting = false;
-        format = detect_log_format(std::string_view(head).substr(0, kDetectBytes));
-        // Text pasted from a terminal, `journalctl -o cat`, lines whose time was cut off: a line gpudx
-        // cannot date is still a line, so each one is tried against every format and else read whole.
-        if (format == KernelLogFormat::unknown && !trim(head).empty())
-            notes.push_back("no known time prefix on most lines: every line is read, its time left unknown");
+        detect_format(head);
         std::string buffered;
         buffered.swap(head);
         process(buffered);
@@ -137,6 +143,7 @@ struct KernelLogScanner::State {
         lines_this_boot = 0;
         log.lines.clear();
         log.xids.clear();
+        oldest_line = oldest_xid = 0;
         log.tallies.clear();
         log.lines_over_cap = 0;
         tally_index.clear();
@@ -234,7 +241,7 @@ struct KernelLogScanner::State {
             if (!kept.wall_time.empty()) ev.wall_s = parse_wall_time(kept.wall_time, current_utc_year());
             tally(TallyKind::xid, ev.pci, m.xid_detail, ev.code, pl, kept.text, ev.process);
             if (options.xid_sink) options.xid_sink(std::move(ev));
-            else push_capped(log.xids, std::move(ev), options.max_kept_xids, nullptr);
+            else keep_newest(log.xids, oldest_xid, std::move(ev), options.max_kept_xids, nullptr);
         }
         for (size_t k = 0; k < m.events.size(); ++k) {
             const LogEventKind& e = m.events[k];
@@ -296,7 +303,7 @@ struct KernelLogScanner::State {
 
     void keep_line(KernelLogLine&& line) {
         if (options.line_sink) options.line_sink(std::move(line));
-        else push_capped(log.lines, std::move(line), options.max_kept_lines, &log.lines_over_cap);
+        else keep_newest(log.lines, oldest_line, std::move(line), options.max_kept_lines, &log.lines_over_cap);
     }
 
     // A line that counts for its boot: the line to keep, or nullopt when it falls outside the window (counted
@@ -316,22 +323,27 @@ struct KernelLogScanner::State {
         return kept;
     }
 
-    // Keeps the most recent `cap` entries; the oldest go in halves so pushing stays amortised O(1).
+    // Keeps the newest `cap` entries (cap 0: every entry) in a vector that never holds more: once it is full, each
+    // new entry takes the slot of the oldest, at `oldest`. A storm of 1,000,000 Xid lines holds 10,000 events
+    // here, not up to twice that as a vector trimmed in halves would. Its slots are taken once, at the first
+    // entry: a vector grown by doubling holds the old slots and the new ones at once as it grows, and the slots
+    // a quiet log never writes are pages the kernel never gives it.
     template <class T>
-    static void push_capped(std::vector<T>& v, T&& item, size_t cap, uint64_t* dropped) {
-        v.push_back(std::move(item));
-        if (cap > 0 && v.size() >= 2 * cap) {
-            size_t drop = v.size() - cap;
-            v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(drop));
-            if (dropped) *dropped += drop;
+    static void keep_newest(std::vector<T>& v, size_t& oldest, T&& item, size_t cap, uint64_t* dropped) {
+        if (cap == 0 || v.size() < cap) {
+            if (cap > 0 && v.capacity() < cap) v.reserve(cap);
+            v.push_back(std::move(item));
+            return;
         }
+        v[oldest] = std::move(item);
+        oldest = (oldest + 1) % cap;
+        if (dropped) ++*dropped;
     }
+    // The kept entries oldest first, as the log wrote them.
     template <class T>
-    static void trim_to_cap(std::vector<T>& v, size_t cap, uint64_t* dropped) {
-        if (cap == 0 || v.size() <= cap) return;
-        size_t drop = v.size() - cap;
-        v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(drop));
-        if (dropped) *dropped += drop;
+    static void oldest_first(std::vector<T>& v, size_t& oldest) {
+        std::rotate(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(oldest), v.end());
+        oldest = 0;
     }
 };
 
@@ -364,6 +376,12 @@ void KernelLogScanner::set_format(KernelLogFormat format) {
 
 void KernelLogScanner::feed(std::string_view bytes) {
     auto& s = *state_;
+    if (s.detecting && s.head.empty() && bytes.size() >= kDetectBytes) {
+        // The first feed holds enough to tell the format: it is read where it is, not copied into `head` first.
+        s.detect_format(bytes);
+        s.process(bytes);
+        return;
+    }
     if (s.detecting) {
         s.head.append(bytes);
         s.start_detection_if_ready(false);
@@ -386,8 +404,8 @@ Result<KernelLog> KernelLogScanner::finish(std::string source) {
     }
     s.carry.clear();
     s.carry_oversized = false;
-    State::trim_to_cap(s.log.lines, s.options.max_kept_lines, &s.log.lines_over_cap);
-    State::trim_to_cap(s.log.xids, s.options.max_kept_xids, nullptr);
+    State::oldest_first(s.log.lines, s.oldest_line);
+    State::oldest_first(s.log.xids, s.oldest_xid);
     s.log.source = std::move(source);
     s.log.format = s.format;
     s.log.lines_read = s.totals.newlines;
