@@ -9,7 +9,8 @@
 #   - memory: VmRSS of the agent process (/proc/PID/status), its children (the collection, the NVML watcher) not
 #     included; "after answering": after 5 answers of 10,000 events; "holding 10,000 findings": after a kernel log
 #     line of an Xid 79 on each of 10,000 PCI addresses was judged, then after /v1/status and the page (/) were
-#     asked for with them; and the peak over the whole run (VmHWM: the diagnoses and the answers included);
+#     asked for with them; and the peak over the whole run (VmHWM: the diagnoses and the answers included); then,
+#     in an agent of its own, after a storm as a real node has them (1,000,000 Xid lines on 8 GPUs), and its peak;
 #   - with STANDINS=DIR (the stand-in driver libraries, build/tests/standins/lib): the agent with its NVML watcher
 #     (`gpudx nvml-events`, a child), idle: the agent's RSS, the watcher's, and the two together.
 # On the capture tests/fixtures/h200x1-gathered with the contract's command line.
@@ -60,6 +61,13 @@ db.execute("DELETE FROM events WHERE id > 10000")
 db.commit()
 EOF
   cp "$state/events.db" "$top/events.db"
+  # A storm as a real node has them: 1,000,000 Xid lines on its 8 GPUs (8 codes, 97 findings).
+  python3 - > "$top/storm.txt" <<'EOF'
+codes = [13, 31, 43, 79, 48, 94, 119, 63]
+for i in range(1000000):
+    g, c = i % 8, codes[(i // 8) % 8]
+    print(f"3,{6000+i},{7100000000+i*1000},-;NVRM: Xid (PCI:0000:{0x18+g*0x10:02x}:00): {c}, pid={1000+i%97}, name=python{i%13}, Ch 00000008")
+EOF
   python3 - > "$top/findings.txt" <<'EOF'
 n = 0
 for dom in range(2):
@@ -101,6 +109,17 @@ measure() {
   curl -s -o /dev/null "$url/"
   echo "$tag rss_findings_answered $(rss_mb "$agent_pid")" >> "$out"
   echo "$tag rss_peak $(peak_rss_mb "$agent_pid")" >> "$out"
+  stop_agent
+  # The storm, judged by an agent of its own (the high-water mark above is the 10,000 findings').
+  setup_node
+  stamping_scontrol
+  start_agent
+  b=$(kernel_log_diagnoses); cat "$top/storm.txt" >> "$log"
+  wait_for "the storm" 'test "$(kernel_log_diagnoses)" -gt "$b"'
+  settled=-1
+  while now=$(kernel_log_diagnoses); [[ $now != "$settled" ]]; do settled=$now; sleep 1; done
+  echo "$tag rss_storm $(rss_mb "$agent_pid")" >> "$out"
+  echo "$tag rss_storm_peak $(peak_rss_mb "$agent_pid")" >> "$out"
   stop_agent
   if [[ -n ${STANDINS:-} ]]; then
     setup_node
@@ -148,6 +167,8 @@ row rss_answered "RSS after 5 answers of 10,000 events (MB)" "20"
 row rss_findings "RSS holding 10,000 findings (MB)" "20"
 row rss_findings_answered "  and after /v1/status and / with them (MB)" "20"
 row rss_peak "  its peak over the whole run (MB)" "20"
+row rss_storm "RSS after a storm of 1,000,000 Xid lines on 8 GPUs (MB)" "20"
+row rss_storm_peak "  its peak while it read and judged them (MB)" "20"
 if [[ -n ${STANDINS:-} ]]; then
   row rss_nvml_agent "RSS with the NVML watcher: the agent (MB)" "-"
   row rss_nvml_watcher "  the watcher, gpudx nvml-events (MB)" "-"

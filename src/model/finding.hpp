@@ -8,6 +8,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "core/heap_optional.hpp"
+
 namespace gpudx {
 
 // Bottom-up order matters: the failure boundary is the lowest layer with an error.
@@ -54,7 +56,7 @@ struct Finding {
     std::string message;
     std::vector<Evidence> evidence;
     std::string next_step;
-    std::optional<ProcessRef> process;  // set by the per-process rules only
+    HeapOptional<ProcessRef> process;  // set by the per-process rules only: on the heap (core/heap_optional.hpp)
     // `gpudx explain`: the findings of the same text this one caused, folded into it (rules/reference/consequences.hpp).
     std::vector<std::string> followed_by;
 };

@@ -10,6 +10,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "rules/engine/families.hpp"
 #include "rules/reference/component_lines.hpp"
@@ -183,18 +184,17 @@ void check_xids(const CheckContext& ctx, const XidPolicy& policy, std::vector<Fi
             }
         Finding f = rule("kernel_log.xid").finding(severity, {});
         if (!t.device.empty()) f.subjects.push_back(ctx.gpu(t.device));
-        f.message = fmt::format("Xid {} ({}) on {}{}: {}{}", t.code, meaning, gpu_named(ctx, t.device), decoded,
-                                first_last(t), detail);
-        if (!t.processes.empty()) {
-            std::string procs;
-            for (auto& p : t.processes) procs += (procs.empty() ? "" : ", ") + p;
-            f.message += "; processes: " + procs;
-        }
+        // One text of its own size: a storm over many GPUs holds one finding per GPU and code.
+        f.message = fmt::format("Xid {} ({}) on {}{}: {}{}{}{}", t.code, meaning, gpu_named(ctx, t.device), decoded,
+                                first_last(t), detail, t.processes.empty() ? "" : "; processes: ",
+                                fmt::join(t.processes, ", "));
+        auto catalog = catalog_evidence(xid);
+        f.evidence.reserve(2 + (t.count > 1 && t.first_text != t.last_text) + (catalog ? 1 : 0));
         add_occurrences(f, log.source, t);
         f.evidence.push_back(
             {"xid policy " + policy.version, fmt::format("{} {} ({})", t.code, to_string(xid.severity),
                                                          known ? xid.origin : "default for unlisted codes")});
-        if (auto catalog = catalog_evidence(xid)) f.evidence.push_back(std::move(*catalog));
+        if (catalog) f.evidence.push_back(std::move(*catalog));
         f.next_step = for_gpu(next_step, ctx, t.device);
         out.push_back(std::move(f));
     }
