@@ -167,7 +167,7 @@ row rss_answered "RSS after 5 answers of 10,000 events (MB)" "20"
 row rss_findings "RSS holding 10,000 findings (MB)" "20"
 row rss_findings_answered "  and after /v1/status and / with them (MB)" "20"
 row rss_peak "  its peak over the whole run (MB)" "20"
-row rss_storm "RSS after a storm of 1,000,000 Xid lines on 8 GPUs (MB)" "20"
+row rss_storm "RSS after 1,000,000 Xid lines on 8 GPUs (MB)" "20"
 row rss_storm_peak "  its peak while it read and judged them (MB)" "20"
 if [[ -n ${STANDINS:-} ]]; then
   row rss_nvml_agent "RSS with the NVML watcher: the agent (MB)" "-"

@@ -216,20 +216,35 @@ bool FollowedLog::has_earlier_lines() {
 void FollowedLog::read_into(Snapshot& s) {
     CollectOptions options = o_.collect;
     uint64_t dropped = 0;
+    size_t earlier = 0;
     {
         std::lock_guard lock(inbox_mutex_);
-        options.kernel_log_earlier_lines = lines_for_reread();
         std::swap(dropped, earlier_lines_dropped_);
+        earlier = earlier_lines_.size();
     }
     if (dropped > 0)
         recorder_.note(fmt::format("{} kernel-log lines of rotated-away generations of {} were dropped (more than {} kept)",
                                    dropped, source_, kKeptEarlierLines));
     // Saved when a generation ended since the last save (rare: a rotation), so a restart still judges them.
-    if (following_file_ && (options.kernel_log_earlier_lines.size() != saved_earlier_lines_ || dropped > 0)) {
-        nlohmann::json saved = {{"source", source_}, {"lines", options.kernel_log_earlier_lines}};
+    if (following_file_ && (earlier != saved_earlier_lines_ || dropped > 0)) {
+        nlohmann::json saved;
+        {
+            std::lock_guard lock(inbox_mutex_);
+            saved = {{"source", source_}, {"lines", earlier_lines_}};
+            earlier = earlier_lines_.size();
+        }
         recorder_.record({}, {{saved_state_key(), json_text(saved)}});
-        saved_earlier_lines_ = options.kernel_log_earlier_lines.size();
+        saved_earlier_lines_ = earlier;
     }
+    // The kept lines are read where they are, under the inbox's lock: the follower waits while the collector takes
+    // them (one pass), instead of the 20,000 lines being copied at every re-read.
+    options.kernel_log_earlier_lines = [this](const std::function<void(std::string_view)>& take) {
+        std::lock_guard lock(inbox_mutex_);
+        if (following_file_)
+            for (const auto& l : earlier_lines_) take(l);
+        else
+            for (const auto& l : generation_lines_) take(l);
+    };
     CollectContext ctx{root_, options};
     KernelLog log;
     CollectorStatus st = collect_kernel_log(ctx, log);

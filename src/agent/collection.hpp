@@ -63,12 +63,6 @@ public:
     void describe(AgentStatus& s) const;
 
 private:
-    // Under inbox_mutex_. What a re-read of the log takes from what the agent kept: a followed file's earlier
-    // generations; for /dev/kmsg, every record kept (the collector takes those the ring has lost).
-    std::vector<std::string> lines_for_reread() const {
-        if (following_file_) return earlier_lines_;
-        return {generation_lines_.begin(), generation_lines_.end()};
-    }
     // Under inbox_mutex_. The oldest go past the bound: they are still in the file until it is rotated.
     void keep_generation_line(std::string_view line);
     void wake();

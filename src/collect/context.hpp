@@ -1,8 +1,10 @@
 #pragma once
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/root.hpp"
@@ -15,8 +17,9 @@ struct CollectOptions {
     // What the agent read of the log before (docs/agent.md): a followed file's earlier generations (rotated,
     // truncated or rewritten away), read before the file as it is now; or /dev/kmsg records, of which those
     // the ring has overwritten since (numbered before its oldest) are read first. So nothing the agent read
-    // is lost to a rotation or a ring that wrapped.
-    std::vector<std::string> kernel_log_earlier_lines;
+    // is lost to a rotation or a ring that wrapped. Called once, it hands each line to `take`, oldest first, where
+    // the agent keeps them (up to 20,000 lines, not copied at each re-read); empty: none.
+    std::function<void(const std::function<void(std::string_view line)>& take)> kernel_log_earlier_lines;
     // Keep kernel-log lines at or after this many seconds since boot, or this wall time; empty: current boot.
     std::string since;
     // The environment of the job being diagnosed: the process environment on a live root, the capture's

@@ -26,10 +26,11 @@ constexpr size_t kKmsgRecord = 16 * 1024;
 
 // The earlier generations' lines first, as the log held them before what is read now.
 void feed_earlier_lines(const CollectContext& ctx, KernelLogScanner& scanner) {
-    for (const auto& line : ctx.options.kernel_log_earlier_lines) {
+    if (!ctx.options.kernel_log_earlier_lines) return;
+    ctx.options.kernel_log_earlier_lines([&](std::string_view line) {
         scanner.feed(line);
         scanner.feed("\n");
-    }
+    });
 }
 
 KernelLogScanOptions scan_options(const CollectContext& ctx) {
@@ -102,13 +103,13 @@ CollectorStatus read_kmsg(const CollectContext& ctx, KernelLog& out) {
     // oldest record still in it, judged first, as the ring once held them.
     bool earlier_fed = false;
     auto feed_overwritten = [&](std::optional<uint64_t> oldest_in_ring) {
-        if (std::exchange(earlier_fed, true)) return;
-        for (const auto& line : ctx.options.kernel_log_earlier_lines) {
+        if (std::exchange(earlier_fed, true) || !ctx.options.kernel_log_earlier_lines) return;
+        ctx.options.kernel_log_earlier_lines([&](std::string_view line) {
             auto seq = kmsg_sequence(line);
-            if (!seq || (oldest_in_ring && *seq >= *oldest_in_ring)) continue;
+            if (!seq || (oldest_in_ring && *seq >= *oldest_in_ring)) return;
             scanner.feed(line);
             scanner.feed("\n");
-        }
+        });
     };
     std::vector<char> record(kKmsgRecord);
     for (;;) {

@@ -388,8 +388,9 @@ TEST(AgentKmsgCarry, RecordsTheRingNoLongerHoldsAreJudged) {
         GTEST_SKIP() << "mknod not permitted here (needs root)";
     Root root(dir);
     CollectOptions o;
-    o.kernel_log_earlier_lines = {"3,812,6000000000,-;NVRM: Xid (PCI:0000:00:06): 79, pid=4242, name=python3, "
-                                  "GPU has fallen off the bus."};
+    o.kernel_log_earlier_lines = [](const std::function<void(std::string_view)>& take) {
+        take("3,812,6000000000,-;NVRM: Xid (PCI:0000:00:06): 79, pid=4242, name=python3, GPU has fallen off the bus.");
+    };
     KernelLog log;
     auto st = collect_kernel_log(CollectContext{root, o}, log);
     EXPECT_EQ(st.state, CollectorState::ok) << st.message;
