@@ -339,11 +339,13 @@ struct KernelLogScanner::State {
         oldest = (oldest + 1) % cap;
         if (dropped) ++*dropped;
     }
-    // The kept entries oldest first, as the log wrote them.
+    // The kept entries oldest first, as the log wrote them, in little more room than they take: whoever holds the
+    // log (many of them, perhaps) does not hold the slots a quiet log left unused.
     template <class T>
     static void oldest_first(std::vector<T>& v, size_t& oldest) {
         std::rotate(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(oldest), v.end());
         oldest = 0;
+        if (v.capacity() > 2 * v.size()) v.shrink_to_fit();
     }
 };
 
