@@ -16,8 +16,9 @@
 namespace gpudx {
 namespace {
 
-// Large reads keep system calls rare; 1 MiB stays in the L2 cache while a scanner walks it.
-constexpr size_t kReadChunk = 1 << 20;
+// Large reads keep system calls rare (a few hundred for 100 MB); 256 KiB stays in the L2 cache while a scanner walks
+// it. Against 1 MiB: explain of 905,775 lines took the same 0.22-0.33 s, its peak 8.4-8.6 MB instead of 8.8-9.1 MB.
+constexpr size_t kReadChunk = 256 << 10;
 
 std::optional<int> own_descriptor(const std::string& path) {
     if (path == "-" || path == "/dev/stdin") return STDIN_FILENO;
