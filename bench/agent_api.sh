@@ -114,7 +114,10 @@ measure() {
   setup_node
   stamping_scontrol
   start_agent
+  local read0; read0=$(metric gpudx_agent_kernel_log_lines_total)
   b=$(kernel_log_diagnoses); cat "$top/storm.txt" >> "$log"
+  # Done with the storm: the follower has read every line, a diagnosis came after, and none for a second.
+  wait_for "the storm read" 'test "$(metric gpudx_agent_kernel_log_lines_total)" -ge $((read0 + 1000000))'
   wait_for "the storm" 'test "$(kernel_log_diagnoses)" -gt "$b"'
   settled=-1
   while now=$(kernel_log_diagnoses); [[ $now != "$settled" ]]; do settled=$now; sleep 1; done

@@ -26,7 +26,10 @@ storm() {  # TAG [wrapper]
   wait_for "the agent answers" agent_answers
   sleep 1
   echo "$tag idle: $(grep -E 'VmRSS' /proc/$agent_pid/status | tr -s ' \t' ' ')" >> "$OUT/storm.txt"
+  local read0; read0=$(metric gpudx_agent_kernel_log_lines_total)
   local b; b=$(kernel_log_diagnoses); cat "$top/storm.txt" >> "$log"
+  # Done with the storm: the follower has read every line, a diagnosis came after, and none for a second.
+  wait_for "the storm read" 'test "$(metric gpudx_agent_kernel_log_lines_total)" -ge $((read0 + 1000000))'
   wait_for storm 'test "$(kernel_log_diagnoses)" -gt "$b"'
   local settled=-1 now
   while now=$(kernel_log_diagnoses); [[ $now != "$settled" ]]; do settled=$now; sleep 1; done
