@@ -4,8 +4,10 @@
 // explains.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <initializer_list>
 #include <map>
+#include <memory_resource>
 #include <optional>
 #include <set>
 
@@ -265,12 +267,12 @@ std::string bucket_name(const XidPolicy& policy, int code) {
 // An Xid code escalated on one GPU (its message is the caller's: what was counted, and how): the severity, the GPU,
 // the latest line and an earlier one, the policy's threshold and the escalation's next step.
 Finding xid_escalated(const CheckContext& ctx, const XidPolicy& policy, int code, const XidEscalation& esc,
-                      const std::string& pci, const std::string& last_text, const std::string* earlier_text) {
+                      const std::string& pci, std::string_view last_text, std::optional<std::string_view> earlier_text) {
     Finding f = rule("kernel_log.xid_repeated").finding(std::max(esc.severity, policy.rule(code).severity), {});
     if (!pci.empty()) f.subjects.push_back(ctx.gpu(pci));
     const auto& source = ctx.snapshot.kernel_log.source;
-    f.evidence.push_back({source, last_text});
-    if (earlier_text) f.evidence.push_back({source, *earlier_text});
+    f.evidence.push_back({source, std::string(last_text)});
+    if (earlier_text) f.evidence.push_back({source, std::string(*earlier_text)});
     f.evidence.push_back({"xid policy " + policy.version, fmt::format("{}: {} repeats within {:.0f} s escalate to {}",
                                                                       code, esc.repeats, esc.within_s,
                                                                       to_string(esc.severity))});
@@ -297,17 +299,13 @@ TallyRepeats tally_repeats(const KernelLogTally& t, const XidEscalation& esc) {
 // event: an explain of a 1,000,000-line storm holds 8 MB for them, where the events themselves took 300), the texts
 // once per run of equal ones.
 struct XidTimeline {
-    std::vector<double> times;                             // event_time, in the log's order
-    std::vector<std::pair<uint32_t, std::string>> texts;  // (first event, text) for each run of equal texts
-    bool timed = true;                                     // every event has a time
+    std::vector<double> times;  // event_time, in the log's order
+    // (first event, text) for each run of equal texts, each text where it is kept: in the snapshot's own events when
+    // they were lent (a storm's 10,000 kept events are not copied again), else in XidTimelines::owned_texts.
+    std::vector<std::pair<uint32_t, std::string_view>> texts;
+    bool timed = true;  // every event has a time
 
-    void add(const XidEvent& e) {
-        timed = timed && (e.monotonic_s || e.wall_s);
-        if (texts.empty() || texts.back().second != e.text)
-            texts.emplace_back(static_cast<uint32_t>(times.size()), e.text);
-        times.push_back(event_time(e));
-    }
-    const std::string& text(size_t event) const {
+    std::string_view text(size_t event) const {
         auto run = std::upper_bound(texts.begin(), texts.end(), event,
                                     [](size_t k, const auto& r) { return k < r.first; });
         return std::prev(run)->second;
@@ -318,11 +316,27 @@ struct XidTimeline {
 // that one's, not repeats of their own.
 struct XidTimelines {
     std::map<std::pair<std::string, int>, XidTimeline> by_gpu_code;
+    // The texts of events no one else keeps (explain's stream), each copied once into blocks that only grow: a view
+    // of one stays valid, and a text costs its bytes, without a string's header and heap block besides.
+    std::pmr::monotonic_buffer_resource owned_texts;
     uint64_t events = 0;
 
-    void add(const XidEvent& e) {
+    std::string_view keep(std::string_view text) {
+        auto* at = static_cast<char*>(owned_texts.allocate(std::max<size_t>(text.size(), 1), 1));
+        std::memcpy(at, text.data(), text.size());
+        return {at, text.size()};
+    }
+
+    // `lent`: the event outlives these timelines (a snapshot's kept events), so its text is not copied.
+    void add(const XidEvent& e, bool lent) {
         ++events;
-        if (!caused_by(e.text)) by_gpu_code[{e.pci, e.code}].add(e);
+        if (caused_by(e.text)) return;
+        XidTimeline& t = by_gpu_code[{e.pci, e.code}];
+        t.timed = t.timed && (e.monotonic_s || e.wall_s);
+        if (t.texts.empty() || t.texts.back().second != e.text)
+            t.texts.emplace_back(static_cast<uint32_t>(t.times.size()),
+                                 lent ? std::string_view(e.text) : keep(e.text));
+        t.times.push_back(event_time(e));
     }
 };
 
@@ -369,7 +383,7 @@ void check_xid_repeats(const CheckContext& ctx, const XidPolicy& policy, const X
                                            tally_repeats(*t->second[0], *esc).certain >= n)
             continue;
         Finding f = xid_escalated(ctx, policy, code, *esc, pci, events.text(at(last)),
-                                  n > 1 ? &events.text(at(first)) : nullptr);
+                                  n > 1 ? std::optional(events.text(at(first))) : std::nullopt);
         std::string span = events.timed ? fmt::format("{} times within {:.0f} s", n, time(last) - time(first))
                                         : fmt::format("{} times in the window (the log gives no times)", n);
         f.message = fmt::format("Xid {} ({}) repeats on {}: {} (threshold {} within {:.0f} s, bucket {}): escalated",
@@ -388,7 +402,8 @@ void check_xid_repeats(const CheckContext& ctx, const XidPolicy& policy, const X
         auto [span, certain] = tally_repeats(t, *esc);
         if (certain < esc->repeats) continue;
         Finding f = xid_escalated(ctx, policy, t.code, *esc, t.device, t.last_text,
-                                  t.first_text != t.last_text ? &t.first_text : nullptr);
+                                  t.first_text != t.last_text ? std::optional<std::string_view>(t.first_text)
+                                                              : std::nullopt);
         f.message = fmt::format("Xid {} ({}) repeats on {}: {} times {}, so at least {} within {:.0f} s (threshold {}, "
                                 "bucket {}): escalated",
                                 t.code, policy.rule(t.code).meaning, gpu_named(ctx, t.device), t.count,
@@ -678,7 +693,9 @@ void KernelLogLineRules::add_borrowed(const KernelLogLine& line) {
     state_->signatures.add_borrowed(line);
 }
 
-void KernelLogLineRules::add_xid(const XidEvent& event) { state_->xids.add(event); }
+void KernelLogLineRules::add_xid(const XidEvent& event) { state_->xids.add(event, false); }
+
+void KernelLogLineRules::add_borrowed_xid(const XidEvent& event) { state_->xids.add(event, true); }
 
 void KernelLogLineRules::finish() { state_->signatures.finish(); }
 
@@ -695,7 +712,7 @@ void check_kernel_log_text(const CheckContext& ctx, std::vector<Finding>& out, s
     if (!lines) {
         lines = &own.emplace(ctx.options, unrecognised != nullptr);
         for (auto& l : ctx.snapshot.kernel_log.lines) lines->add_borrowed(l);
-        for (auto& x : ctx.snapshot.kernel_log.xids) lines->add_xid(x);
+        for (auto& x : ctx.snapshot.kernel_log.xids) lines->add_borrowed_xid(x);
         lines->finish();
     }
     const KernelLogLineRules::State& read = *lines->state_;
