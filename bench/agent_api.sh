@@ -10,7 +10,8 @@
 #     included; "after answering": after 5 answers of 10,000 events; "holding 10,000 findings": after a kernel log
 #     line of an Xid 79 on each of 10,000 PCI addresses was judged, then after /v1/status and the page (/) were
 #     asked for with them; and the peak over the whole run (VmHWM: the diagnoses and the answers included); then,
-#     in an agent of its own, after a storm as a real node has them (1,000,000 Xid lines on 8 GPUs), and its peak;
+#     in an agent of its own, after a storm shaped as real nodes have them (1,000,000 Xid lines on 8 GPUs), and its
+#     peak;
 #   - with STANDINS=DIR (the stand-in driver libraries, build/tests/standins/lib): the agent with its NVML watcher
 #     (`gpudx nvml-events`, a child), idle: the agent's RSS, the watcher's, and the two together.
 # On the capture tests/fixtures/h200x1-gathered with the contract's command line.
@@ -61,7 +62,8 @@ db.execute("DELETE FROM events WHERE id > 10000")
 db.commit()
 EOF
   cp "$state/events.db" "$top/events.db"
-  # A storm as a real node has them: 1,000,000 Xid lines on its 8 GPUs (8 codes, 97 findings).
+  # A storm shaped as real nodes have them, many lines about a few GPUs: 1,000,000 Xid lines on 8 GPUs (8 codes,
+  # 97 findings), each line naming its own process id and name.
   python3 - > "$top/storm.txt" <<'EOF'
 codes = [13, 31, 43, 79, 48, 94, 119, 63]
 for i in range(1000000):
