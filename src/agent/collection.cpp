@@ -216,26 +216,20 @@ bool FollowedLog::has_earlier_lines() {
 void FollowedLog::read_into(Snapshot& s) {
     CollectOptions options = o_.collect;
     uint64_t dropped = 0;
-    size_t earlier = 0;
+    // Saved when a generation ended since the last save (rare: a rotation), so a restart still judges them.
+    std::optional<nlohmann::json> saved;
     {
         std::lock_guard lock(inbox_mutex_);
         std::swap(dropped, earlier_lines_dropped_);
-        earlier = earlier_lines_.size();
+        if (following_file_ && (earlier_lines_.size() != saved_earlier_lines_ || dropped > 0)) {
+            saved = nlohmann::json{{"source", source_}, {"lines", earlier_lines_}};
+            saved_earlier_lines_ = earlier_lines_.size();
+        }
     }
     if (dropped > 0)
         recorder_.note(fmt::format("{} kernel-log lines of rotated-away generations of {} were dropped (more than {} kept)",
                                    dropped, source_, kKeptEarlierLines));
-    // Saved when a generation ended since the last save (rare: a rotation), so a restart still judges them.
-    if (following_file_ && (earlier != saved_earlier_lines_ || dropped > 0)) {
-        nlohmann::json saved;
-        {
-            std::lock_guard lock(inbox_mutex_);
-            saved = {{"source", source_}, {"lines", earlier_lines_}};
-            earlier = earlier_lines_.size();
-        }
-        recorder_.record({}, {{saved_state_key(), json_text(saved)}});
-        saved_earlier_lines_ = earlier;
-    }
+    if (saved) recorder_.record({}, {{saved_state_key(), json_text(*saved)}});
     // The kept lines are read where they are, under the inbox's lock: the follower waits while the collector takes
     // them (one pass), instead of the 20,000 lines being copied at every re-read.
     options.kernel_log_earlier_lines = [this](const std::function<void(std::string_view)>& take) {
