@@ -62,14 +62,7 @@ db.execute("DELETE FROM events WHERE id > 10000")
 db.commit()
 EOF
   cp "$state/events.db" "$top/events.db"
-  # A storm shaped as real nodes have them, many lines about a few GPUs: 1,000,000 Xid lines on 8 GPUs (8 codes,
-  # 97 findings), each line naming its own process id and name.
-  python3 - > "$top/storm.txt" <<'EOF'
-codes = [13, 31, 43, 79, 48, 94, 119, 63]
-for i in range(1000000):
-    g, c = i % 8, codes[(i // 8) % 8]
-    print(f"3,{6000+i},{7100000000+i*1000},-;NVRM: Xid (PCI:0000:{0x18+g*0x10:02x}:00): {c}, pid={1000+i%97}, name=python{i%13}, Ch 00000008")
-EOF
+  xid_storm 1000000 > "$top/storm.txt"
   python3 - > "$top/findings.txt" <<'EOF'
 n = 0
 for dom in range(2):
@@ -116,13 +109,7 @@ measure() {
   setup_node
   stamping_scontrol
   start_agent
-  local read0; read0=$(metric gpudx_agent_kernel_log_lines_total)
-  b=$(kernel_log_diagnoses); cat "$top/storm.txt" >> "$log"
-  # Done with the storm: the follower has read every line, a diagnosis came after, and none for a second.
-  wait_for "the storm read" 'test "$(metric gpudx_agent_kernel_log_lines_total)" -ge $((read0 + 1000000))'
-  wait_for "the storm" 'test "$(kernel_log_diagnoses)" -gt "$b"'
-  settled=-1
-  while now=$(kernel_log_diagnoses); [[ $now != "$settled" ]]; do settled=$now; sleep 1; done
+  judge_lines "$top/storm.txt"
   echo "$tag rss_storm $(rss_mb "$agent_pid")" >> "$out"
   echo "$tag rss_storm_peak $(peak_rss_mb "$agent_pid")" >> "$out"
   stop_agent

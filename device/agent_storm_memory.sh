@@ -10,12 +10,7 @@ top=$(mktemp -d)
 work=$top/w
 source "$src/tests/agent/lib.sh"
 { echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>&1)"; echo "defrag: $(cat /sys/kernel/mm/transparent_hugepage/defrag 2>&1)"; ldd --version | head -1; } > "$OUT/system.txt"
-python3 - > "$top/storm.txt" <<'PY'
-codes = [13, 31, 43, 79, 48, 94, 119, 63]
-for i in range(1000000):
-    g, c = i % 8, codes[(i // 8) % 8]
-    print(f"3,{6000+i},{7100000000+i*1000},-;NVRM: Xid (PCI:0000:{0x18+g*0x10:02x}:00): {c}, pid={1000+i%97}, name=python{i%13}, Ch 00000008")
-PY
+xid_storm 1000000 > "$top/storm.txt"
 no_thp() { exec python3 -c 'import ctypes, os, sys; assert ctypes.CDLL(None).prctl(41, 1, 0, 0, 0) == 0; os.execv(sys.argv[1], sys.argv[1:])' "$@"; }
 storm() {  # TAG [wrapper]
   local tag=$1; shift
@@ -26,14 +21,8 @@ storm() {  # TAG [wrapper]
   wait_for "the agent answers" agent_answers
   sleep 1
   echo "$tag idle: $(grep -E 'VmRSS' /proc/$agent_pid/status | tr -s ' \t' ' ')" >> "$OUT/storm.txt"
-  local read0; read0=$(metric gpudx_agent_kernel_log_lines_total)
-  local b; b=$(kernel_log_diagnoses); cat "$top/storm.txt" >> "$log"
-  # Done with the storm: the follower has read every line, a diagnosis came after, and none for a second.
-  wait_for "the storm read" 'test "$(metric gpudx_agent_kernel_log_lines_total)" -ge $((read0 + 1000000))'
-  wait_for storm 'test "$(kernel_log_diagnoses)" -gt "$b"'
-  local settled=-1 now
-  while now=$(kernel_log_diagnoses); [[ $now != "$settled" ]]; do settled=$now; sleep 1; done
-  echo "$tag after: $(grep -E 'VmRSS|VmHWM' /proc/$agent_pid/status | tr -s ' \t\n' ' ') diagnoses $settled" >> "$OUT/storm.txt"
+  judge_lines "$top/storm.txt"
+  echo "$tag after: $(grep -E 'VmRSS|VmHWM' /proc/$agent_pid/status | tr -s ' \t\n' ' ') diagnoses $(kernel_log_diagnoses)" >> "$OUT/storm.txt"
   grep -E 'Rss|Anon|AnonHuge|Private' /proc/$agent_pid/smaps_rollup | tr -s ' ' | sed "s/^/$tag  /" >> "$OUT/storm.txt"
   grep THP_enabled /proc/$agent_pid/status | sed "s/^/$tag  /" >> "$OUT/storm.txt"
   stop_agent

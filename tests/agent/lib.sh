@@ -77,6 +77,31 @@ EOF
 count_events() { json_field /v1/events "sum(e['kind'] == '$1' for e in j['events'])"; }
 
 kernel_log_diagnoses() { metric 'gpudx_agent_diagnoses_total{trigger="kernel_log"}'; }
+
+# xid_storm N: N lines of an Xid storm shaped as real nodes have them, many lines about a few GPUs (8 GPUs, 8 codes),
+# each naming its own process id and name; for the benchmarks (bench/agent_api.sh, device/agent_storm_memory.sh).
+xid_storm() {
+  python3 - "$1" <<'EOF'
+import sys
+codes = [13, 31, 43, 79, 48, 94, 119, 63]
+for i in range(int(sys.argv[1])):
+    g, c = i % 8, codes[(i // 8) % 8]
+    print(f"3,{6000+i},{7100000000+i*1000},-;NVRM: Xid (PCI:0000:{0x18+g*0x10:02x}:00): {c}, pid={1000+i%97}, name=python{i%13}, Ch 00000008")
+EOF
+}
+
+# judge_lines FILE: appends FILE to the followed log and returns once the agent is done with it: the follower has
+# read every line, a kernel-log diagnosis came after, and none for a second.
+judge_lines() {
+  local lines read0 before settled=-1 now
+  lines=$(wc -l < "$1")
+  read0=$(metric gpudx_agent_kernel_log_lines_total)
+  before=$(kernel_log_diagnoses)
+  cat "$1" >> "$log"
+  wait_for "the lines read" 'test "$(metric gpudx_agent_kernel_log_lines_total)" -ge $((read0 + lines))'
+  wait_for "a diagnosis of them" 'test "$(kernel_log_diagnoses)" -gt "$before"'
+  while now=$(kernel_log_diagnoses); [[ $now != "$settled" ]]; do settled=$now; sleep 1; done
+}
 drain_calls() { grep -c '^update' "$slurm/calls" 2>/dev/null || true; }
 
 # stop_agent: SIGTERM, and the agent must exit 0 (waited for with the safety-net deadline).
