@@ -29,6 +29,25 @@ constexpr size_t kMaxEventLimit = 100000;
 constexpr size_t kEventPage = 500;
 // Events in one piece of a streamed /v1/events answer: about 45 kB of text.
 constexpr size_t kEventsPiece = 64;
+// The least of one piece of a streamed diagnosis (/v1/status, the page): a few dozen findings.
+constexpr size_t kDiagnosisPiece = 64 * 1024;
+
+// An answer made of `pieces` as the client takes them (HttpResponse::more), with `end` after the last. `held` keeps
+// alive what the pieces read: the published diagnosis (its snapshot and pack), and the page they draw, if any.
+struct PiecedAnswer {
+    std::shared_ptr<const Published> published;
+    std::optional<NodePage> page;
+    std::optional<PiecedText> pieces;
+    std::string end;
+};
+
+void send_in_pieces(HttpResponse& res, std::shared_ptr<PiecedAnswer> a) {
+    res.more = [a]() -> std::optional<std::string> {
+        if (auto piece = a->pieces->next(kDiagnosisPiece)) return piece;
+        if (a->end.empty()) return std::nullopt;
+        return std::exchange(a->end, std::string());
+    };
+}
 
 }  // namespace
 
@@ -38,12 +57,6 @@ void Published::hold(const Diagnosis& d) {
     summary_.verdict = d.verdict;
     summary_.exit_code = d.exit_code;
     findings_ = PackedFindings(d.findings);
-}
-
-Diagnosis Published::diagnosis() const {
-    Diagnosis d = summary_;
-    d.findings = findings_.unpack();
-    return d;
 }
 
 Diagnosis Published::diagnosis_head(size_t n) const {
@@ -91,18 +104,28 @@ HttpResponse Endpoints::status_response(const HttpRequest& r) {
         return {400, "application/json",
                 json_text(nlohmann::json({{"error", "format must be one of " + names_listed<ReportFormat>()}})) + "\n", {}};
     HttpResponse res;
+    // JSON and text are sent as they are made, a few findings at a time read from the pack: with thousands of
+    // findings the answer is megabytes, and the agent holds one piece of it (the others are a line each).
+    auto a = std::make_shared<PiecedAnswer>();
+    a->published = p;
     if (*format == ReportFormat::json) {
-        // Written a finding at a time: with thousands of findings their tree would be several times the answer.
-        res.body = diagnosis_json_text(p->snapshot, p->summary(), {{"agent", agent_status_to_json(status_())}},
-                                       p->findings());
-        res.body += "\n";
+        a->pieces = diagnosis_json_pieces(p->snapshot, p->summary(), {{"agent", agent_status_to_json(status_())}},
+                                          FindingsView(p->findings()));
+        a->end = "\n";
         res.headers.emplace_back("X-Gpudx-Exit-Code", std::to_string(p->exit_code()));
+        send_in_pieces(res, std::move(a));
         return res;
     }
     RenderOptions ro;
     ro.verbose = r.query.contains("verbose");
-    auto report = render_report(p->snapshot, p->diagnosis(), *format, ro, p->prom_options());
     res.content_type = "text/plain; charset=utf-8";
+    if (*format == ReportFormat::text) {
+        a->pieces = diagnosis_text_pieces(p->snapshot, p->summary(), FindingsView(p->findings()), ro);
+        res.headers.emplace_back("X-Gpudx-Exit-Code", std::to_string(p->exit_code()));
+        send_in_pieces(res, std::move(a));
+        return res;
+    }
+    auto report = render_report(p->snapshot, p->summary(), FindingsView(p->findings()), *format, ro, p->prom_options());
     res.body = std::move(report.text);
     res.headers.emplace_back("X-Gpudx-Exit-Code", std::to_string(report.exit_code));
     return res;
@@ -184,14 +207,15 @@ HttpResponse Endpoints::page_response() {
     // The same policy as the page's own meta tag, from the server too: nothing loads, nothing runs.
     res.headers.emplace_back("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:");
     res.headers.emplace_back("Cache-Control", "no-store");
-    std::deque<AgentEvent> latest;
+    // Kept as the page draws them (no evidence), the newest kReportEvents, read a page of the store at a time.
+    std::deque<PageEvent> latest;
     size_t left_out = 0;
     int64_t cursor = 0;
     for (;;) {
         auto page = recorder_.page(now_ms() - kReportPeriodMs, cursor, kEventPage);
         if (!page) break;
         for (auto& e : *page) {
-            latest.push_back(e);
+            latest.push_back(page_event_of(e));
             cursor = e.id;
             if (latest.size() > kReportEvents) {
                 latest.pop_front();
@@ -200,9 +224,9 @@ HttpResponse Endpoints::page_response() {
         }
         if (page->size() < kEventPage) break;
     }
-    for (auto& e : recorder_.unstored(now_ms() - kReportPeriodMs, kReportEvents)) latest.push_back(e);
-    std::vector<PageEvent> events;
-    for (auto& e : latest) events.push_back(page_event_of(e));
+    for (auto& e : recorder_.unstored(now_ms() - kReportPeriodMs, kReportEvents)) latest.push_back(page_event_of(e));
+    std::vector<PageEvent> events(std::make_move_iterator(latest.begin()), std::make_move_iterator(latest.end()));
+    release_memory(latest);
     if (!p) {
         // Before the first diagnosis: a page that says so, never one that looks healthy.
         NodePage page;
@@ -216,13 +240,17 @@ HttpResponse Endpoints::page_response() {
         res.body = render_node_page_html(page);
         return res;
     }
-    NodePage page = node_page_of(p->snapshot, p->diagnosis());
+    // Sent as it is made, its findings drawn a few at a time from the pack (a page of thousands is megabytes).
+    auto a = std::make_shared<PiecedAnswer>();
+    a->published = p;
+    NodePage& page = a->page.emplace(node_page_of(p->snapshot, p->summary(), p->findings()));
     page.source = fmt::format("the agent's diagnosis of {} ({})", utc_iso8601_ms(p->time_ms), to_string(p->trigger));
     page.generated_by += " agent";
     page.events = std::move(events);
     page.events_left_out = left_out;
     page.refresh_s = 60;
-    res.body = render_node_page_html(page);
+    a->pieces = node_page_html_pieces(page);
+    send_in_pieces(res, std::move(a));
     return res;
 }
 
@@ -241,7 +269,8 @@ HttpResponse Endpoints::answer(const HttpRequest& r) {
         auto p = publication_.latest();
         HttpResponse res;
         res.content_type = "text/plain; version=0.0.4; charset=utf-8";
-        res.body = (p ? render_prometheus(p->snapshot, p->summary(), p->findings(), p->prom_options()) : std::string()) +
+        res.body = (p ? render_prometheus(p->snapshot, p->summary(), FindingsView(p->findings()), p->prom_options())
+                      : std::string()) +
                    render_agent_metrics(status_());
         return res;
     }

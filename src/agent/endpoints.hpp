@@ -20,8 +20,9 @@
 namespace gpudx {
 
 // One diagnosis as the endpoints serve it. What is made of it (the Prometheus text, the status, the page) is made
-// per answer, never held: a diagnosis with thousands of findings would hold its text several times over. So are
-// its findings, read back from their packed form (model/packed_findings.hpp) for each answer.
+// per answer, never held: a diagnosis with thousands of findings would hold its text several times over. Its
+// findings are packed (model/packed_findings.hpp); an answer reads them one at a time, and the long ones (the status
+// as JSON or text, the page) are sent as they are made.
 struct Published {
     Snapshot snapshot;
     std::string node_class;  // the node's class in the compatibility matrix, as the Prometheus format names it
@@ -33,8 +34,6 @@ struct Published {
 
     // Holds `d`: its verdict, layers and boundary as they are, its findings packed.
     void hold(const Diagnosis& d);
-    // The diagnosis held, its findings read back: a copy, made per answer.
-    Diagnosis diagnosis() const;
     // The same with only its first `n` findings (the most severe first): what a one-line reason reads.
     Diagnosis diagnosis_head(size_t n) const;
     // The diagnosis held without its findings (its verdict, layers and boundary): with findings(), what an answer

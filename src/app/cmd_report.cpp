@@ -123,8 +123,7 @@ void build_page(const ReportCmdOptions& o, Built& b) {
     if (b.page.source.empty()) {  // a snapshot, read or collected: diagnosed here, as `diagnose` would
         auto held = hold_node_to(b.snapshot, baseline, matrix);
         dopts.extra_findings = std::move(held.findings);
-        Diagnosis d = diagnose(b.snapshot, dopts);
-        b.page = node_page_of(b.snapshot, d);
+        b.page = node_page_of(b.snapshot, diagnose(b.snapshot, dopts));
         b.page.source = o.from.empty() ? "this node, read now" : "saved snapshot " + o.from;
     }
     b.page.missing = std::move(missing);
@@ -150,8 +149,7 @@ int run_report(const ReportCmdOptions& o) {
 }  // namespace
 
 std::string render_node_report(const Snapshot& s, const std::string& source) {
-    Diagnosis d = diagnose(s, DiagnoseOptions{});
-    NodePage page = node_page_of(s, d);
+    NodePage page = node_page_of(s, diagnose(s, DiagnoseOptions{}));
     page.source = source;
     return render_node_page_html(page);
 }

@@ -39,7 +39,7 @@ void add_disagreement(PageIdentityRow& row, const std::string& a_name, const std
 
 }  // namespace
 
-PageIdentity page_identity(const Snapshot& s, const Diagnosis& d) {
+PageIdentity page_identity(const Snapshot& s, FindingsView findings) {
     PageIdentity out;
     IdentityTable t = join_identity(s);
     auto gpus = node_gpus(s);
@@ -95,20 +95,26 @@ PageIdentity page_identity(const Snapshot& s, const Diagnosis& d) {
                                      : fmt::format("pid {} ({}): hidden", p.pid, p.command));
         }
 
-        for (const auto& f : d.findings) {
-            if (f.severity == Severity::info) continue;
-            bool names = std::any_of(f.subjects.begin(), f.subjects.end(), [&](const GpuRef& g) {
-                return (!g.pci.empty() && normalize_pci(g.pci) == r.pci) || (!g.uuid.empty() && same_uuid(g.uuid, row.uuid));
-            });
-            if (names && std::find(row.findings.begin(), row.findings.end(), f.id) == row.findings.end())
-                row.findings.push_back(f.id);
+        for (size_t i = 0; i < findings.size(); ++i) {
+            if (findings.severity(i) == Severity::info) continue;
+            bool names = false;
+            for (size_t k = 0; k < findings.subject_count(i) && !names; ++k) {
+                auto g = findings.subject(i, k);
+                names = (!g.pci.empty() && normalize_pci(g.pci) == r.pci) || (!g.uuid.empty() && same_uuid(g.uuid, row.uuid));
+            }
+            auto id = findings.id(i);
+            if (names && std::find(row.findings.begin(), row.findings.end(), id) == row.findings.end())
+                row.findings.emplace_back(id);
         }
         out.rows.push_back(std::move(row));
     }
     return out;
 }
 
-NodePage node_page_of(const Snapshot& s, const Diagnosis& d) {
+namespace {
+
+// The page of `s` and `d`, the findings being `findings` (d's own or the pack's).
+NodePage page_of(const Snapshot& s, const Diagnosis& d, FindingsView findings) {
     NodePage page;
     page.node = s.host.hostname;
     page.collected_at = s.collected_at;
@@ -119,11 +125,26 @@ NodePage node_page_of(const Snapshot& s, const Diagnosis& d) {
     page.gpudx_version = s.gpudx_version;
     page.generated_by = std::string("gpudx ") + GPUDX_VERSION;
     page.snapshot = &s;
-    page.diagnosis = d;
     page.collectors = s.collectors;
-    auto identity = page_identity(s, d);
+    auto identity = page_identity(s, findings);
     page.identity = std::move(identity.rows);
     page.allocation = std::move(identity.allocation);
+    return page;
+}
+
+}  // namespace
+
+NodePage node_page_of(const Snapshot& s, Diagnosis d) {
+    NodePage page = page_of(s, d, FindingsView(d.findings));
+    page.diagnosis = std::move(d);
+    return page;
+}
+
+NodePage node_page_of(const Snapshot& s, const Diagnosis& summary, const PackedFindings& findings) {
+    NodePage page = page_of(s, summary, FindingsView(findings));
+    page.diagnosis = summary;
+    page.diagnosis.findings.clear();
+    page.packed_findings = &findings;
     return page;
 }
 

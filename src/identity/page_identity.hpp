@@ -15,10 +15,14 @@ struct PageIdentity {
     std::string allocation;             // the variables the job's view was read from; empty when none is set
 };
 
-PageIdentity page_identity(const Snapshot& s, const Diagnosis& d);
+// `findings`: the diagnosis's; a row lists the warnings and errors that name its GPU.
+PageIdentity page_identity(const Snapshot& s, FindingsView findings);
 
 // The node page of a snapshot and its diagnosis: header, identity table, collectors. The snapshot must outlive the
 // page (it is drawn from, not copied); the caller adds the source, an acceptance record and events.
-NodePage node_page_of(const Snapshot& s, const Diagnosis& d);
+NodePage node_page_of(const Snapshot& s, Diagnosis d);
+// The same with the findings read from their pack (the agent's), which must outlive the page: `summary`'s own
+// findings are not read, and the page reads the pack's one at a time as it is drawn.
+NodePage node_page_of(const Snapshot& s, const Diagnosis& summary, const PackedFindings& findings);
 
 }  // namespace gpudx

@@ -9,7 +9,9 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/named_enum.hpp"
+#include "core/pieced_text.hpp"
 #include "model/finding.hpp"
+#include "model/findings_view.hpp"
 
 namespace gpudx {
 
@@ -65,10 +67,10 @@ nlohmann::json diagnosis_to_json(const Snapshot& s, const Diagnosis& d);
 // The text of diagnosis_to_json(s, d) with `extra`'s keys added (the agent's status), indented by 2: the same bytes,
 // made a finding at a time instead of from one tree of every finding (an agent holding a storm's thousands).
 std::string diagnosis_json_text(const Snapshot& s, const Diagnosis& d, const nlohmann::json& extra);
-class PackedFindings;
-// The same, the findings read one at a time from `findings` (`d`'s own are not read): the agent's /v1/status, which
-// then holds one finding read back at a time instead of a copy of every one.
-std::string diagnosis_json_text(const Snapshot& s, const Diagnosis& d, const nlohmann::json& extra,
-                                const PackedFindings& findings);
+// The same text in pieces (core/pieced_text.hpp), the findings read from `findings` one at a time as the pieces are
+// asked for (`d`'s own are not read): the agent's /v1/status, sent as it is made from its pack. The snapshot and `d`
+// are read before this returns; `findings` must outlive the pieces.
+PiecedText diagnosis_json_pieces(const Snapshot& s, const Diagnosis& d, const nlohmann::json& extra,
+                                 FindingsView findings);
 
 }  // namespace gpudx

@@ -6,7 +6,6 @@
 #include "model/diagnosis.hpp"
 #include "model/json_support.hpp"
 #include "model/layer_json.hpp"
-#include "model/packed_findings.hpp"
 #include "model/snapshot.hpp"
 
 namespace gpudx {
@@ -55,12 +54,8 @@ nlohmann::json diagnosis_to_json(const Snapshot& s, const Diagnosis& d) {
     return j;
 }
 
-namespace {
-
-// diagnosis_json_text, the findings being `count` of them, the i-th given by `finding(i)` (read one at a time).
-template <typename FindingAt>
-std::string json_text_a_finding_at_a_time(const Snapshot& s, const Diagnosis& d, const nlohmann::json& extra,
-                                          size_t count, FindingAt finding) {
+PiecedText diagnosis_json_pieces(const Snapshot& s, const Diagnosis& d, const nlohmann::json& extra,
+                                 FindingsView findings) {
     nlohmann::json head = diagnosis_head_json(s, d);
     for (auto& [key, value] : extra.items()) head[key] = value;
     // The findings' place in the head's text, held by a string no document has, at the top level's indentation.
@@ -73,46 +68,32 @@ std::string json_text_a_finding_at_a_time(const Snapshot& s, const Diagnosis& d,
     if (at == std::string::npos) {  // cannot happen; the tree's text is the answer then
         Diagnosis whole = d;
         whole.findings.clear();
-        for (size_t i = 0; i < count; ++i) whole.findings.push_back(finding(i));
+        for (size_t i = 0; i < findings.size(); ++i)
+            findings.with(i, [&](const Finding& f) { whole.findings.push_back(f); });
         auto j = diagnosis_to_json(s, whole);
         for (auto& [key, value] : extra.items()) j[key] = value;
-        return json_text(j, 2);
+        return PiecedText(json_text(j, 2), 0, nullptr, "");
     }
     size_t value_at = text.find(quoted, at);
-    std::string out;
-    out.reserve(text.size());
-    out.append(text, 0, value_at);
-    if (count == 0) {
-        out += "[]";
-    } else {
-        // As dump(2) writes an array one level down: each element on its own lines, 4 spaces in.
-        out += "[\n";
-        for (size_t i = 0; i < count; ++i) {
-            nlohmann::json f = finding_to_json(finding(i));
-            repair_utf8(f);
-            if (i > 0) out += ",\n";
-            out += "    ";
-            for (char c : json_text(f, 2)) {
-                out += c;
-                if (c == '\n') out += "    ";
-            }
+    std::string after = text.substr(value_at + quoted.size());
+    text.resize(value_at);
+    if (findings.empty()) return PiecedText(std::move(text) + "[]", 0, nullptr, std::move(after));
+    // As dump(2) writes an array one level down: each element on its own lines, 4 spaces in.
+    auto item = [findings](size_t i, std::string& out) {
+        nlohmann::json f = findings.with(i, [](const Finding& x) { return finding_to_json(x); });
+        repair_utf8(f);
+        if (i > 0) out += ",\n";
+        out += "    ";
+        for (char c : json_text(f, 2)) {
+            out += c;
+            if (c == '\n') out += "    ";
         }
-        out += "\n  ]";
-    }
-    out.append(text, value_at + quoted.size());
-    return out;
+    };
+    return PiecedText(std::move(text) + "[\n", findings.size(), item, "\n  ]" + after);
 }
-
-}  // namespace
 
 std::string diagnosis_json_text(const Snapshot& s, const Diagnosis& d, const nlohmann::json& extra) {
-    return json_text_a_finding_at_a_time(s, d, extra, d.findings.size(),
-                                         [&](size_t i) -> const Finding& { return d.findings[i]; });
-}
-
-std::string diagnosis_json_text(const Snapshot& s, const Diagnosis& d, const nlohmann::json& extra,
-                                const PackedFindings& findings) {
-    return json_text_a_finding_at_a_time(s, d, extra, findings.size(), [&](size_t i) { return findings.at(i); });
+    return diagnosis_json_pieces(s, d, extra, FindingsView(d.findings)).whole();
 }
 
 }  // namespace gpudx

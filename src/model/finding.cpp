@@ -38,7 +38,8 @@ std::optional<Severity> parse_severity(std::string_view s) {
     return std::nullopt;
 }
 
-const char* subject_label(const GpuRef& g) { return g.kind == SubjectKind::nvswitch ? "nvswitch" : "gpu"; }
+const char* subject_label(SubjectKind k) { return k == SubjectKind::nvswitch ? "nvswitch" : "gpu"; }
+const char* subject_label(const GpuRef& g) { return subject_label(g.kind); }
 
 std::string describe(const GpuRef& g) {
     if (g.kind == SubjectKind::nvswitch) return "NVSwitch at " + (g.pci.empty() ? std::string("unknown address") : g.pci);

@@ -30,8 +30,16 @@ struct GpuRef {
     auto operator<=>(const GpuRef&) const = default;
 };
 
+// A subject's names as views into findings held elsewhere (model/findings_view.hpp), valid while they live.
+struct SubjectView {
+    std::string_view uuid, pci;
+    SubjectKind kind = SubjectKind::gpu;
+    bool operator==(const SubjectView&) const = default;
+};
+
 // "gpu" or "nvswitch": the label a report puts before the subject.
 const char* subject_label(const GpuRef& g);
+const char* subject_label(SubjectKind k);
 
 // The process a finding is about (`gpudx diagnose --pid`): every output names it beside the finding.
 struct ProcessRef {

@@ -14,6 +14,7 @@
 #include "model/agent_status.hpp"
 #include "model/collector_status.hpp"
 #include "model/diagnosis.hpp"
+#include "model/findings_view.hpp"
 #include "model/snapshot.hpp"
 
 namespace gpudx {
@@ -35,7 +36,13 @@ struct PageIdentityRow {
 
 // A saved diagnosis (`gpudx diagnose --format json`, the agent's /v1/status?format=json) read back.
 struct SavedDiagnosis {
-    Diagnosis diagnosis;
+    Diagnosis diagnosis;  // its findings, unless packed_findings holds them
+    // The agent's page: the diagnosis's findings, read from the agent's pack one at a time as the page is drawn
+    // (diagnosis.findings is empty then); null: they are diagnosis.findings.
+    const PackedFindings* packed_findings = nullptr;
+    FindingsView findings() const {
+        return packed_findings ? FindingsView(*packed_findings) : FindingsView(diagnosis.findings);
+    }
     std::string host, collected_at, root;
     std::vector<CollectorStatus> collectors;
 };
@@ -58,7 +65,13 @@ struct NodePage {
     std::string source;  // "this node", "saved snapshot FILE", "saved diagnosis FILE", "the agent"
     std::string generated_by;  // the gpudx that made the page
     const Snapshot* snapshot = nullptr;  // null when only a saved diagnosis was given: no identity or topology
-    Diagnosis diagnosis;
+    Diagnosis diagnosis;  // its findings, unless packed_findings holds them
+    // The agent's page: the diagnosis's findings, read from the agent's pack one at a time as the page is drawn
+    // (diagnosis.findings is empty then); null: they are diagnosis.findings.
+    const PackedFindings* packed_findings = nullptr;
+    FindingsView findings() const {
+        return packed_findings ? FindingsView(*packed_findings) : FindingsView(diagnosis.findings);
+    }
     std::vector<CollectorStatus> collectors;
     std::vector<PageIdentityRow> identity;
     std::string allocation;  // the variables the job's view was read from ("CUDA_VISIBLE_DEVICES=1"), or empty

@@ -89,10 +89,10 @@ Finding PackedFindings::at(size_t i) const {
     return f;
 }
 
-std::pair<std::string_view, std::string_view> PackedFindings::subject(size_t i, size_t k) const {
+SubjectView PackedFindings::subject(size_t i, size_t k) const {
     if (k >= subject_count(i)) throw std::out_of_range("PackedFindings::subject: no such subject");
     const Subject& g = subjects_[records_.at(i).subjects.begin + k];
-    return {view(g.uuid), view(g.pci)};
+    return {view(g.uuid), view(g.pci), g.kind};
 }
 
 std::vector<Finding> PackedFindings::unpack() const {

@@ -28,12 +28,12 @@ public:
     std::vector<Finding> unpack() const;
     Layer layer(size_t i) const { return records_.at(i).layer; }
     Severity severity(size_t i) const { return records_.at(i).severity; }
-    // The i-th finding's id and its subjects (UUID, PCI address) as views into the pack, valid while it lives:
-    // for a reader that needs no whole finding (the agent's /metrics reads these of each, per scrape).
+    // The i-th finding's id and its subjects as views into the pack, valid while it lives: for a reader that needs
+    // no whole finding (the agent's /metrics reads these of each, per scrape; its page, which findings name a GPU).
     std::string_view id(size_t i) const { return view(records_.at(i).id); }
     size_t subject_count(size_t i) const { return records_.at(i).subjects.end - records_.at(i).subjects.begin; }
     // Throws std::out_of_range past the finding's own subjects, as at() does past the findings.
-    std::pair<std::string_view, std::string_view> subject(size_t i, size_t k) const;
+    SubjectView subject(size_t i, size_t k) const;
     // The heap bytes it holds.
     size_t held_bytes() const;
 

@@ -115,32 +115,30 @@ std::string prometheus_text(const Snapshot& s, const Diagnosis& d, const Prometh
 }  // namespace
 
 std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const PrometheusOptions& o) {
-    return prometheus_text(s, d, o, [&](const auto& series) {
-        for (auto& f : d.findings) {
-            if (f.subjects.empty()) series(f.id, f.layer, f.severity, {}, {});
-            for (auto& g : f.subjects) series(f.id, f.layer, f.severity, g.uuid, g.pci);
-        }
-    });
+    return render_prometheus(s, d, FindingsView(d.findings), o);
 }
 
-std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const PackedFindings& findings,
-                              const PrometheusOptions& o) {
+std::string render_prometheus(const Snapshot& s, const Diagnosis& d, FindingsView findings, const PrometheusOptions& o) {
     return prometheus_text(s, d, o, [&](const auto& series) {
         for (size_t i = 0; i < findings.size(); ++i) {
             if (findings.subject_count(i) == 0) series(findings.id(i), findings.layer(i), findings.severity(i), {}, {});
             for (size_t k = 0; k < findings.subject_count(i); ++k) {
-                auto [uuid, pci] = findings.subject(i, k);
-                series(findings.id(i), findings.layer(i), findings.severity(i), uuid, pci);
+                auto g = findings.subject(i, k);
+                series(findings.id(i), findings.layer(i), findings.severity(i), g.uuid, g.pci);
             }
         }
     });
 }
 
 namespace {
+std::optional<size_t> most_severe(FindingsView findings, Severity at_least) {
+    for (size_t i = 0; i < findings.size(); ++i)  // sorted: errors first, lowest layer first
+        if (findings.severity(i) >= at_least) return i;
+    return std::nullopt;
+}
 const Finding* most_severe(const Diagnosis& d, Severity at_least) {
-    for (auto& f : d.findings)  // sorted: errors first, lowest layer first
-        if (f.severity >= at_least) return &f;
-    return nullptr;
+    auto i = most_severe(FindingsView(d.findings), at_least);
+    return i ? &d.findings[*i] : nullptr;
 }
 
 std::string short_subject(const Finding& f) {
@@ -184,34 +182,42 @@ std::string could_not_evaluate(const Diagnosis& d) {
 }
 }  // namespace
 
-PluginResult node_problem_detector(const Diagnosis& d) {
+PluginResult node_problem_detector(const Diagnosis& d) { return node_problem_detector(d, FindingsView(d.findings)); }
+
+PluginResult node_problem_detector(const Diagnosis& d, FindingsView findings) {
     if (d.exit_code == kExitUnknown) return {2, "gpudx: " + could_not_evaluate(d)};
-    auto* f = most_severe(d, Severity::error);
-    if (!f) {
-        auto warnings = std::count_if(d.findings.begin(), d.findings.end(),
-                                      [](auto& x) { return x.severity == Severity::warning; });
+    auto most = most_severe(findings, Severity::error);
+    if (!most) {
+        size_t warnings = 0;
+        for (size_t i = 0; i < findings.size(); ++i) warnings += findings.severity(i) == Severity::warning;
         return {0, fit(fmt::format("gpudx: {} ({} warnings)", name_of(d.verdict), warnings), 80)};
     }
-    std::string line = fmt::format("{} {}: {}", f->id, short_subject(*f), f->message);
-    // The message must not vanish behind a 40-character UUID.
-    if (line.size() > 80) line = fmt::format("{} {}: {}", f->id, shorter_subject(*f), f->message);
-    return {1, strip_control(fit(line, 80))};
+    return findings.with(*most, [](const Finding& f) -> PluginResult {
+        std::string line = fmt::format("{} {}: {}", f.id, short_subject(f), f.message);
+        // The message must not vanish behind a 40-character UUID.
+        if (line.size() > 80) line = fmt::format("{} {}: {}", f.id, shorter_subject(f), f.message);
+        return {1, strip_control(fit(line, 80))};
+    });
 }
 
-PluginResult nagios(const Snapshot& s, const Diagnosis& d) {
+PluginResult nagios(const Snapshot& s, const Diagnosis& d) { return nagios(s, d, FindingsView(d.findings)); }
+
+PluginResult nagios(const Snapshot& s, const Diagnosis& d, FindingsView findings) {
     int errors = 0, warnings = 0;
-    for (auto& f : d.findings) {
-        errors += f.severity == Severity::error;
-        warnings += f.severity == Severity::warning;
+    for (size_t i = 0; i < findings.size(); ++i) {
+        errors += findings.severity(i) == Severity::error;
+        warnings += findings.severity(i) == Severity::warning;
     }
     std::string perf = fmt::format("| errors={} warnings={} gpus_pcie={}", errors, warnings, s.pcie.gpus.size());
     if (d.exit_code == kExitUnknown) return {3, "GPUDX UNKNOWN - " + could_not_evaluate(d) + " " + perf};
-    auto* f = most_severe(d, Severity::warning);
-    if (!f) return {0, "GPUDX OK - " + std::string(name_of(d.verdict)) + " " + perf};
-    std::string head = f->severity == Severity::error ? "GPUDX CRITICAL - " : "GPUDX WARNING - ";
-    std::string subject = short_subject(*f);
-    return {f->severity == Severity::error ? 2 : 1,
-            strip_control(head + f->id + (subject.empty() ? "" : " " + subject) + ": " + f->message + " " + perf)};
+    auto most = most_severe(findings, Severity::warning);
+    if (!most) return {0, "GPUDX OK - " + std::string(name_of(d.verdict)) + " " + perf};
+    return findings.with(*most, [&](const Finding& f) -> PluginResult {
+        std::string head = f.severity == Severity::error ? "GPUDX CRITICAL - " : "GPUDX WARNING - ";
+        std::string subject = short_subject(f);
+        return {f.severity == Severity::error ? 2 : 1,
+                strip_control(head + f.id + (subject.empty() ? "" : " " + subject) + ": " + f.message + " " + perf)};
+    });
 }
 
 }  // namespace gpudx

@@ -32,11 +32,9 @@ struct PrometheusOptions {
 // Prometheus text exposition for node_exporter's textfile collector and the agent's /metrics
 // (docs/output-formats.md). Every label's values are bounded per node: no per-event labels.
 std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const PrometheusOptions& o);
-class PackedFindings;
-// The same, the gpudx_finding series read from `findings` (`d`'s own are not read): the agent's /metrics, which then
-// reads no copy of every finding per scrape.
-std::string render_prometheus(const Snapshot& s, const Diagnosis& d, const PackedFindings& findings,
-                              const PrometheusOptions& o);
+// The same, the gpudx_finding series read from `findings` (`d`'s own are not read): the agent's /metrics, which
+// reads them from its pack, no copy of every finding per scrape. So do the one-line formats below.
+std::string render_prometheus(const Snapshot& s, const Diagnosis& d, FindingsView findings, const PrometheusOptions& o);
 
 // The reason Slurm shows for a drained node, "gpudx: <check id> <GPU UUID> <PCI address>", for the most severe
 // error (the UUID shortened when the whole would not fit). None when there is no error. Reads the first two
@@ -49,8 +47,10 @@ struct PluginResult {
     std::string message;
 };
 PluginResult node_problem_detector(const Diagnosis& d);
+PluginResult node_problem_detector(const Diagnosis& d, FindingsView findings);
 
 // Nagios/Icinga plugin: "GPUDX CRITICAL - ... | perfdata"; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
 PluginResult nagios(const Snapshot& s, const Diagnosis& d);
+PluginResult nagios(const Snapshot& s, const Diagnosis& d, FindingsView findings);
 
 }  // namespace gpudx

@@ -118,10 +118,11 @@ std::string gpu_name(const GpuRef& g) {
 // The verdict in one line: what a person reads first.
 std::string verdict_line(const NodePage& p) {
     const auto& d = p.diagnosis;
+    auto findings = p.findings();
     unsigned errors = 0, warnings = 0;
-    for (auto& f : d.findings) {
-        errors += f.severity == Severity::error;
-        warnings += f.severity == Severity::warning;
+    for (size_t i = 0; i < findings.size(); ++i) {
+        errors += findings.severity(i) == Severity::error;
+        warnings += findings.severity(i) == Severity::warning;
     }
     std::string what;
     switch (d.verdict) {
@@ -217,26 +218,38 @@ std::string finding_block(const Finding& f, size_t n) {
     return std::move(out) + "</article>\n";
 }
 
-std::string findings_section(const NodePage& p) {
-    std::string out = "<section id=\"findings\">\n<h2>Findings</h2>\n";
-    const auto& fs = p.diagnosis.findings;
-    if (fs.empty()) return std::move(out) + "<p>No finding.</p>\n</section>\n";
-    size_t n = 0, info = 0;
-    for (auto& f : fs) {
-        if (f.severity == Severity::info) {
-            ++info;
-            continue;
+// The findings section's items: the errors and warnings, then the informational ones folded under a summary. Each
+// finding is read (from the pack, on the agent's page) as its block is drawn.
+struct FindingsSection {
+    std::string begin, end;
+    size_t items = 0;  // two passes over the findings: items [0, n) the errors and warnings, [n, 2n) the others
+    PiecedText::Item item;
+};
+
+FindingsSection findings_section(const NodePage& p) {
+    FindingsSection out;
+    out.begin = "<section id=\"findings\">\n<h2>Findings</h2>\n";
+    auto fs = p.findings();
+    if (fs.empty()) {
+        out.end = "<p>No finding.</p>\n</section>\n";
+        return out;
+    }
+    size_t info = 0;
+    for (size_t i = 0; i < fs.size(); ++i) info += fs.severity(i) == Severity::info;
+    const size_t n = fs.size(), shown_first = n - info;
+    out.items = 2 * n;
+    out.item = [fs, n, shown_first, info, drawn = size_t{0}](size_t k, std::string& text) mutable {
+        bool second_pass = k >= n;
+        size_t i = second_pass ? k - n : k;
+        if (k == n) {
+            if (shown_first == 0) text += "<p>No error or warning.</p>\n";
+            if (info > 0) text += fmt::format("<details><summary>{} informational finding(s)</summary>\n", info);
         }
-        out += finding_block(f, n++);
-    }
-    if (n == 0) out += "<p>No error or warning.</p>\n";
-    if (info > 0) {
-        out += fmt::format("<details><summary>{} informational finding(s)</summary>\n", info);
-        for (auto& f : fs)
-            if (f.severity == Severity::info) out += finding_block(f, n++);
-        out += "</details>\n";
-    }
-    return std::move(out) + "</section>\n";
+        if ((fs.severity(i) == Severity::info) != second_pass) return;
+        fs.with(i, [&](const Finding& f) { text += finding_block(f, drawn++); });
+    };
+    out.end = std::string(info > 0 ? "</details>\n" : "") + "</section>\n";
+    return out;
 }
 
 std::string optional_text(const auto& v) { return v ? fmt::format("{}", *v) : std::string("—"); }
@@ -285,27 +298,31 @@ std::string collectors_section(const NodePage& p) {
 
 }  // namespace
 
-std::string render_node_page_html(const NodePage& p) {
-    std::string out = html::page_begin("gpudx report — " + (p.node.empty() ? std::string("unknown node") : p.node),
-                                       p.refresh_s);
-    out.reserve(64 * 1024);
-    out += header(p);
-    out += "<nav><a href=\"#layers\">layers</a> · <a href=\"#findings\">findings</a> · <a href=\"#identity\">identity</a>"
-           " · <a href=\"#topology\">topology</a> · <a href=\"#accept\">acceptance</a> · <a href=\"#events\">events</a>"
-           "</nav>\n";
-    out += missing_section(p);
-    out += layers_section(p);
-    out += findings_section(p);
-    out += identity_section(p);
-    out += html::topology_section(p);
-    if (p.accept) out += html::accept_section(*p.accept, p.accept_source, p.accept_reference, p.accept_reference_source);
-    else out += "<section id=\"accept\">\n<h2>Acceptance run</h2>\n<p>None given (<code>gpudx report --accept "
-                "FILE</code>, a record of <code>gpudx accept</code>).</p>\n</section>\n";
-    out += html::events_section(p);
-    out += collectors_section(p);
-    out += "<footer>Made by " + esc(p.generated_by) + " from " + esc(p.source) +
-           ". Every chart's figures are in the table beside it.</footer>\n";
-    return std::move(out) + html::page_end();
+PiecedText node_page_html_pieces(const NodePage& p) {
+    std::string before = html::page_begin("gpudx report — " + (p.node.empty() ? std::string("unknown node") : p.node),
+                                          p.refresh_s);
+    before += header(p);
+    before += "<nav><a href=\"#layers\">layers</a> · <a href=\"#findings\">findings</a> · <a href=\"#identity\">"
+              "identity</a> · <a href=\"#topology\">topology</a> · <a href=\"#accept\">acceptance</a> · <a href=\""
+              "#events\">events</a></nav>\n";
+    before += missing_section(p);
+    before += layers_section(p);
+    auto findings = findings_section(p);
+    before += findings.begin;
+    std::string after = std::move(findings.end);
+    after += identity_section(p);
+    after += html::topology_section(p);
+    if (p.accept) after += html::accept_section(*p.accept, p.accept_source, p.accept_reference, p.accept_reference_source);
+    else after += "<section id=\"accept\">\n<h2>Acceptance run</h2>\n<p>None given (<code>gpudx report --accept "
+                  "FILE</code>, a record of <code>gpudx accept</code>).</p>\n</section>\n";
+    after += html::events_section(p);
+    after += collectors_section(p);
+    after += "<footer>Made by " + esc(p.generated_by) + " from " + esc(p.source) +
+             ". Every chart's figures are in the table beside it.</footer>\n";
+    after += html::page_end();
+    return PiecedText(std::move(before), findings.items, std::move(findings.item), std::move(after));
 }
+
+std::string render_node_page_html(const NodePage& p) { return node_page_html_pieces(p).whole(); }
 
 }  // namespace gpudx

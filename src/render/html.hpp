@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/pieced_text.hpp"
 #include "model/fleet.hpp"
 #include "model/node_page.hpp"
 
@@ -16,6 +17,9 @@ std::string html_escape(std::string_view text);
 
 // `gpudx report`, the agent's / and the page `gpudx gather` puts beside its capture.
 std::string render_node_page_html(const NodePage& page);
+// The same page in pieces (core/pieced_text.hpp): the findings drawn one at a time as the pieces are asked for (the
+// agent's /, from its pack). `page`, and what it points to, must outlive the pieces.
+PiecedText node_page_html_pieces(const NodePage& page);
 
 struct FleetHtmlOptions {
     size_t node_rows = 200;  // most nodes drawn in the nodes-by-checks heat map and each class's lists

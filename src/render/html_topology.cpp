@@ -97,9 +97,10 @@ std::string topology_section(const NodePage& page) {
         uuid_of[r.pci] = r.uuid;
         if (!r.disagreements.empty() || !r.findings.empty()) flagged.insert(r.pci);
     }
-    for (auto& f : page.diagnosis.findings)
-        if (f.severity != Severity::info)
-            for (auto& g : f.subjects) flagged.insert(g.pci);
+    auto findings = page.findings();
+    for (size_t i = 0; i < findings.size(); ++i)
+        if (findings.severity(i) != Severity::info)
+            for (size_t k = 0; k < findings.subject_count(i); ++k) flagged.emplace(findings.subject(i, k).pci);
     // NVLink as NVML lists it per GPU: links up of links present; a GPU with a link down is marked.
     std::map<std::string, std::pair<size_t, size_t>> nvlinks;  // pci -> (active, total)
     for (auto& d : page.snapshot->nvml.devices) {

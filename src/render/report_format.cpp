@@ -1,5 +1,7 @@
 #include "render/report_format.hpp"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "render/formats.hpp"
@@ -10,24 +12,34 @@ bool is_data_format(ReportFormat format) { return format == ReportFormat::json |
 
 RenderedReport render_report(const Snapshot& s, const Diagnosis& d, ReportFormat format, const RenderOptions& o,
                              const PrometheusOptions& prom) {
+    return render_report(s, d, FindingsView(d.findings), format, o, prom);
+}
+
+RenderedReport render_report(const Snapshot& s, const Diagnosis& d, FindingsView findings, ReportFormat format,
+                             const RenderOptions& o, const PrometheusOptions& prom) {
     switch (format) {
-        case ReportFormat::json: return {diagnosis_to_json(s, d).dump(2) + "\n", d.exit_code};
-        case ReportFormat::prom: return {render_prometheus(s, d, prom), d.exit_code};
+        case ReportFormat::json: return {diagnosis_json_pieces(s, d, {}, findings).whole() + "\n", d.exit_code};
+        case ReportFormat::prom: return {render_prometheus(s, d, findings, prom), d.exit_code};
         case ReportFormat::slurm: {
-            auto reason = slurm_reason(d);
+            // slurm_reason reads the first two findings only (the most severe first).
+            Diagnosis head = d;
+            head.findings.clear();
+            for (size_t i = 0; i < std::min<size_t>(2, findings.size()); ++i)
+                findings.with(i, [&](const Finding& f) { head.findings.push_back(f); });
+            auto reason = slurm_reason(head);
             return {(reason ? reason->format() : std::string()) + "\n", d.exit_code};
         }
         case ReportFormat::npd: {
-            auto r = node_problem_detector(d);
+            auto r = node_problem_detector(d, findings);
             return {r.message + "\n", r.exit_code};
         }
         case ReportFormat::nagios: {
-            auto r = nagios(s, d);
+            auto r = nagios(s, d, findings);
             return {r.message + "\n", r.exit_code};
         }
         case ReportFormat::text: break;
     }
-    return {render_diagnosis_text(s, d, o), d.exit_code};
+    return {diagnosis_text_pieces(s, d, findings, o).whole(), d.exit_code};
 }
 
 }  // namespace gpudx

@@ -32,5 +32,8 @@ struct RenderedReport {
 // `prom` carries what the Prometheus format adds beyond the diagnosis (the node's record and class).
 RenderedReport render_report(const Snapshot& s, const Diagnosis& d, ReportFormat format, const RenderOptions& o,
                              const PrometheusOptions& prom);
+// The same, the findings read from `findings` one at a time (`d`'s own are not read): the agent's, from its pack.
+RenderedReport render_report(const Snapshot& s, const Diagnosis& d, FindingsView findings, ReportFormat format,
+                             const RenderOptions& o, const PrometheusOptions& prom);
 
 }  // namespace gpudx

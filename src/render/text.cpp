@@ -51,7 +51,7 @@ std::string render_process_line(const ProcessView& p) {
 
 }  // namespace
 
-std::string render_diagnosis_text(const Snapshot& s, const Diagnosis& d, const RenderOptions& o) {
+PiecedText diagnosis_text_pieces(const Snapshot& s, const Diagnosis& d, FindingsView findings, const RenderOptions& o) {
     Palette p{o.color};
     std::string out;
     out += fmt::format("{}gpudx diagnose{} — {}{}\n", p.bold(), p.reset(),
@@ -92,37 +92,46 @@ std::string render_diagnosis_text(const Snapshot& s, const Diagnosis& d, const R
         for (auto& p : s.processes) out += render_process_line(p);
         out += "\n";
     }
-    unsigned shown = 0;
-    for (auto& f : d.findings) {
-        if (f.severity == Severity::info && !o.verbose) continue;
-        ++shown;
-        auto sev = f.severity == Severity::error     ? p.red() + "ERROR" + p.reset()
-                   : f.severity == Severity::warning ? p.yellow() + "WARN " + p.reset()
-                                                     : "info ";
-        out += fmt::format("{} [{}] {}\n", sev, f.id, strip_control(f.message));
-        if (f.process) out += fmt::format("      process: {}\n", strip_control(describe(*f.process)));
-        for (auto& g : f.subjects) out += fmt::format("      {}: {}\n", subject_label(g), strip_control(describe(g)));
-        for (auto& e : f.evidence)
-            out += fmt::format("      {}evidence: {} = {}{}\n", p.dim(), strip_control(e.source), strip_control(e.value), p.reset());
-        if (!f.next_step.empty()) out += fmt::format("      next: {}\n", strip_control(f.next_step));
-        out += "\n";
-    }
+    size_t shown = 0;
+    for (size_t i = 0; i < findings.size(); ++i) shown += o.verbose || findings.severity(i) != Severity::info;
+    auto item = [findings, o](size_t i, std::string& out) {
+        if (findings.severity(i) == Severity::info && !o.verbose) return;
+        Palette p{o.color};
+        findings.with(i, [&](const Finding& f) {
+            auto sev = f.severity == Severity::error     ? p.red() + "ERROR" + p.reset()
+                       : f.severity == Severity::warning ? p.yellow() + "WARN " + p.reset()
+                                                         : "info ";
+            out += fmt::format("{} [{}] {}\n", sev, f.id, strip_control(f.message));
+            if (f.process) out += fmt::format("      process: {}\n", strip_control(describe(*f.process)));
+            for (auto& g : f.subjects) out += fmt::format("      {}: {}\n", subject_label(g), strip_control(describe(g)));
+            for (auto& e : f.evidence)
+                out += fmt::format("      {}evidence: {} = {}{}\n", p.dim(), strip_control(e.source),
+                                   strip_control(e.value), p.reset());
+            if (!f.next_step.empty()) out += fmt::format("      next: {}\n", strip_control(f.next_step));
+            out += "\n";
+        });
+    };
+    std::string after;
     std::string unread = unreadable_layers(d);
     if (!unread.empty() && d.exit_code == kExitUnknown)
-        out += fmt::format("{}Could not evaluate: {} could not be read, so the node is not called healthy.{}\n\n",
-                           p.yellow(), unread, p.reset());
+        after += fmt::format("{}Could not evaluate: {} could not be read, so the node is not called healthy.{}\n\n",
+                             p.yellow(), unread, p.reset());
     else if (shown == 0)
-        out += "No problems found.\n\n";
+        after += "No problems found.\n\n";
     if (o.verbose) {
-        if (auto health = render_health_text(s); !health.empty()) out += health + "\n";
-        out += "Collectors:\n";
+        if (auto health = render_health_text(s); !health.empty()) after += health + "\n";
+        after += "Collectors:\n";
         for (auto& c : s.collectors)
-            out += fmt::format("  {:<12} {:<9} {:>8.2f} ms  {}\n", c.name, to_string(c.state), c.duration_ms,
-                               strip_control(c.message));
-        out += "\n";
+            after += fmt::format("  {:<12} {:<9} {:>8.2f} ms  {}\n", c.name, to_string(c.state), c.duration_ms,
+                                 strip_control(c.message));
+        after += "\n";
     }
-    out += fmt::format("Verdict: {}{}{} (exit {})\n", p.bold(), name_of(d.verdict), p.reset(), d.exit_code);
-    return out;
+    after += fmt::format("Verdict: {}{}{} (exit {})\n", p.bold(), name_of(d.verdict), p.reset(), d.exit_code);
+    return PiecedText(std::move(out), findings.size(), item, std::move(after));
+}
+
+std::string render_diagnosis_text(const Snapshot& s, const Diagnosis& d, const RenderOptions& o) {
+    return diagnosis_text_pieces(s, d, FindingsView(d.findings), o).whole();
 }
 
 std::string render_snapshot_text(const Snapshot& s) {

@@ -38,6 +38,9 @@
 #include "agent/endpoints.hpp"
 #include "agent/events.hpp"
 #include "agent/http.hpp"
+#include "model/snapshot.hpp"
+#include "render/report.hpp"
+#include "rules/engine/diagnose.hpp"
 #include "agent/recorder.hpp"
 #include "agent/store.hpp"
 #include "core/text.hpp"
@@ -766,6 +769,52 @@ TEST(AgentHttp, TheEventsAnswerIsStreamedInPiecesOfBoundedSize) {
     Answer head = ask(t.endpoint, fmt::format("HEAD /v1/events HTTP/1.1\r\n\r\n"));
     EXPECT_EQ(head.status, 200);
     EXPECT_EQ(head.body, "");
+}
+
+// A storm's diagnosis is megabytes as JSON, as text and as a page: each is sent as it is made, a few findings at a
+// time read from the pack, so the listener never holds the whole answer, and one larger than the most all answers
+// may hold at once (max_answer_bytes, 1 MiB here) still goes out whole, the same bytes the diagnosis renders to.
+TEST(AgentHttp, AStormsStatusAndPageAreStreamedInPiecesOfBoundedSize) {
+    constexpr size_t kPieceBound = 256u << 10;  // a piece is at least 64 KiB: a few dozen findings
+    EventsServer t("http-status-stream", 0, {.max_answer_bytes = 1u << 20});
+    ASSERT_TRUE(t.server);
+    Snapshot s = snapshot_from_json(nlohmann::json::parse(
+                                        test::read_all(std::string(GPUDX_SOURCE_DIR) + "/tests/golden/h200x2.snapshot.json")))
+                     .value();
+    Diagnosis d = diagnose(s, {});
+    Finding storm{.id = "kernel_log.xid", .layer = Layer::kernel_log, .severity = Severity::error};
+    storm.message = "Xid 79 (GPU has fallen off the bus)";
+    storm.next_step = std::string(400, 'n');
+    for (int i = 0; i < 4000; ++i) {
+        Finding f = storm;
+        f.subjects = {{"", fmt::format("0000:{:02x}:{:02x}.0", 1 + i / 32, i % 32)}};
+        f.evidence = {{"/dev/kmsg", fmt::format("NVRM: Xid (PCI:0000:{:02x}:{:02x}): 79, pid={}", 1 + i / 32, i % 32, i)}};
+        d.findings.insert(d.findings.begin(), std::move(f));
+    }
+    d.verdict = Verdict::unhealthy;
+    d.exit_code = kExitErrors;
+    auto p = std::make_shared<Published>();
+    p->snapshot = s;
+    p->hold(d);
+    p->time_ms = now_ms();
+    t.publication.publish(p);
+    Answer json = ask(t.endpoint, get("/v1/status"));
+    ASSERT_EQ(json.status, 200);
+    EXPECT_EQ(json.headers["transfer-encoding"], "chunked");
+    EXPECT_EQ(json.headers["x-gpudx-exit-code"], "1");
+    EXPECT_EQ(json.body, diagnosis_json_text(s, d, {{"agent", agent_status_to_json(AgentStatus{})}}) + "\n");
+    EXPECT_GT(json.body.size(), 3'000'000u);
+    Answer text = ask(t.endpoint, get("/v1/status?format=text"));
+    ASSERT_EQ(text.status, 200);
+    EXPECT_EQ(text.body, render_diagnosis_text(s, d, {}));
+    EXPECT_GT(text.body.size(), 2'000'000u);
+    Answer page = ask(t.endpoint, get("/"));
+    ASSERT_EQ(page.status, 200);
+    EXPECT_GT(page.body.size(), 3'000'000u);
+    EXPECT_NE(page.body.find("id=\"finding-0\" data-finding=\"kernel_log.xid\""), std::string::npos);
+    EXPECT_NE(page.body.find("id=\"finding-3999\" data-finding=\"kernel_log.xid\""), std::string::npos);
+    EXPECT_TRUE(page.body.ends_with("</html>\n"));
+    EXPECT_LT(t.server->stats().peak_answer_bytes, kPieceBound) << "an answer was made whole before it was sent";
 }
 
 // The events are written as text from the store's rows; what they say is what event_to_json says, byte for byte.

@@ -157,7 +157,8 @@ TEST(NodePageHtml, MarksIdentityDisagreements) {
     dev.pci = "0000:00:06.0";
     s.nvml.devices.push_back(dev);
     s.nvml.device_count = 1;
-    auto ids = page_identity(s, diagnose(s, {}));
+    auto d = diagnose(s, {});
+    auto ids = page_identity(s, FindingsView(d.findings));
     auto row = std::find_if(ids.rows.begin(), ids.rows.end(), [](auto& r) { return r.pci == "0000:00:06.0"; });
     ASSERT_NE(row, ids.rows.end());
     ASSERT_FALSE(row->disagreements.empty());
@@ -306,6 +307,14 @@ TEST(NodePageHtml, MarksAGpuWithAnNvlinkDown) {
     EXPECT_NE(out.find(fmt::format("class=\"bad\">NVLink {}/{} up", total - 1, total)), std::string::npos);
 }
 
+// An answer's whole text: its body, then every piece it sends as it is made.
+std::string answer_text(HttpResponse res) {
+    std::string out = std::move(res.body);
+    if (res.more)
+        while (auto piece = res.more()) out += *piece;
+    return out;
+}
+
 TEST(AgentPage, ServesTheLatestDiagnosisWithItsEvents) {
     auto dir = test::scratch("agent-page");
     Recorder recorder(EventStoreOptions{(dir / "events.db").string()});
@@ -329,13 +338,14 @@ TEST(AgentPage, ServesTheLatestDiagnosisWithItsEvents) {
     recorder.record({e});
     for (const char* path : {"/", "/report.html"}) {
         auto res = endpoints.handle(HttpRequest{path, {}});
+        res.body = answer_text(res);
         EXPECT_EQ(res.status, 200) << path;
         EXPECT_EQ(res.content_type, "text/html; charset=utf-8");
         bool csp = false;
         for (auto& [k, v] : res.headers) csp = csp || (k == "Content-Security-Policy" && v.find("default-src 'none'") == 0);
         EXPECT_TRUE(csp) << path;
         for (auto& pci : s.pcie.gpus) EXPECT_NE(res.body.find(pci), std::string::npos) << pci;
-        for (auto& f : p->diagnosis().findings) {
+        for (auto& f : p->findings().unpack()) {
             if (f.severity == Severity::error) {
                 EXPECT_NE(res.body.find("data-finding=\"" + f.id + "\""), std::string::npos) << f.id;
             }
@@ -386,9 +396,9 @@ TEST(AgentPage, TheDigestedKernelLogAnswersAsTheWholeOne) {
         publication.publish(p);
         std::vector<std::string> out;
         for (std::string path : {"/", "/report.html", "/metrics", "/v1/status"})
-            out.push_back(path + "\n" + endpoints.handle(HttpRequest{path, {}}).body);
+            out.push_back(path + "\n" + answer_text(endpoints.handle(HttpRequest{path, {}})));
         for (std::string format : {"text", "prom", "slurm", "npd", "nagios"})
-            out.push_back(format + "\n" + endpoints.handle(HttpRequest{"/v1/status", {{"format", format}}}).body);
+            out.push_back(format + "\n" + answer_text(endpoints.handle(HttpRequest{"/v1/status", {{"format", format}}})));
         return std::make_pair(out, p);
     };
     auto [whole, whole_published] = answers(false);

@@ -6,9 +6,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "identity/page_identity.hpp"
 #include "model/packed_findings.hpp"
 #include "model/snapshot.hpp"
 #include "render/formats.hpp"
+#include "render/html.hpp"
+#include "render/report_format.hpp"
 #include "rules/engine/diagnose.hpp"
 #include "test_support.hpp"
 
@@ -18,6 +21,13 @@ namespace GPUDX_UNITY_ID {
 nlohmann::json as_json(const std::vector<Finding>& findings) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& f : findings) out.push_back(finding_to_json(f));
+    return out;
+}
+
+// The text of `t`, asked for in pieces of at least `piece` bytes.
+std::string joined(PiecedText t, size_t piece) {
+    std::string out;
+    while (auto p = t.next(piece)) out += *p;
     return out;
 }
 
@@ -36,13 +46,31 @@ TEST(PackedFindings, EveryGoldenDiagnosisReadsBackAsItWas) {
             EXPECT_EQ(packed.layer(i), d.findings[i].layer);
             EXPECT_EQ(packed.severity(i), d.findings[i].severity);
         }
-        // The agent's /metrics reads the findings' series from the pack, with a diagnosis of no findings.
+        // The agent's answers read the findings from the pack, with a diagnosis of no findings, and send the long
+        // ones in pieces: every format, the whole or in pieces of any size, is the text of the whole diagnosis.
         Diagnosis summary = d;
         summary.findings.clear();
-        EXPECT_EQ(render_prometheus(*s, summary, packed, {}), render_prometheus(*s, d, {})) << name;
-        // And /v1/status reads them back one at a time.
+        const FindingsView view(packed);
+        EXPECT_EQ(render_prometheus(*s, summary, view, {}), render_prometheus(*s, d, {})) << name;
         nlohmann::json extra = {{"agent", {{"x", 1}}}};
-        EXPECT_EQ(diagnosis_json_text(*s, summary, extra, packed), diagnosis_json_text(*s, d, extra)) << name;
+        const std::string json = diagnosis_json_text(*s, d, extra);
+        for (bool verbose : {false, true})
+            for (auto format : {ReportFormat::text, ReportFormat::json, ReportFormat::prom, ReportFormat::slurm,
+                                ReportFormat::npd, ReportFormat::nagios}) {
+                RenderOptions o{.verbose = verbose};
+                auto whole = render_report(*s, d, format, o, {}), from_pack = render_report(*s, summary, view, format, o, {});
+                EXPECT_EQ(from_pack.text, whole.text) << name << " " << name_of(format);
+                EXPECT_EQ(from_pack.exit_code, whole.exit_code) << name << " " << name_of(format);
+            }
+        const std::string page = render_node_page_html(node_page_of(*s, d));
+        EXPECT_EQ(render_node_page_html(node_page_of(*s, summary, packed)), page) << name;
+        for (size_t piece : {size_t{1}, size_t{4096}}) {
+            EXPECT_EQ(joined(diagnosis_json_pieces(*s, summary, extra, view), piece), json) << name;
+            EXPECT_EQ(joined(diagnosis_text_pieces(*s, summary, view, {.verbose = true}), piece),
+                      render_diagnosis_text(*s, d, {.verbose = true})) << name;
+            NodePage from_pack = node_page_of(*s, summary, packed);
+            EXPECT_EQ(joined(node_page_html_pieces(from_pack), piece), page) << name;
+        }
         ++diagnoses;
         findings += d.findings.size();
     }
@@ -72,9 +100,9 @@ TEST(PackedFindings, EveryFieldReadsBackIncludingTheRareOnes) {
     // The views a reader of ids and subjects takes instead of a whole finding.
     EXPECT_EQ(packed.id(0), "slurm.process_on_foreign_gpu");
     ASSERT_EQ(packed.subject_count(0), 2u);
-    EXPECT_EQ(packed.subject(0, 0), std::pair(std::string_view("GPU-5bd41b7c-8a07-7c1a-30c4-3c5f4cc3b8a1"),
-                                              std::string_view("0000:00:06.0")));
-    EXPECT_EQ(packed.subject(0, 1), std::pair(std::string_view(), std::string_view("0000:05:00.0")));
+    EXPECT_EQ(packed.subject(0, 0),
+              (SubjectView{"GPU-5bd41b7c-8a07-7c1a-30c4-3c5f4cc3b8a1", "0000:00:06.0", SubjectKind::gpu}));
+    EXPECT_EQ(packed.subject(0, 1), (SubjectView{"", "0000:05:00.0", SubjectKind::nvswitch}));
     EXPECT_EQ(packed.subject_count(1), 0u);
     EXPECT_THROW(packed.subject(1, 0), std::out_of_range);
     EXPECT_FALSE(packed.at(1).process.has_value());
