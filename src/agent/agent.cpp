@@ -271,8 +271,11 @@ void Agent::publish(Judged& j, DiagnosisTrigger trigger, double started_ms) {
     p->xid_counts = j.xid_counts;
     p->hold(j.diagnosis);
     // Held packed from here on; the findings as made go now, so that a storm's findings as made and the events
-    // they cause are never in memory at the same time (docs/agent.md, "The API at size").
+    // they cause are never in memory at the same time (docs/agent.md, "The API at size"). Their pages, and the
+    // kernel log's, go back before the events are made: freed, they stayed resident in the scratch arena under the
+    // events made in the main one (10,000 findings: a peak of 54.7 MB, 47.4 MB with this).
     scratch_.free(std::move(j.diagnosis.findings));
+    give_back_freed_memory();
     p->node_class = j.node_class;
     p->time_ms = now_ms();
     p->trigger = trigger;
