@@ -35,18 +35,18 @@ nlohmann::json findings(std::string_view log, std::optional<gpudx::KernelLogForm
     o.extra_words = kernel_log_text_words(builtin_signature_catalogue());
     o.every_boot = true;
     o.max_kept_lines = o.max_kept_xids = 0;  // every one
-    if (streamed) {
-        o.line_sink = [&](KernelLogLine&& l) { rules.add(std::move(l)); };
-        o.xid_sink = [&](XidEvent&& x) { rules.add_xid(x); };
-    }
+    if (streamed) o.line_sink = [&](KernelLogLine&& l) { rules.add(std::move(l)); };
     KernelLogScanner scanner(o);
     if (format) scanner.set_format(*format);
     scanner.feed(log);
     auto r = scanner.finish("fuzz");
     if (!r) return nlohmann::json{{"error", r.error().message}};
-    if (streamed) rules.finish();
     Snapshot s;
     s.kernel_log = std::move(*r);
+    if (streamed) {
+        for (auto& x : s.kernel_log.xids) rules.add_borrowed_xid(x);
+        rules.finish();
+    }
     s.collectors.push_back(status_ok(Collector::kernel_log));
     CheckContext ctx{s, d};
     std::vector<Finding> out;

@@ -37,8 +37,9 @@ struct ExplainCmdOptions {
 constexpr size_t kUnrecognisedShown = 20;
 
 // What explain learns from the text as it is read, every boot of it: none of its lines is kept (memory flat in the
-// text's size), each goes through the line rules, the GPUs the text names by UUID and the first command it ran; of
-// the Xid events, their times (kernel_log.xid_repeated slides its window over them).
+// text's size), each goes through the line rules, the GPUs the text names by UUID and the first command it ran. The
+// Xid events are the scanner's newest 10,000, as diagnose keeps them, and every one is tallied: kernel_log.xid_repeated
+// slides its window over those, and judges a longer storm by its tally, as diagnose does.
 struct TextReading {
     TextReading(const SignatureCatalogue& catalogue, const DiagnoseOptions& options)
         : rules(options, true), uuids(catalogue) {}
@@ -58,7 +59,6 @@ KernelLogScanOptions scan_options(const SignatureCatalogue& catalogue, TextReadi
     o.extra_words = explain_scan_words(catalogue);
     o.every_boot = true;
     o.line_sink = [&reading](KernelLogLine&& line) { reading.add(std::move(line)); };
-    o.xid_sink = [&reading](XidEvent&& event) { reading.rules.add_xid(event); };
     return o;
 }
 
@@ -204,7 +204,6 @@ int run_explain(const ExplainCmdOptions& o) {
     auto log = scanner.finish(source);
     if (!log) throw UsageError{log.error().message};
     if (log->lines_read == 0) throw UsageError{source + ": empty, nothing to explain"};
-    reading.rules.finish();
 
     Snapshot s;
     if (o.here) {
@@ -223,6 +222,8 @@ int run_explain(const ExplainCmdOptions& o) {
     }
     s.kernel_log = std::move(*log);
     s.collectors.push_back(status_ok(Collector::kernel_log));
+    for (const auto& x : s.kernel_log.xids) reading.rules.add_borrowed_xid(x);
+    reading.rules.finish();
 
     std::vector<Finding> findings;
     std::vector<std::string> unrecognised;

@@ -93,7 +93,6 @@ struct KernelLogScanOptions {
     // streams its text through the rules and keeps none of it). Only with every_boot: a later boot would take
     // back lines already handed on. The tallies still count every event.
     std::function<void(KernelLogLine&&)> line_sink;
-    std::function<void(XidEvent&&)> xid_sink;  // the same for the Xid events (KernelLog::xids)
 };
 
 // Every word whose lines the scanner keeps, any case: the parser's own topics and `extra_words`. A line holding

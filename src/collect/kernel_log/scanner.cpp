@@ -240,8 +240,7 @@ struct KernelLogScanner::State {
             ev.wall_time = kept.wall_time;
             if (!kept.wall_time.empty()) ev.wall_s = parse_wall_time(kept.wall_time, current_utc_year());
             tally(TallyKind::xid, ev.pci, m.xid_detail, ev.code, pl, kept.text, ev.process);
-            if (options.xid_sink) options.xid_sink(std::move(ev));
-            else keep_newest(log.xids, oldest_xid, std::move(ev), options.max_kept_xids, nullptr);
+            keep_newest(log.xids, oldest_xid, std::move(ev), options.max_kept_xids, nullptr);
         }
         for (size_t k = 0; k < m.events.size(); ++k) {
             const LogEventKind& e = m.events[k];
@@ -353,8 +352,8 @@ KernelLogScanner::KernelLogScanner(KernelLogScanOptions options) : state_(std::m
     auto& s = *state_;
     s.options = std::move(options);
     s.options.max_line_bytes = std::max(s.options.max_line_bytes, kMinMaxLineBytes);
-    if ((s.options.line_sink || s.options.xid_sink) && !s.options.every_boot)
-        throw std::logic_error("KernelLogScanOptions' sinks need every_boot: a later boot would take lines back");
+    if (s.options.line_sink && !s.options.every_boot)
+        throw std::logic_error("KernelLogScanOptions' line sink needs every_boot: a later boot would take lines back");
     s.prefilter = kernel_log_prefilter::make_prefilter(s.options.extra_words);
     s.extra_words = WordSetCi(s.options.extra_words);
     if (!trim(s.options.since).empty()) {

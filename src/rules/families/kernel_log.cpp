@@ -4,10 +4,8 @@
 // explains.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <initializer_list>
 #include <map>
-#include <memory_resource>
 #include <optional>
 #include <set>
 
@@ -300,8 +298,8 @@ TallyRepeats tally_repeats(const KernelLogTally& t, const XidEscalation& esc) {
 // once per run of equal ones.
 struct XidTimeline {
     std::vector<double> times;  // event_time, in the log's order
-    // (first event, text) for each run of equal texts, each text where it is kept: in the snapshot's own events when
-    // they were lent (a storm's 10,000 kept events are not copied again), else in XidTimelines::owned_texts.
+    // (first event, text) for each run of equal texts, each a view of the snapshot's kept event (a storm's 10,000 kept
+    // events are not copied again).
     std::vector<std::pair<uint32_t, std::string_view>> texts;
     bool timed = true;  // every event has a time
 
@@ -316,26 +314,15 @@ struct XidTimeline {
 // that one's, not repeats of their own.
 struct XidTimelines {
     std::map<std::pair<std::string, int>, XidTimeline> by_gpu_code;
-    // The texts of events no one else keeps (explain's stream), each copied once into blocks that only grow: a view
-    // of one stays valid, and a text costs its bytes, without a string's header and heap block besides.
-    std::pmr::monotonic_buffer_resource owned_texts;
     uint64_t events = 0;
 
-    std::string_view keep(std::string_view text) {
-        auto* at = static_cast<char*>(owned_texts.allocate(std::max<size_t>(text.size(), 1), 1));
-        std::memcpy(at, text.data(), text.size());
-        return {at, text.size()};
-    }
-
-    // `lent`: the event outlives these timelines (a snapshot's kept events), so its text is not copied.
-    void add(const XidEvent& e, bool lent) {
+    // `e` outlives these timelines (a snapshot's kept events): its text is not copied.
+    void add(const XidEvent& e) {
         ++events;
         if (caused_by(e.text)) return;
         XidTimeline& t = by_gpu_code[{e.pci, e.code}];
         t.timed = t.timed && (e.monotonic_s || e.wall_s);
-        if (t.texts.empty() || t.texts.back().second != e.text)
-            t.texts.emplace_back(static_cast<uint32_t>(t.times.size()),
-                                 lent ? std::string_view(e.text) : keep(e.text));
+        if (t.texts.empty() || t.texts.back().second != e.text) t.texts.emplace_back(static_cast<uint32_t>(t.times.size()), e.text);
         t.times.push_back(event_time(e));
     }
 };
@@ -693,9 +680,7 @@ void KernelLogLineRules::add_borrowed(const KernelLogLine& line) {
     state_->signatures.add_borrowed(line);
 }
 
-void KernelLogLineRules::add_xid(const XidEvent& event) { state_->xids.add(event, false); }
-
-void KernelLogLineRules::add_borrowed_xid(const XidEvent& event) { state_->xids.add(event, true); }
+void KernelLogLineRules::add_borrowed_xid(const XidEvent& event) { state_->xids.add(event); }
 
 void KernelLogLineRules::finish() { state_->signatures.finish(); }
 

@@ -157,8 +157,8 @@ public:
     KernelLogLineRules& operator=(const KernelLogLineRules&) = delete;
     void add(KernelLogLine line);
     void add_borrowed(const KernelLogLine& line);  // the caller keeps it alive until finish()
-    void add_xid(const XidEvent& event);           // the Xid events, for the repeats (kept: a time each)
-    void add_borrowed_xid(const XidEvent& event);  // the same; the caller keeps it alive until the rules are done
+    // The kept Xid events (KernelLog::xids), for the repeats; the caller keeps each alive until the rules are done.
+    void add_borrowed_xid(const XidEvent& event);
     void finish();                                 // the text is over
 
     struct State;  // rules/families/kernel_log.cpp
