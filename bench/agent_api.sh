@@ -9,7 +9,8 @@
 #   - memory: VmRSS of the agent process (/proc/PID/status), its children (the collection, the NVML watcher) not
 #     included; "after answering": after 5 answers of 10,000 events; "holding 10,000 findings": after a kernel log
 #     line of an Xid 79 on each of 10,000 PCI addresses was judged, then after /v1/status and the page (/) were
-#     asked for with them; and the peak over the whole run (VmHWM: the diagnoses and the answers included); then,
+#     asked for with them; the peak (VmHWM) while it judged them, while it answered /v1/status and while it answered
+#     /, and the most of the three (the diagnoses and the answers included); then,
 #     in an agent of its own, after a storm shaped as real nodes have them (1,000,000 Xid lines on 8 GPUs), and its
 #     peak;
 #   - with STANDINS=DIR (the stand-in driver libraries, build/tests/standins/lib): the agent with its NVML watcher
@@ -100,10 +101,20 @@ measure() {
   local settled=-1 now
   while now=$(kernel_log_diagnoses); [[ $now != "$settled" ]]; do settled=$now; sleep 1; done
   echo "$tag rss_findings $(rss_mb "$agent_pid")" >> "$out"
+  local judged status page
+  judged=$(peak_rss_mb "$agent_pid")
+  echo "$tag rss_judged_peak $judged" >> "$out"
+  # Each answer's own peak: the high-water mark set back to the present first (clear_refs, the process's own).
+  echo 5 > "/proc/$agent_pid/clear_refs"
   curl -s -o /dev/null "$url/v1/status"
+  status=$(peak_rss_mb "$agent_pid")
+  echo "$tag rss_status_peak $status" >> "$out"
+  echo 5 > "/proc/$agent_pid/clear_refs"
   curl -s -o /dev/null "$url/"
+  page=$(peak_rss_mb "$agent_pid")
+  echo "$tag rss_page_peak $page" >> "$out"
   echo "$tag rss_findings_answered $(rss_mb "$agent_pid")" >> "$out"
-  echo "$tag rss_peak $(peak_rss_mb "$agent_pid")" >> "$out"
+  echo "$tag rss_peak $(printf '%s\n' "$judged" "$status" "$page" | sort -g | tail -1)" >> "$out"
   stop_agent
   # The storm, judged by an agent of its own (the high-water mark above is the 10,000 findings').
   setup_node
@@ -158,6 +169,9 @@ row rss_idle "RSS idle (MB)" "20"
 row rss_answered "RSS after 5 answers of 10,000 events (MB)" "20"
 row rss_findings "RSS holding 10,000 findings (MB)" "20"
 row rss_findings_answered "  and after /v1/status and / with them (MB)" "20"
+row rss_judged_peak "  its peak while it judged and recorded them (MB)" "20"
+row rss_status_peak "  its peak while it answered /v1/status (MB)" "20"
+row rss_page_peak "  its peak while it answered / (MB)" "20"
 row rss_peak "  its peak over the whole run (MB)" "20"
 row rss_storm "RSS after 1,000,000 Xid lines on 8 GPUs (MB)" "20"
 row rss_storm_peak "  its peak while it read and judged them (MB)" "20"

@@ -9,7 +9,8 @@
 #     snapshot's collector status, against the goal of 1 ms;
 #   - `gpudx explain FILE` against `gpudx diagnose --kernel-log FILE` on LINES generated lines (goal: <= 1.5x), wall
 #     time and peak RSS (/usr/bin/time);
-#   - explain's peak RSS on LINES lines against a tenth of them (goal: flat, within 1.2x).
+#   - explain's peak RSS on LINES lines against a tenth of them (goal: flat, within 1.2x);
+#   - the same three on a storm of LINES Xid lines whose messages all differ (tests/agent/lib.sh's xid_storm).
 # Medians of RUNS runs, the two commands of a row run alternately, so that a shared machine's load falls on both.
 # Each row gives its goal (a ratio to its reference, or an absolute bound) and whether this run met it; with
 # BENCH_ROWS=FILE the rows are also appended there for bench/speed_goals.sh (bench/goal_rows.sh).
@@ -102,37 +103,45 @@ row "kernel-log collector, quiet 400 lines" "$(ms "$c")" "1 ms (absolute goal)" 
   "< 1 ms" "$(met "$c" 1000 1)"
 goal_row "kernel-log collector, quiet 400 lines" "$(ms "$c" | cut -d' ' -f1)" ms - - "value<=1"
 
-# explain against the kernel-log layer on the same file: wall time and peak RSS, alternately.
+# explain against the kernel-log layer on the same file: wall time and peak RSS, alternately; then flat in the
+# input's size: explain's peak RSS on a tenth of the lines (the first tenth of the same file) against the whole
+# file's (goal: the same, within 1.2x).
 big_runs=$(( runs < 5 ? runs : 5 ))
-et=() er=() dt=() dr=()
-for ((i = 0; i < big_runs; i++)); do
-  /usr/bin/time -f '%e %M' -o "$work/t" "$gpudx" explain "$big" >/dev/null 2>&1 || true
-  read -r t r < <(tail -n 1 "$work/t"); et+=("$t"); er+=("$r")  # after "Command exited with non-zero status"
-  /usr/bin/time -f '%e %M' -o "$work/t" "$gpudx" diagnose --root "$work/root" --kernel-log "$big" --no-driver \
-    >/dev/null 2>&1 || true
-  read -r t r < <(tail -n 1 "$work/t"); dt+=("$t"); dr+=("$r")
-done
 m() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-e=$(m "${et[@]}"); d=$(m "${dt[@]}"); eR=$(m "${er[@]}"); dR=$(m "${dr[@]}")
-row "explain, $lines lines: time" "$e s" "diagnose --kernel-log: time" "$d s" "$(ratio "$e" "$d")" "<= 1.5x" \
-  "$(met "$e" "$d" 1.5)"
-goal_row "explain, $lines lines: time" "$e" s "diagnose --kernel-log, same file" "$d" "ratio<=1.5"
-row "explain, $lines lines: peak RSS" "$((eR / 1024)) MB" "diagnose --kernel-log: RSS" "$((dR / 1024)) MB" \
-  "$(ratio "$eR" "$dR")"
 mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }  # the summary's ratios from unrounded figures
-goal_row "explain, $lines lines: peak RSS" "$(mb "$eR")" MB "diagnose --kernel-log, same file" "$(mb "$dR")" -
-
-# Flat in the input's size: explain's peak RSS on a tenth of the lines (the first LINES/10 of the same file) against
-# the whole file's (goal: the same, within 1.2x).
-small=$work/tenth.log
-head -n $((lines / 10)) "$big" > "$small"
-sr=()
-for ((i = 0; i < big_runs; i++)); do
-  /usr/bin/time -f '%e %M' -o "$work/t" "$gpudx" explain "$small" >/dev/null 2>&1 || true
-  read -r t r < <(tail -n 1 "$work/t"); sr+=("$r")
-done
-sR=$(m "${sr[@]}")
-row "explain, $lines lines: peak RSS" "$((eR / 1024)) MB" "explain, $((lines / 10)) lines" "$((sR / 1024)) MB" \
-  "$(ratio "$eR" "$sR")" "<= 1.2x" "$(met "$eR" "$sR" 1.2)"
-goal_row "explain peak RSS, $lines vs $((lines / 10)) lines" "$(mb "$eR")" MB "explain, $((lines / 10)) lines" \
-  "$(mb "$sR")" "ratio<=1.2"
+explain_rows() {  # name (what the file is), file
+  local name=$1 file=$2 n et=() er=() dt=() dr=() sr=() t r e d eR dR sR i
+  n=$(wc -l < "$file")
+  for ((i = 0; i < big_runs; i++)); do
+    /usr/bin/time -f '%e %M' -o "$work/t" "$gpudx" explain "$file" >/dev/null 2>&1 || true
+    read -r t r < <(tail -n 1 "$work/t"); et+=("$t"); er+=("$r")  # after "Command exited with non-zero status"
+    /usr/bin/time -f '%e %M' -o "$work/t" "$gpudx" diagnose --root "$work/root" --kernel-log "$file" --no-driver \
+      >/dev/null 2>&1 || true
+    read -r t r < <(tail -n 1 "$work/t"); dt+=("$t"); dr+=("$r")
+  done
+  e=$(m "${et[@]}"); d=$(m "${dt[@]}"); eR=$(m "${er[@]}"); dR=$(m "${dr[@]}")
+  row "explain, $n $name: time" "$e s" "diagnose --kernel-log: time" "$d s" "$(ratio "$e" "$d")" "<= 1.5x" \
+    "$(met "$e" "$d" 1.5)"
+  goal_row "explain, $n $name: time" "$e" s "diagnose --kernel-log, same file" "$d" "ratio<=1.5"
+  row "explain, $n $name: peak RSS" "$((eR / 1024)) MB" "diagnose --kernel-log: RSS" "$((dR / 1024)) MB" \
+    "$(ratio "$eR" "$dR")"
+  goal_row "explain, $n $name: peak RSS" "$(mb "$eR")" MB "diagnose --kernel-log, same file" "$(mb "$dR")" -
+  head -n $((n / 10)) "$file" > "$work/tenth.log"
+  for ((i = 0; i < big_runs; i++)); do
+    /usr/bin/time -f '%e %M' -o "$work/t" "$gpudx" explain "$work/tenth.log" >/dev/null 2>&1 || true
+    read -r t r < <(tail -n 1 "$work/t"); sr+=("$r")
+  done
+  sR=$(m "${sr[@]}")
+  row "explain, $n $name: peak RSS" "$((eR / 1024)) MB" "explain, $((n / 10)) of them" "$((sR / 1024)) MB" \
+    "$(ratio "$eR" "$sR")" "<= 1.2x" "$(met "$eR" "$sR" 1.2)"
+  goal_row "explain peak RSS, $n vs $((n / 10)) $name" "$(mb "$eR")" MB "explain, $((n / 10)) of them" \
+    "$(mb "$sR")" "ratio<=1.2"
+}
+explain_rows lines "$big"
+# A storm as real nodes have them (tests/agent/lib.sh's xid_storm: LINES Xid lines on 8 GPUs, each naming its own
+# process, so that no two messages in a row are the same and no reading of one can be reused for the next).
+src=$here
+# shellcheck source=tests/agent/lib.sh
+source "$here/tests/agent/lib.sh"
+xid_storm "$lines" > "$work/storm.log"
+explain_rows "storm lines" "$work/storm.log"

@@ -32,8 +32,8 @@ constexpr size_t kEventsPiece = 64;
 // The least of one piece of a streamed diagnosis (/v1/status, the page): a few dozen findings.
 constexpr size_t kDiagnosisPiece = 64 * 1024;
 
-// An answer made of `pieces` as the client takes them (HttpResponse::more), with `end` after the last. `held` keeps
-// alive what the pieces read: the published diagnosis (its snapshot and pack), and the page they draw, if any.
+// An answer made of `pieces` as the client takes them (HttpResponse::more), with `end` after the last. `published`
+// and `page` keep alive what the pieces read: the diagnosis's snapshot and pack, and the page they draw, if any.
 struct PiecedAnswer {
     std::shared_ptr<const Published> published;
     std::optional<NodePage> page;

@@ -137,6 +137,10 @@ std::optional<ComponentFailureLine> component_failure_line(std::string_view line
     if (std::none_of(kComponentMarks.begin(), kComponentMarks.end(),
                      [&](std::string_view mark) { return find_ci(line, mark) != std::string_view::npos; }))
         return std::nullopt;
+    // The parser's own lines (an Xid storm's every line) are passed before the components are looked for: a line
+    // holding one of these words is never the fallback's, whatever component it names.
+    for (auto own : kParsersOwnWords)
+        if (has_word_ci(line, own)) return std::nullopt;
     std::string_view component;
     for (auto& c : kComponents)
         if (speaks(line, c.word, c.whole_word)) {
@@ -145,8 +149,6 @@ std::optional<ComponentFailureLine> component_failure_line(std::string_view line
         }
     if (component.empty() && nvidia_module_line(line)) component = "nvidia";
     if (component.empty()) return std::nullopt;
-    for (auto own : kParsersOwnWords)
-        if (has_word_ci(line, own)) return std::nullopt;
     for (auto own : kParsersOwnPhrases)
         if (find_ci(line, own) != std::string_view::npos) return std::nullopt;
     if (aer_detail_line(line)) return std::nullopt;
