@@ -207,24 +207,26 @@ HttpResponse Endpoints::page_response() {
     // The same policy as the page's own meta tag, from the server too: nothing loads, nothing runs.
     res.headers.emplace_back("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:");
     res.headers.emplace_back("Cache-Control", "no-store");
-    // Kept as the page draws them (no evidence), the newest kReportEvents, read a page of the store at a time.
+    // Kept as the page draws them, the newest kReportEvents, visited a page of the store at a time: their evidence,
+    // which the page does not draw, is never read into a JSON tree.
+    const int64_t since = now_ms() - kReportPeriodMs;
     std::deque<PageEvent> latest;
     size_t left_out = 0;
     int64_t cursor = 0;
-    for (;;) {
-        auto page = recorder_.page(now_ms() - kReportPeriodMs, cursor, kEventPage);
-        if (!page) break;
-        for (auto& e : *page) {
-            latest.push_back(page_event_of(e));
-            cursor = e.id;
-            if (latest.size() > kReportEvents) {
-                latest.pop_front();
-                ++left_out;
-            }
+    auto keep_stored = [&](const AgentEvent& e, std::optional<std::string_view>) {
+        latest.push_back(page_event_of(e));
+        cursor = e.id;
+        if (latest.size() > kReportEvents) {
+            latest.pop_front();
+            ++left_out;
         }
-        if (page->size() < kEventPage) break;
+    };
+    for (;;) {
+        auto visited = recorder_.visit_page(since, cursor, kEventPage, keep_stored);
+        if (!visited || *visited < kEventPage) break;
     }
-    for (auto& e : recorder_.unstored(now_ms() - kReportPeriodMs, kReportEvents)) latest.push_back(page_event_of(e));
+    recorder_.visit_unstored(since, 0, kReportEvents,
+                             [&](const AgentEvent& e, std::optional<std::string_view>) { latest.push_back(page_event_of(e)); });
     std::vector<PageEvent> events(std::make_move_iterator(latest.begin()), std::make_move_iterator(latest.end()));
     release_memory(latest);
     if (!p) {

@@ -66,26 +66,11 @@ void Recorder::note(std::string message) {
     record({agent_note(std::move(message), now_ms())});
 }
 
-std::optional<std::vector<AgentEvent>> Recorder::page(int64_t since_ms, int64_t after_id, size_t limit) {
-    std::lock_guard lock(mutex_);
-    if (!store_) return std::nullopt;
-    return store_->query(since_ms, after_id, limit);
-}
-
 std::optional<size_t> Recorder::visit_page(int64_t since_ms, int64_t after_id, size_t limit,
                                            const EventStore::EventVisitor& visit) {
     std::lock_guard lock(mutex_);
     if (!store_) return std::nullopt;
     return store_->visit(since_ms, after_id, limit, visit);
-}
-
-std::vector<AgentEvent> Recorder::unstored(int64_t since_ms, size_t limit) {
-    std::lock_guard lock(mutex_);
-    if (store_) return store_->pending(since_ms);
-    std::vector<AgentEvent> out;
-    for (const auto& e : memory_events_)
-        if (e.time_ms >= since_ms && out.size() < limit) out.push_back(e);
-    return out;
 }
 
 size_t Recorder::visit_unstored(int64_t since_ms, size_t skip, size_t limit, const EventStore::EventVisitor& visit) {

@@ -40,16 +40,12 @@ public:
     // Said on stderr, kept among the latest notes (/v1/status) and recorded as the agent's news.
     void note(std::string message);
 
-    // A page of stored events (EventStore::query); nullopt when there is no store.
-    std::optional<std::vector<AgentEvent>> page(int64_t since_ms, int64_t after_id, size_t limit);
-    // The same page handed to `visit` under the lock, as EventStore::visit does; nullopt when there is no store,
+    // A page of stored events (EventStore::visit) handed to `visit` under the lock; nullopt when there is no store,
     // else how many were visited.
     std::optional<size_t> visit_page(int64_t since_ms, int64_t after_id, size_t limit,
                                      const EventStore::EventVisitor& visit);
-    // The events without an id: those held in memory while the store refuses them, or, without a store, every
-    // one kept (at most `limit`).
-    std::vector<AgentEvent> unstored(int64_t since_ms, size_t limit);
-    // The unstored events with time >= since_ms, past the first `skip` of them, at most `limit`, handed to
+    // The events without an id (those held in memory while the store refuses them, or, without a store, every one
+    // kept) with time >= since_ms, past the first `skip` of them, at most `limit`, handed to
     // `visit` under the lock (a streamed answer goes through them a piece at a time); how many were visited.
     size_t visit_unstored(int64_t since_ms, size_t skip, size_t limit, const EventStore::EventVisitor& visit);
     // The store's state, the count by kind and the notes.

@@ -356,6 +356,21 @@ TEST(AgentPage, ServesTheLatestDiagnosisWithItsEvents) {
     std::filesystem::remove_all(dir);
 }
 
+// Without an event store (none could be opened), the page lists the events the agent holds in memory.
+TEST(AgentPage, ListsTheEventsHeldInMemoryWithoutAStore) {
+    Recorder recorder(EventStoreOptions{});  // never opened: the events stay in memory
+    Publication publication;
+    Endpoints endpoints(publication, recorder, [] { return AgentStatus{}; });
+    recorder.record({agent_note("held in memory: Xid 79 on GPU-5bd41b7c-8a07-7c1a-30c4-3c5f4cc3b8a1", now_ms())});
+    EXPECT_NE(answer_text(endpoints.handle(HttpRequest{"/", {}})).find("held in memory: Xid 79"), std::string::npos);
+    auto p = std::make_shared<Published>();
+    p->snapshot = golden_snapshot("gpu-missing.snapshot.json");
+    p->hold(diagnose(p->snapshot, {}));
+    p->time_ms = now_ms();
+    publication.publish(p);
+    EXPECT_NE(answer_text(endpoints.handle(HttpRequest{"/", {}})).find("held in memory: Xid 79"), std::string::npos);
+}
+
 // The agent publishes its snapshot with the kernel log digested to what its answers read: every answer, in every
 // format, is the one the whole log gives. The log: an Xid storm with a recovery action on two GPUs, AER, an NVRM line
 // a signature reads, and an SXid.
