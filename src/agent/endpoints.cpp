@@ -225,8 +225,10 @@ HttpResponse Endpoints::page_response() {
         auto visited = recorder_.visit_page(since, cursor, kEventPage, keep_stored);
         if (!visited || *visited < kEventPage) break;
     }
-    recorder_.visit_unstored(since, 0, kReportEvents,
-                             [&](const AgentEvent& e, std::optional<std::string_view>) { latest.push_back(page_event_of(e)); });
+    auto keep_unstored = [&](const AgentEvent& e, std::optional<std::string_view>) {
+        latest.push_back(page_event_of(e));
+    };
+    recorder_.visit_unstored(since, 0, kReportEvents, keep_unstored);
     std::vector<PageEvent> events(std::make_move_iterator(latest.begin()), std::make_move_iterator(latest.end()));
     release_memory(latest);
     if (!p) {

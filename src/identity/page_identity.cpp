@@ -100,7 +100,8 @@ PageIdentity page_identity(const Snapshot& s, FindingsView findings) {
             bool names = false;
             for (size_t k = 0; k < findings.subject_count(i) && !names; ++k) {
                 auto g = findings.subject(i, k);
-                names = (!g.pci.empty() && normalize_pci(g.pci) == r.pci) || (!g.uuid.empty() && same_uuid(g.uuid, row.uuid));
+                names = (!g.pci.empty() && normalize_pci(g.pci) == r.pci) ||
+                        (!g.uuid.empty() && same_uuid(g.uuid, row.uuid));
             }
             auto id = findings.id(i);
             if (names && std::find(row.findings.begin(), row.findings.end(), id) == row.findings.end())

@@ -778,9 +778,8 @@ TEST(AgentHttp, AStormsStatusAndPageAreStreamedInPiecesOfBoundedSize) {
     constexpr size_t kPieceBound = 256u << 10;  // a piece is at least 64 KiB: a few dozen findings
     EventsServer t("http-status-stream", 0, {.max_answer_bytes = 1u << 20});
     ASSERT_TRUE(t.server);
-    Snapshot s = snapshot_from_json(nlohmann::json::parse(
-                                        test::read_all(std::string(GPUDX_SOURCE_DIR) + "/tests/golden/h200x2.snapshot.json")))
-                     .value();
+    const std::string golden = std::string(GPUDX_SOURCE_DIR) + "/tests/golden/h200x2.snapshot.json";
+    Snapshot s = snapshot_from_json(nlohmann::json::parse(test::read_all(golden))).value();
     Diagnosis d = diagnose(s, {});
     Finding storm{.id = "kernel_log.xid", .layer = Layer::kernel_log, .severity = Severity::error};
     storm.message = "Xid 79 (GPU has fallen off the bus)";

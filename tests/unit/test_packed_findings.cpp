@@ -58,7 +58,8 @@ TEST(PackedFindings, EveryGoldenDiagnosisReadsBackAsItWas) {
             for (auto format : {ReportFormat::text, ReportFormat::json, ReportFormat::prom, ReportFormat::slurm,
                                 ReportFormat::npd, ReportFormat::nagios}) {
                 RenderOptions o{.verbose = verbose};
-                auto whole = render_report(*s, d, format, o, {}), from_pack = render_report(*s, summary, view, format, o, {});
+                auto whole = render_report(*s, d, format, o, {});
+                auto from_pack = render_report(*s, summary, view, format, o, {});
                 EXPECT_EQ(from_pack.text, whole.text) << name << " " << name_of(format);
                 EXPECT_EQ(from_pack.exit_code, whole.exit_code) << name << " " << name_of(format);
             }

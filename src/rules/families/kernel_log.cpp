@@ -322,7 +322,8 @@ struct XidTimelines {
         if (caused_by(e.text)) return;
         XidTimeline& t = by_gpu_code[{e.pci, e.code}];
         t.timed = t.timed && (e.monotonic_s || e.wall_s);
-        if (t.texts.empty() || t.texts.back().second != e.text) t.texts.emplace_back(static_cast<uint32_t>(t.times.size()), e.text);
+        if (t.texts.empty() || t.texts.back().second != e.text)
+            t.texts.emplace_back(static_cast<uint32_t>(t.times.size()), e.text);
         t.times.push_back(event_time(e));
     }
 };
