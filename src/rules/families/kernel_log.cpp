@@ -293,9 +293,9 @@ TallyRepeats tally_repeats(const KernelLogTally& t, const XidEscalation& esc) {
     return r;
 }
 
-// The Xid events of one GPU and code, as check_xid_repeats slides its window over them: a time each (8 bytes an
-// event: an explain of a 1,000,000-line storm holds 8 MB for them, where the events themselves took 300), the texts
-// once per run of equal ones.
+// The Xid events of one GPU and code, as check_xid_repeats slides its window over them: a time each, and the texts
+// once per run of equal ones. They are the log's kept events (at most 10,000, in diagnose and explain alike); a
+// longer storm is judged by its tally.
 struct XidTimeline {
     std::vector<double> times;  // event_time, in the log's order
     // (first event, text) for each run of equal texts, each a view of the snapshot's kept event (a storm's 10,000 kept
