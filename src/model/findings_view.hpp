@@ -19,6 +19,12 @@ public:
     size_t size() const { return whole_ ? whole_->size() : pack_->size(); }
     bool empty() const { return size() == 0; }
     Severity severity(size_t i) const { return whole_ ? whole_->at(i).severity : pack_->severity(i); }
+    // How many are of severity `s`.
+    size_t count(Severity s) const {
+        size_t n = 0;
+        for (size_t i = 0; i < size(); ++i) n += severity(i) == s;
+        return n;
+    }
     Layer layer(size_t i) const { return whole_ ? whole_->at(i).layer : pack_->layer(i); }
     std::string_view id(size_t i) const { return whole_ ? std::string_view(whole_->at(i).id) : pack_->id(i); }
     size_t subject_count(size_t i) const { return whole_ ? whole_->at(i).subjects.size() : pack_->subject_count(i); }

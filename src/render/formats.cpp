@@ -188,8 +188,7 @@ PluginResult node_problem_detector(const Diagnosis& d, FindingsView findings) {
     if (d.exit_code == kExitUnknown) return {2, "gpudx: " + could_not_evaluate(d)};
     auto most = most_severe(findings, Severity::error);
     if (!most) {
-        size_t warnings = 0;
-        for (size_t i = 0; i < findings.size(); ++i) warnings += findings.severity(i) == Severity::warning;
+        auto warnings = findings.count(Severity::warning);
         return {0, fit(fmt::format("gpudx: {} ({} warnings)", name_of(d.verdict), warnings), 80)};
     }
     return findings.with(*most, [](const Finding& f) -> PluginResult {
@@ -203,12 +202,8 @@ PluginResult node_problem_detector(const Diagnosis& d, FindingsView findings) {
 PluginResult nagios(const Snapshot& s, const Diagnosis& d) { return nagios(s, d, FindingsView(d.findings)); }
 
 PluginResult nagios(const Snapshot& s, const Diagnosis& d, FindingsView findings) {
-    int errors = 0, warnings = 0;
-    for (size_t i = 0; i < findings.size(); ++i) {
-        errors += findings.severity(i) == Severity::error;
-        warnings += findings.severity(i) == Severity::warning;
-    }
-    std::string perf = fmt::format("| errors={} warnings={} gpus_pcie={}", errors, warnings, s.pcie.gpus.size());
+    std::string perf = fmt::format("| errors={} warnings={} gpus_pcie={}", findings.count(Severity::error),
+                                   findings.count(Severity::warning), s.pcie.gpus.size());
     if (d.exit_code == kExitUnknown) return {3, "GPUDX UNKNOWN - " + could_not_evaluate(d) + " " + perf};
     auto most = most_severe(findings, Severity::warning);
     if (!most) return {0, "GPUDX OK - " + std::string(name_of(d.verdict)) + " " + perf};

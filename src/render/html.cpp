@@ -119,11 +119,7 @@ std::string gpu_name(const GpuRef& g) {
 std::string verdict_line(const NodePage& p) {
     const auto& d = p.diagnosis;
     auto findings = p.findings();
-    unsigned errors = 0, warnings = 0;
-    for (size_t i = 0; i < findings.size(); ++i) {
-        errors += findings.severity(i) == Severity::error;
-        warnings += findings.severity(i) == Severity::warning;
-    }
+    const size_t errors = findings.count(Severity::error), warnings = findings.count(Severity::warning);
     std::string what;
     switch (d.verdict) {
         case Verdict::healthy: what = "no problem found on any layer"; break;
@@ -234,9 +230,7 @@ FindingsSection findings_section(const NodePage& p) {
         out.end = "<p>No finding.</p>\n</section>\n";
         return out;
     }
-    size_t info = 0;
-    for (size_t i = 0; i < fs.size(); ++i) info += fs.severity(i) == Severity::info;
-    const size_t n = fs.size(), shown_first = n - info;
+    const size_t info = fs.count(Severity::info), n = fs.size(), shown_first = n - info;
     out.items = 2 * n;
     out.item = [fs, n, shown_first, info, drawn = size_t{0}](size_t k, std::string& text) mutable {
         bool second_pass = k >= n;

@@ -92,8 +92,7 @@ PiecedText diagnosis_text_pieces(const Snapshot& s, const Diagnosis& d, Findings
         for (auto& p : s.processes) out += render_process_line(p);
         out += "\n";
     }
-    size_t shown = 0;
-    for (size_t i = 0; i < findings.size(); ++i) shown += o.verbose || findings.severity(i) != Severity::info;
+    const size_t shown = o.verbose ? findings.size() : findings.size() - findings.count(Severity::info);
     auto item = [findings, o](size_t i, std::string& out) {
         if (findings.severity(i) == Severity::info && !o.verbose) return;
         Palette p{o.color};
