@@ -18,6 +18,7 @@
 #include "agent/recorder.hpp"
 #include "model/agent_status.hpp"
 #include "model/diagnosis.hpp"
+#include "render/formats.hpp"  // kSlurmReasonFindingsRead
 
 namespace gpudx {
 
@@ -33,7 +34,7 @@ public:
     // Of its findings (sorted, the most severe first) it reads the first kFindingsRead: the reason's, and whether
     // another error follows it (slurm_reason's "(+more)"); a caller holding thousands may pass only those.
     void decide(const Diagnosis& d, const std::map<Layer, std::string>& unread);
-    static constexpr size_t kFindingsRead = 2;
+    static constexpr size_t kFindingsRead = kSlurmReasonFindingsRead;
     AgentStatus::Drain status() const;
 
 private:

@@ -60,9 +60,7 @@ void Published::hold(const Diagnosis& d) {
 }
 
 Diagnosis Published::diagnosis_head(size_t n) const {
-    Diagnosis d = summary_;
-    for (size_t i = 0; i < std::min(n, findings_.size()); ++i) d.findings.push_back(findings_.at(i));
-    return d;
+    return with_first_findings(summary_, FindingsView(findings_), n);
 }
 
 PrometheusOptions Published::prom_options() const {

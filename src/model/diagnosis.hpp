@@ -58,6 +58,10 @@ struct Diagnosis {
     int exit_code = kExitHealthy;
 };
 
+// `d`'s verdict, layers and boundary with only the first `n` of `findings` (the most severe first): what a reader of
+// the first few needs, from findings held elsewhere (the agent's pack) or from `d`'s own.
+Diagnosis with_first_findings(const Diagnosis& d, FindingsView findings, size_t n);
+
 // The layers marked unreadable, bottom-up, as reports name them ("pcie, kernel_log"); empty when none.
 std::string unreadable_layers(const Diagnosis& d);
 

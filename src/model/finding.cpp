@@ -1,4 +1,7 @@
 #include "model/finding.hpp"
+
+#include <algorithm>
+
 #include "model/diagnosis.hpp"
 
 namespace gpudx {
@@ -54,6 +57,17 @@ std::string describe(const ProcessRef& p) {
     if (!p.container.empty()) s += ", container " + p.container;
     if (!p.job.empty()) s += ", job " + p.job;
     return s + ")";
+}
+
+Diagnosis with_first_findings(const Diagnosis& d, FindingsView findings, size_t n) {
+    Diagnosis head;
+    head.layers = d.layers;
+    head.boundary = d.boundary;
+    head.verdict = d.verdict;
+    head.exit_code = d.exit_code;
+    for (size_t i = 0; i < std::min(n, findings.size()); ++i)
+        findings.with(i, [&](const Finding& f) { head.findings.push_back(f); });
+    return head;
 }
 
 std::string unreadable_layers(const Diagnosis& d) {

@@ -38,7 +38,9 @@ std::string render_prometheus(const Snapshot& s, const Diagnosis& d, FindingsVie
 
 // The reason Slurm shows for a drained node, "gpudx: <check id> <GPU UUID> <PCI address>", for the most severe
 // error (the UUID shortened when the whole would not fit). None when there is no error. Reads the first two
-// findings only (sorted, the most severe first): the agent's drain relies on it (SlurmDrain::kFindingsRead).
+// findings only (sorted, the most severe first), kSlurmReasonFindingsRead: the agent's drain relies on it
+// (SlurmDrain::kFindingsRead).
+inline constexpr size_t kSlurmReasonFindingsRead = 2;
 std::optional<SlurmReason> slurm_reason(const Diagnosis& d);
 
 // node-problem-detector custom plugin: message of at most 80 characters; exit 0 OK, 1 problem, 2 unknown.

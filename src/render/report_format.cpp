@@ -1,7 +1,5 @@
 #include "render/report_format.hpp"
 
-#include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "render/formats.hpp"
@@ -21,12 +19,7 @@ RenderedReport render_report(const Snapshot& s, const Diagnosis& d, FindingsView
         case ReportFormat::json: return {diagnosis_json_pieces(s, d, {}, findings).whole() + "\n", d.exit_code};
         case ReportFormat::prom: return {render_prometheus(s, d, findings, prom), d.exit_code};
         case ReportFormat::slurm: {
-            // slurm_reason reads the first two findings only (the most severe first).
-            Diagnosis head = d;
-            head.findings.clear();
-            for (size_t i = 0; i < std::min<size_t>(2, findings.size()); ++i)
-                findings.with(i, [&](const Finding& f) { head.findings.push_back(f); });
-            auto reason = slurm_reason(head);
+            auto reason = slurm_reason(with_first_findings(d, findings, kSlurmReasonFindingsRead));
             return {(reason ? reason->format() : std::string()) + "\n", d.exit_code};
         }
         case ReportFormat::npd: {
