@@ -30,6 +30,13 @@ command -v curl >/dev/null || { echo "curl is needed" >&2; exit 2; }
 rss_mb() { awk '/VmRSS/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
 # The most it was resident at any moment (the kernel's high-water mark): the diagnoses and answers included.
 peak_rss_mb() { awk '/VmHWM/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
+# The agent's peak while it answers PATH: its high-water mark set back to the present first (clear_refs, which the
+# process's owner may write).
+answer_peak_mb() {
+  echo 5 > "/proc/$agent_pid/clear_refs"
+  curl -s -o /dev/null "$url$1"
+  peak_rss_mb "$agent_pid"
+}
 # The median of RUNS answers' total time, in ms.
 answer_ms() {
   for ((i = 0; i < runs; i++)); do curl -s -o /dev/null -w '%{time_total}\n' "$url$1"; done |
@@ -104,14 +111,9 @@ measure() {
   local judged status page
   judged=$(peak_rss_mb "$agent_pid")
   echo "$tag rss_judged_peak $judged" >> "$out"
-  # Each answer's own peak: the high-water mark set back to the present first (clear_refs, the process's own).
-  echo 5 > "/proc/$agent_pid/clear_refs"
-  curl -s -o /dev/null "$url/v1/status"
-  status=$(peak_rss_mb "$agent_pid")
+  status=$(answer_peak_mb /v1/status)
   echo "$tag rss_status_peak $status" >> "$out"
-  echo 5 > "/proc/$agent_pid/clear_refs"
-  curl -s -o /dev/null "$url/"
-  page=$(peak_rss_mb "$agent_pid")
+  page=$(answer_peak_mb /)
   echo "$tag rss_page_peak $page" >> "$out"
   echo "$tag rss_findings_answered $(rss_mb "$agent_pid")" >> "$out"
   echo "$tag rss_peak $(printf '%s\n' "$judged" "$status" "$page" | sort -g | tail -1)" >> "$out"
